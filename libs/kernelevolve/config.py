@@ -1,0 +1,206 @@
+"""Typed configuration, read once at start-up by each entrypoint.
+
+Sources, later wins: defaults → YAML file (``KE_CONFIG`` or ``--config``) → environment
+variables ``KE_<SECTION>_<FIELD>`` (e.g. ``KE_BUS_URL``, ``KE_STORE_KIND``).
+``${VAR}`` inside YAML values is expanded from the environment and fails loudly when
+``VAR`` is unset. Secrets (S3 keys) come only from the environment / a Kubernetes
+Secret mounted as environment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+from kernelevolve.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class BusSettings:
+    # Empty url: the embedded runner starts its own nats-server and fills this in.
+    url: str = ""
+    subject_prefix: str = "ke"
+    stream: str = "KE"
+    kv_bucket: str = "ke_state"
+    connect_timeout_s: float = 5.0
+    # Events are kept this long in the stream (seconds); 7 days.
+    max_age_s: int = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    kind: str = "folder"  # "folder" | "s3"
+    root: str = "runs"  # folder store root
+    endpoint: str = ""  # s3: host:port
+    bucket: str = "kernelevolve"
+    access_key: str = ""
+    secret_key: str = ""
+    secure: bool = False
+    region: str = ""
+    # Key prefix of one session's artifacts; "{session_id}" is substituted.
+    session_prefix: str = "sessions/{session_id}/"
+
+
+@dataclass(frozen=True)
+class KnowledgeSettings:
+    path: str = ""  # Qdrant local mode folder; used when url is empty
+    url: str = ""  # Qdrant server url
+    api_key: str = ""
+    collection: str = "kernelevolve"
+    # "minilm" (all-MiniLM-L6-v2, offline package) or "hash" (no model; tests/tiny installs)
+    embedder: str = "minilm"
+
+
+@dataclass(frozen=True)
+class EvaluatorSettings:
+    # Hardware kind this evaluator serves; "auto": "nvidia" when CUDA is visible, else "cpu".
+    hardware_kind: str = "auto"
+    compile_timeout_s: float = 120.0
+    run_timeout_s: float = 120.0
+    correctness_trials: int = 5
+    workers: int = 1
+    scratch_dir: str = ""
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    strategy: str = "greedy"
+    default_budget: int = 8
+    max_inflight: int = 2
+    max_budget: int = 10000
+
+
+@dataclass(frozen=True)
+class SynthesizerSettings:
+    kind: str = "offline"
+
+
+@dataclass(frozen=True)
+class GrpcSettings:
+    host: str = "127.0.0.1"
+    gateway_port: int = 50051
+    search_port: int = 50052
+    synthesizer_port: int = 50053
+    evaluator_port: int = 50054
+    knowledge_port: int = 50055
+    # Where the gateway reaches the evaluator for ValidateSpec ("host:port").
+    evaluator_target: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    bus: BusSettings = field(default_factory=BusSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    knowledge: KnowledgeSettings = field(default_factory=KnowledgeSettings)
+    evaluator: EvaluatorSettings = field(default_factory=EvaluatorSettings)
+    search: SearchSettings = field(default_factory=SearchSettings)
+    synthesizer: SynthesizerSettings = field(default_factory=SynthesizerSettings)
+    grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    log_format: str = "json"
+    log_level: str = "INFO"
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(value: Any, env: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+
+        def sub(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in env:
+                raise ConfigError(f"config references ${{{name}}} but {name} is not set")
+            return env[name]
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {k: _expand(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, env) for v in value]
+    return value
+
+
+def _coerce(name: str, typ: Any, raw: Any) -> Any:
+    try:
+        if typ is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(raw)
+        if typ is int:
+            return int(raw)
+        if typ is float:
+            return float(raw)
+        return str(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config value {name}={raw!r} is not a valid {typ.__name__}") from exc
+
+
+def _apply(obj: Any, values: Mapping[str, Any], where: str) -> Any:
+    hints = get_type_hints(type(obj))
+    known = {f.name for f in fields(obj)}
+    changes: dict[str, Any] = {}
+    for key, raw in values.items():
+        if key not in known:
+            raise ConfigError(f"unknown config key {where}{key}")
+        current = getattr(obj, key)
+        if dataclasses.is_dataclass(current):
+            if not isinstance(raw, Mapping):
+                raise ConfigError(f"config section {where}{key} must be a mapping")
+            changes[key] = _apply(current, raw, f"{where}{key}.")
+        else:
+            changes[key] = _coerce(f"{where}{key}", hints[key], raw)
+    return replace(obj, **changes)
+
+
+def _from_env(base: Settings, env: Mapping[str, str]) -> Settings:
+    values: dict[str, Any] = {}
+    for f in fields(base):
+        current = getattr(base, f.name)
+        if dataclasses.is_dataclass(current):
+            for sub in fields(current):
+                var = f"KE_{f.name}_{sub.name}".upper()
+                if var in env:
+                    values.setdefault(f.name, {})[sub.name] = env[var]
+        else:
+            var = f"KE_{f.name}".upper()
+            if var in env:
+                values[f.name] = env[var]
+    return _apply(base, values, "")
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build Settings from defaults, an optional YAML file, the environment, then overrides."""
+    env = dict(os.environ if env is None else env)
+    settings = Settings()
+    path = path or env.get("KE_CONFIG") or None
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {p} is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must hold a mapping at top level")
+        settings = _apply(settings, _expand(data, env), "")
+    settings = _from_env(settings, env)
+    if overrides:
+        settings = _apply(settings, overrides, "")
+    return settings

@@ -1,0 +1,81 @@
+"""The one error hierarchy of KernelEvolve.
+
+Adapters map third-party errors into these (``raise StoreUnavailable(...) from exc``);
+one gRPC interceptor maps them to status codes (``kernelevolve.grpc_util``).
+
+    KernelEvolveError
+    ├── PermanentError                 retrying the same call cannot help
+    │   ├── InvalidSpecError           spec does not parse / lacks Model, get_inputs,
+    │   │                              get_init_inputs / reference raises   → INVALID_ARGUMENT
+    │   ├── InvalidArgumentError       any other bad input                  → INVALID_ARGUMENT
+    │   ├── NotFoundError              unknown session / candidate / key    → NOT_FOUND
+    │   ├── ConflictError              e.g. session id already used         → ALREADY_EXISTS
+    │   ├── ConfigError                bad or missing configuration         → FAILED_PRECONDITION
+    │   └── SynthesisError             the synthesizer could not produce code → INTERNAL
+    └── RetryableError                 may succeed later                    → UNAVAILABLE
+        ├── BusUnavailable             NATS unreachable / timed out
+        ├── StoreUnavailable           object store unreachable
+        ├── IndexUnavailable           vector index unreachable
+        └── DependencyTimeout          a downstream call timed out          → DEADLINE_EXCEEDED
+
+A candidate that fails to compile, crashes, hangs or is wrong is *not* an error: it
+is a verdict (``EvaluationStatus``) returned as data.
+"""
+
+from __future__ import annotations
+
+
+class KernelEvolveError(Exception):
+    """Base of every error KernelEvolve raises on purpose."""
+
+    retryable: bool = False
+
+
+class PermanentError(KernelEvolveError):
+    """Retrying the same call with the same input cannot succeed."""
+
+
+class InvalidSpecError(PermanentError):
+    """The operator spec is unusable; the message names the problem."""
+
+
+class InvalidArgumentError(PermanentError):
+    """A request argument is malformed or out of range."""
+
+
+class NotFoundError(PermanentError):
+    """The named session, candidate or object does not exist."""
+
+
+class ConflictError(PermanentError):
+    """The request conflicts with existing state."""
+
+
+class ConfigError(PermanentError):
+    """Configuration is missing or malformed (e.g. an unset ${VAR})."""
+
+
+class SynthesisError(PermanentError):
+    """The synthesizer failed to produce a candidate for a request."""
+
+
+class RetryableError(KernelEvolveError):
+    """A dependency is unavailable; the same call may succeed later."""
+
+    retryable = True
+
+
+class BusUnavailable(RetryableError):
+    """The message bus could not be reached or did not answer in time."""
+
+
+class StoreUnavailable(RetryableError):
+    """The object store could not be reached."""
+
+
+class IndexUnavailable(RetryableError):
+    """The vector index could not be reached."""
+
+
+class DependencyTimeout(RetryableError):
+    """A downstream call exceeded its deadline."""

@@ -1,0 +1,189 @@
+from kernelevolve.v1 import common_pb2 as _common_pb2
+from kernelevolve.v1 import events_pb2 as _events_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class StartSessionRequest(_message.Message):
+    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_INFLIGHT_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.OperatorSpec
+    budget: int
+    strategy: str
+    hardware_kind: str
+    session_id: str
+    max_inflight: int
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ...) -> None: ...
+
+class StartSessionResponse(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _common_pb2.Session
+    def __init__(self, session: _Optional[_Union[_common_pb2.Session, _Mapping]] = ...) -> None: ...
+
+class SessionRef(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class WatchSessionRequest(_message.Message):
+    __slots__ = ("session_id", "from_start")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_START_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    from_start: bool
+    def __init__(self, session_id: _Optional[str] = ..., from_start: _Optional[bool] = ...) -> None: ...
+
+class ListCandidatesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ...) -> None: ...
+
+class CandidateRef(_message.Message):
+    __slots__ = ("session_id", "candidate_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    candidate_id: str
+    def __init__(self, session_id: _Optional[str] = ..., candidate_id: _Optional[str] = ...) -> None: ...
+
+class GetCandidateResponse(_message.Message):
+    __slots__ = ("candidate", "node", "source", "result", "report_json")
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
+    candidate: _common_pb2.Candidate
+    node: _common_pb2.Node
+    source: str
+    result: _common_pb2.EvaluationResult
+    report_json: str
+    def __init__(self, candidate: _Optional[_Union[_common_pb2.Candidate, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., source: _Optional[str] = ..., result: _Optional[_Union[_common_pb2.EvaluationResult, _Mapping]] = ..., report_json: _Optional[str] = ...) -> None: ...
+
+class EvaluateRequest(_message.Message):
+    __slots__ = ("spec", "candidate_source", "candidate_id")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.OperatorSpec
+    candidate_source: str
+    candidate_id: str
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., candidate_source: _Optional[str] = ..., candidate_id: _Optional[str] = ...) -> None: ...
+
+class ValidateSpecResponse(_message.Message):
+    __slots__ = ("ok", "reason", "warnings")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ProposeRequest(_message.Message):
+    __slots__ = ("spec", "request", "parent_source", "parent_result", "parent_transformation", "parent_genome")
+    class ParentGenomeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RESULT_FIELD_NUMBER: _ClassVar[int]
+    PARENT_TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    PARENT_GENOME_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.OperatorSpec
+    request: _events_pb2.CandidateRequested
+    parent_source: str
+    parent_result: _common_pb2.EvaluationResult
+    parent_transformation: _common_pb2.Transformation
+    parent_genome: _containers.ScalarMap[str, str]
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., request: _Optional[_Union[_events_pb2.CandidateRequested, _Mapping]] = ..., parent_source: _Optional[str] = ..., parent_result: _Optional[_Union[_common_pb2.EvaluationResult, _Mapping]] = ..., parent_transformation: _Optional[_Union[_common_pb2.Transformation, _Mapping]] = ..., parent_genome: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Proposal(_message.Message):
+    __slots__ = ("source", "transformation", "fallback_nodes", "description", "genome")
+    class GenomeEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_NODES_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    GENOME_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    transformation: _common_pb2.Transformation
+    fallback_nodes: _containers.RepeatedScalarFieldContainer[str]
+    description: str
+    genome: _containers.ScalarMap[str, str]
+    def __init__(self, source: _Optional[str] = ..., transformation: _Optional[_Union[_common_pb2.Transformation, _Mapping]] = ..., fallback_nodes: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., genome: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ProposeResponse(_message.Message):
+    __slots__ = ("proposals",)
+    PROPOSALS_FIELD_NUMBER: _ClassVar[int]
+    proposals: _containers.RepeatedCompositeFieldContainer[Proposal]
+    def __init__(self, proposals: _Optional[_Iterable[_Union[Proposal, _Mapping]]] = ...) -> None: ...
+
+class Tree(_message.Message):
+    __slots__ = ("session_id", "nodes")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.Node]
+    def __init__(self, session_id: _Optional[str] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.Node, _Mapping]]] = ...) -> None: ...
+
+class AddDocumentsRequest(_message.Message):
+    __slots__ = ("documents",)
+    DOCUMENTS_FIELD_NUMBER: _ClassVar[int]
+    documents: _containers.RepeatedCompositeFieldContainer[_common_pb2.KnowledgeDocument]
+    def __init__(self, documents: _Optional[_Iterable[_Union[_common_pb2.KnowledgeDocument, _Mapping]]] = ...) -> None: ...
+
+class AddDocumentsResponse(_message.Message):
+    __slots__ = ("added",)
+    ADDED_FIELD_NUMBER: _ClassVar[int]
+    added: int
+    def __init__(self, added: _Optional[int] = ...) -> None: ...
+
+class SearchKnowledgeRequest(_message.Message):
+    __slots__ = ("query", "limit", "level", "hardware_kind")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    limit: int
+    level: _common_pb2.KnowledgeLevel
+    hardware_kind: str
+    def __init__(self, query: _Optional[str] = ..., limit: _Optional[int] = ..., level: _Optional[_Union[_common_pb2.KnowledgeLevel, str]] = ..., hardware_kind: _Optional[str] = ...) -> None: ...
+
+class ScoredDocument(_message.Message):
+    __slots__ = ("document", "score")
+    DOCUMENT_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    document: _common_pb2.KnowledgeDocument
+    score: float
+    def __init__(self, document: _Optional[_Union[_common_pb2.KnowledgeDocument, _Mapping]] = ..., score: _Optional[float] = ...) -> None: ...
+
+class SearchKnowledgeResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[ScoredDocument]
+    def __init__(self, results: _Optional[_Iterable[_Union[ScoredDocument, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,115 @@
+"""Result types of one evaluation. Plain dataclasses: no protobuf, no third-party deps.
+
+``Verdict.to_dict()`` is the JSON report written to the object store;
+the service layer translates a Verdict into ``kernelevolve.v1.EvaluationResult``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed"]
+STATUSES: tuple[Status, ...] = (
+    "correct",
+    "incorrect",
+    "rejected",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "crashed",
+)
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    iqr_ms: float = 0.0
+    ci_low_ms: float = 0.0
+    ci_high_ms: float = 0.0
+    trials: int = 0
+    min_ms: float = 0.0
+    samples_ms: list[float] = field(default_factory=list)
+
+
+@dataclass
+class Correctness:
+    trials: int = 0
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    atol: float = 0.0
+    rtol: float = 0.0
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    launches: int = 0
+    time_ms: float = 0.0
+    registers: int = 0
+    shared_bytes: int = 0
+    spills: int = 0
+
+
+@dataclass
+class Diagnosis:
+    bound: Literal["memory", "compute", "latency", "unknown"] = "unknown"
+    bytes_moved: float = 0.0
+    flops: float = 0.0
+    achieved_gbps: float = 0.0
+    achieved_gflops: float = 0.0
+    roofline_fraction: float = 0.0
+    library_time_fraction: float = 0.0
+    kernels: list[KernelInfo] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SpecCheck:
+    """Outcome of validating an operator spec before any candidate is judged."""
+
+    ok: bool
+    reason: str = ""
+    warnings: list[str] = field(default_factory=list)
+    # e.g. output shapes/dtypes, parameter count: informational.
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    status: Status
+    reason: str
+    candidate_id: str = ""
+    correctness: Correctness | None = None
+    candidate_timing: Timing | None = None
+    baseline_timing: Timing | None = None
+    speedup: float = 0.0
+    diagnosis: Diagnosis | None = None
+    device: str = "cpu"
+    interpreted: bool = False
+    fingerprint: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # Free-form evidence (static-check findings, launch counts, sandbox notes).
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_correct(self) -> bool:
+        return self.status == "correct"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        d = dict(data)
+        if d.get("correctness") is not None:
+            d["correctness"] = Correctness(**d["correctness"])
+        for key in ("candidate_timing", "baseline_timing"):
+            if d.get(key) is not None:
+                d[key] = Timing(**d[key])
+        if d.get("diagnosis") is not None:
+            diag = dict(d["diagnosis"])
+            diag["kernels"] = [KernelInfo(**k) for k in diag.get("kernels", [])]
+            d["diagnosis"] = Diagnosis(**diag)
+        return cls(**d)
