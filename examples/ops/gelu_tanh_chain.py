@@ -19,3 +19,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+def get_extra_inputs():
+    return [[torch.randn(7, 333), torch.randn(7, 333)]]

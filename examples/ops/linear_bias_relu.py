@@ -22,3 +22,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [IN_FEATURES, OUT_FEATURES]
+
+
+def get_extra_inputs():
+    return [[torch.randn(5, IN_FEATURES)]]

@@ -22,3 +22,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [FEATURES]
+
+
+def get_extra_inputs():
+    return [[torch.randn(13, FEATURES)]]

@@ -24,3 +24,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [HIDDEN]
+
+
+def get_extra_inputs():
+    return [[torch.randn(19, HIDDEN)]]

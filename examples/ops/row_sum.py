@@ -18,3 +18,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+def get_extra_inputs():
+    return [[torch.randn(37, 1031)]]

@@ -21,3 +21,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [-1.0, 4.0]
+
+
+def get_extra_inputs():
+    return [[torch.randn(3, 5, 7, 11)]]

@@ -1,0 +1,57 @@
+"""Readable terminal output for the CLI (progress lines and the final summary)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import events_pb2 as ev
+
+CPU_NOTE = ("Timings were taken on the CPU with Triton's interpreter: they check correctness and "
+            "say nothing about GPU speed. Run on a CUDA GPU for real timings.")
+
+
+def status_name(status: int) -> str:
+    return pb.EvaluationStatus.Name(status).removeprefix("EVALUATION_STATUS_").lower()
+
+
+@dataclass
+class Progress:
+    budget: int
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    quiet: bool = False
+    generated: int = 0
+    evaluated: int = 0
+    best: float = 0.0
+    best_id: str = ""
+    interpreted: bool = False
+
+    def line(self, text: str) -> None:
+        if not self.quiet:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def on_event(self, env: ev.Envelope) -> None:
+        kind = env.WhichOneof("payload")
+        if kind == "candidate_generated":
+            self.generated += 1
+            c = env.candidate_generated.candidate
+            params = ", ".join(f"{k}={v}" for k, v in sorted(c.transformation.params.items()))
+            parent = c.parent_id or "reference"
+            self.line(f"  generated  {c.candidate_id:<10} from {parent:<10} {c.transformation.name}({params})"
+                      f"   [{self.generated} generated]")
+        elif kind == "evaluation_completed":
+            self.evaluated += 1
+            r = env.evaluation_completed.result
+            self.interpreted = self.interpreted or r.interpreted
+            status = status_name(r.status)
+            if r.status == pb.EVALUATION_STATUS_CORRECT and r.speedup > self.best:
+                self.best, self.best_id = r.speedup, r.candidate_id
+            detail = f"{r.speedup:.2f}x" if r.status == pb.EVALUATION_STATUS_CORRECT else r.reason[:80]
+            best = f"best {self.best:.2f}x ({self.best_id})" if self.best_id else "no correct candidate yet"
+            self.line(f"  evaluated  {r.candidate_id:<10} {status:<13} {detail:<40} "
+                      f"[{self.evaluated}/{self.budget}; {best}]")
+        elif kind == "skill_distilled":
+            self.line(f"  skill      {env.skill_distilled.skill.title}")

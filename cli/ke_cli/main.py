@@ -1,0 +1,259 @@
+"""``kernelevolve``: optimise an operator, or judge one candidate.
+
+    kernelevolve optimize examples/ops/softmax_rows.py --budget 8 [--out DIR] [--json]
+    kernelevolve eval SPEC CANDIDATE [--json]
+
+Exit codes: 0 success (a correct kernel was found / the candidate is correct),
+1 no correct kernel / candidate not correct, 2 bad input, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import shutil
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from kernelevolve import logging as ke_logging
+from kernelevolve.config import Settings, load_settings
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
+from kernelevolve.spec import load_spec_file
+from kernelevolve.v1 import common_pb2 as pb
+from ke_cli.client import KernelEvolveClient
+from ke_cli.console import CPU_NOTE, Progress, status_name
+
+log = logging.getLogger("kernelevolve.cli")
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported in one line, exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernelevolve", description="Write and tune GPU kernels for PyTorch operators.")
+    p.add_argument("--config", help="YAML config file (default: $KE_CONFIG)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show service logs")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    o = sub.add_parser("optimize", help="search for a faster, verified ModelNew for an operator spec")
+    o.add_argument("spec", type=Path, help="Python file defining Model, get_inputs(), get_init_inputs()")
+    o.add_argument("--budget", type=int, default=None, help="candidates to evaluate (default 8)")
+    o.add_argument("--out", type=Path, default=None, help="run folder (default runs/<session-id>)")
+    o.add_argument("--json", action="store_true", help="print one JSON object instead of progress")
+    o.add_argument("--strategy", default="", help="search strategy (default greedy)")
+    o.add_argument("--max-inflight", type=int, default=0, help="candidates evaluated concurrently at most")
+    o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
+    o.add_argument("--timeout", type=float, default=3600.0, help="seconds before the session is cancelled")
+
+    e = sub.add_parser("eval", help="judge one candidate file against one spec")
+    e.add_argument("spec", type=Path)
+    e.add_argument("candidate", type=Path)
+    e.add_argument("--json", action="store_true", help="print the full verdict as JSON")
+    e.add_argument("--trials", type=int, default=None, help="correctness trials (default from config, 5)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except KernelEvolveError as exc:
+        _fail(f"configuration: {exc}")
+    level = "INFO" if args.verbose else "WARNING"
+    ke_logging.configure("console", level)
+    try:
+        if args.command == "optimize":
+            code = asyncio.run(_optimize(args, settings))
+        else:
+            code = _eval(args, settings)
+    except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        sys.stderr.write("kernelevolve: interrupted\n")
+        code = 130
+    except KernelEvolveError as exc:
+        sys.stderr.write(f"kernelevolve: {exc}\n")
+        code = 1
+    raise SystemExit(code)
+
+
+def _fail(message: str) -> None:
+    sys.stderr.write(f"kernelevolve: error: {message}\n")
+    raise SystemExit(2)
+
+
+# -- eval -------------------------------------------------------------------------------
+
+
+def _eval(args: argparse.Namespace, settings: Settings) -> int:
+    from ke_evaluator.judge import EvalOptions, Judge
+
+    spec = load_spec_file(args.spec)
+    if not args.candidate.is_file():
+        raise UsageError(f"candidate file {args.candidate} does not exist")
+    candidate = args.candidate.read_text(encoding="utf-8")
+    ev_settings = settings.evaluator
+    opts = EvalOptions(
+        device="auto" if ev_settings.hardware_kind == "auto" else
+        ("cuda" if ev_settings.hardware_kind == "nvidia" else "cpu"),
+        correctness_trials=args.trials or ev_settings.correctness_trials,
+        compile_timeout_s=ev_settings.compile_timeout_s,
+        run_timeout_s=ev_settings.run_timeout_s,
+    )
+    with Judge(opts) as judge:
+        check = judge.validate_spec(spec.source, spec.name)
+        if not check.ok:
+            raise InvalidSpecError(f"{args.spec}: {check.reason}")
+        verdict = judge.evaluate(spec.source, candidate, args.candidate.stem)
+    if args.json:
+        sys.stdout.write(json.dumps(verdict.to_dict(), indent=2) + "\n")
+    else:
+        out = sys.stdout
+        out.write(f"{args.candidate}: {verdict.status}\n")
+        out.write(f"  reason: {verdict.reason}\n")
+        if verdict.is_correct and verdict.candidate_timing and verdict.baseline_timing:
+            out.write(f"  candidate {verdict.candidate_timing.median_ms:.4f} ms, "
+                      f"eager {verdict.baseline_timing.median_ms:.4f} ms, speedup {verdict.speedup:.3f}x\n")
+        for w in verdict.warnings:
+            out.write(f"  warning: {w}\n")
+        if verdict.interpreted:
+            out.write(f"  note: {CPU_NOTE}\n")
+    return 0 if verdict.is_correct else 1
+
+
+# -- optimize ------------------------------------------------------------------------------
+
+
+def _prepare_run_dir(out: Path | None, session_id: str) -> tuple[Path, bool]:
+    run_dir = out if out is not None else Path("runs") / session_id
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise UsageError(f"--out {run_dir} exists and is not a folder")
+        if any(run_dir.iterdir()):
+            raise UsageError(f"run folder {run_dir} already exists and is not empty; choose another --out")
+        return run_dir, False
+    run_dir.mkdir(parents=True)
+    return run_dir, True
+
+
+async def _optimize(args: argparse.Namespace, settings: Settings) -> int:
+    from ke_gateway.service import new_session_id
+
+    spec = load_spec_file(args.spec)  # static checks before anything is created
+    budget = args.budget if args.budget is not None else settings.search.default_budget
+    if budget < 1:
+        raise UsageError("--budget must be at least 1")
+    if args.max_inflight < 0:
+        raise UsageError("--max-inflight must be positive")
+    session_id = new_session_id()
+    run_dir, created = _prepare_run_dir(args.out, session_id)
+    started = False
+    try:
+        async with AsyncExitStack() as stack:
+            if args.gateway:
+                target = args.gateway
+            else:
+                from ke_cli.embedded import start_embedded
+
+                handles = await start_embedded(settings, run_dir, stack)
+                target = handles.gateway.target
+            client = KernelEvolveClient(target)
+            stack.push_async_callback(client.close)
+            await client.wait_ready()
+            session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,
+                                                 max_inflight=args.max_inflight)
+            started = True
+            return await _follow(args, client, session, run_dir, budget)
+    finally:
+        if not started and created:
+            shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
+
+
+async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,
+                  budget: int) -> int:
+    sid = session.session_id
+    progress = Progress(budget=budget, quiet=args.json)
+    progress.line(f"KernelEvolve session {sid}: {session.spec.name}, budget {budget}, "
+                  f"hardware {session.hardware.kind}, run folder {run_dir}")
+
+    async def follow() -> None:
+        async for env in client.watch(sid):
+            progress.on_event(env)
+
+    try:
+        await asyncio.wait_for(follow(), timeout=args.timeout)
+    except TimeoutError:
+        progress.line(f"  timeout after {args.timeout:.0f}s: cancelling the session")
+        await client.cancel(sid)
+        await asyncio.wait_for(follow(), timeout=120)
+    except asyncio.CancelledError:
+        await client.cancel(sid)
+        raise
+    final = await client.get_session(sid)
+    if args.gateway:
+        await client.export(sid, run_dir)
+    summary = await _summary(client, final, run_dir, progress.interpreted)
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        _print_summary(progress, summary)
+    return 0 if summary["best"] else 1
+
+
+async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Path,
+                   interpreted: bool) -> dict[str, Any]:
+    best: dict[str, Any] | None = None
+    if session.best_candidate_id:
+        resp = await client.get_candidate(session.session_id, session.best_candidate_id)
+        report = json.loads(resp.report_json) if resp.report_json else {}
+        best = {
+            "candidate_id": session.best_candidate_id,
+            "status": status_name(resp.node.status),
+            "speedup": session.best_speedup,
+            "path": str(run_dir / "best_kernel.py"),
+            "transformation": resp.candidate.transformation.name,
+            "reason": report.get("reason", ""),
+            "candidate_ms": (report.get("candidate_timing") or {}).get("median_ms"),
+            "baseline_ms": (report.get("baseline_timing") or {}).get("median_ms"),
+            "device": report.get("device", ""),
+        }
+        interpreted = interpreted or bool(report.get("interpreted"))
+    out: dict[str, Any] = {
+        "session_id": session.session_id,
+        "status": pb.SessionStatus.Name(session.status).removeprefix("SESSION_STATUS_").lower(),
+        "run_dir": str(run_dir),
+        "spec": session.spec.name,
+        "hardware": session.hardware.kind,
+        "budget": session.budget,
+        "generated": session.generated,
+        "evaluated": session.evaluated,
+        "best": best,
+        "interpreted": interpreted,
+    }
+    if interpreted:
+        out["note"] = CPU_NOTE
+    return out
+
+
+def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
+    progress.line("")
+    progress.line(f"Session {s['session_id']} {s['status']}: {s['evaluated']} of {s['budget']} candidates evaluated.")
+    best = s["best"]
+    if best:
+        progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
+                      f"speedup {best['speedup']:.3f}x vs eager PyTorch on {best['device'] or s['hardware']}.")
+        progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
+    else:
+        progress.line("No correct candidate was found; see the reports in the run folder.")
+    progress.line(f"Run folder: {s['run_dir']} (candidates/, reports/, lineage.json)")
+    if s.get("note"):
+        progress.line(f"Note: {s['note']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Where a session's artifacts live in the object store: the one place that spells keys.
+
+    <prefix>spec.py                 the operator spec as submitted
+    <prefix>candidates/<cid>.py     every candidate's source
+    <prefix>reports/<cid>.json      every evaluation report
+    <prefix>lineage.json            the search tree: parent → child, transformation, status, fitness
+    <prefix>best_kernel.py          the best correct candidate (drop-in ModelNew)
+    <prefix>summary.json            the session's final summary
+
+``prefix`` is ``sessions/<session_id>/`` on a shared store; the embedded runner roots a
+folder store at the run folder and uses an empty prefix, so the run folder *is* the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    prefix: str
+
+    @classmethod
+    def for_session(cls, template: str, session_id: str) -> Artifacts:
+        return cls(template.format(session_id=session_id))
+
+    @property
+    def spec(self) -> str:
+        return f"{self.prefix}spec.py"
+
+    def candidate(self, cid: str) -> str:
+        return f"{self.prefix}candidates/{cid}.py"
+
+    def report(self, cid: str) -> str:
+        return f"{self.prefix}reports/{cid}.json"
+
+    @property
+    def lineage(self) -> str:
+        return f"{self.prefix}lineage.json"
+
+    @property
+    def best_kernel(self) -> str:
+        return f"{self.prefix}best_kernel.py"
+
+    @property
+    def summary(self) -> str:
+        return f"{self.prefix}summary.json"

@@ -1,0 +1,132 @@
+"""gRPC plumbing shared by every service: the one status interceptor, health, servers.
+
+Servicers raise ``kernelevolve.errors`` exceptions; ``ErrorInterceptor`` maps them to
+status codes in one place, so no servicer calls ``context.abort`` for domain errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer  # the grpc.aio flavour (health.aio re-exports it)
+
+from kernelevolve import errors
+
+log = logging.getLogger(__name__)
+
+_CODES: tuple[tuple[type[errors.KernelEvolveError], grpc.StatusCode], ...] = (
+    (errors.InvalidSpecError, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.InvalidArgumentError, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (errors.ConflictError, grpc.StatusCode.ALREADY_EXISTS),
+    (errors.ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.DependencyTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (errors.RetryableError, grpc.StatusCode.UNAVAILABLE),
+    (errors.KernelEvolveError, grpc.StatusCode.INTERNAL),
+)
+
+
+def status_for(exc: errors.KernelEvolveError) -> grpc.StatusCode:
+    for cls, code in _CODES:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def error_from_status(code: grpc.StatusCode, details: str) -> errors.KernelEvolveError:
+    """Client side: turn a status back into our hierarchy (inverse of ``status_for``)."""
+    mapping = {
+        grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgumentError,
+        grpc.StatusCode.NOT_FOUND: errors.NotFoundError,
+        grpc.StatusCode.ALREADY_EXISTS: errors.ConflictError,
+        grpc.StatusCode.FAILED_PRECONDITION: errors.ConfigError,
+        grpc.StatusCode.DEADLINE_EXCEEDED: errors.DependencyTimeout,
+        grpc.StatusCode.UNAVAILABLE: errors.RetryableError,
+    }
+    return mapping.get(code, errors.KernelEvolveError)(details)
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method
+        if handler.unary_unary:
+            inner_uu = handler.unary_unary
+
+            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    return await inner_uu(request, context)
+                except errors.KernelEvolveError as exc:
+                    await _abort(context, method, exc)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary_unary, handler.request_deserializer, handler.response_serializer)
+        if handler.unary_stream:
+            inner_us = handler.unary_stream
+
+            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    async for item in inner_us(request, context):
+                        yield item
+                except errors.KernelEvolveError as exc:
+                    await _abort(context, method, exc)
+
+            return grpc.unary_stream_rpc_method_handler(
+                unary_stream, handler.request_deserializer, handler.response_serializer)
+        return handler
+
+
+async def _abort(context: grpc.aio.ServicerContext, method: str, exc: errors.KernelEvolveError) -> None:
+    code = status_for(exc)
+    log.info("rpc failed", extra={"method": method, "code": code.name, "error": str(exc)})
+    await context.abort(code, str(exc))
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: HealthServicer
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def stop(self, grace_s: float = 2.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+
+
+async def start_server(
+    host: str,
+    port: int,
+    register: Iterable[Callable[[grpc.aio.Server], None]],
+    service_names: Iterable[str],
+) -> RunningServer:
+    """Start a grpc.aio server with the error interceptor and the standard health service.
+
+    ``port=0`` binds a free port; the bound port is returned.
+    """
+    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    for reg in register:
+        reg(server)
+    health_servicer = HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise errors.ConfigError(f"cannot bind gRPC server to {host}:{port}")
+    await server.start()
+    for name in ["", *service_names]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, bound, health_servicer)

@@ -1,0 +1,26 @@
+"""The vector-index and embedder ports with their adapters.
+
+Indexes: ``QdrantIndex`` (local folder or server) and ``MemoryIndex`` (test double).
+Embedders: ``MiniLMEmbedder`` (all-MiniLM-L6-v2, offline) and ``HashEmbedder`` (no model).
+"""
+
+from __future__ import annotations
+
+from kernelevolve.vector.embedders import HashEmbedder, MiniLMEmbedder
+from kernelevolve.vector.factory import embedder_from_settings, index_from_settings
+from kernelevolve.vector.memory import MemoryIndex
+from kernelevolve.vector.port import Embedder, Hit, Point, VectorIndex
+from kernelevolve.vector.qdrant import QdrantIndex
+
+__all__ = [
+    "Embedder",
+    "HashEmbedder",
+    "Hit",
+    "MemoryIndex",
+    "MiniLMEmbedder",
+    "Point",
+    "QdrantIndex",
+    "VectorIndex",
+    "embedder_from_settings",
+    "index_from_settings",
+]

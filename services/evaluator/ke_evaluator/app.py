@@ -1,0 +1,56 @@
+"""Composition root of the evaluator service."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from kernelevolve.bus.subjects import Subjects
+from kernelevolve.config import EvaluatorSettings, Settings
+from kernelevolve.grpc_util import start_server
+from kernelevolve.runtime import ServiceHandle, connect_bus
+from kernelevolve.store import store_from_settings
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+from ke_evaluator.grpc_server import EvaluatorServicer
+from ke_evaluator.service import EvaluatorService, JudgePort
+
+
+def detect_hardware_kind(settings: EvaluatorSettings) -> str:
+    if settings.hardware_kind != "auto":
+        return settings.hardware_kind
+    import torch
+
+    return "nvidia" if torch.cuda.is_available() else "cpu"
+
+
+def make_judge(settings: EvaluatorSettings, hardware_kind: str, stack: AsyncExitStack) -> JudgePort:
+    from ke_evaluator.judge import EvalOptions, Judge
+
+    judge = Judge(EvalOptions(
+        device="cuda" if hardware_kind == "nvidia" else "cpu",
+        correctness_trials=settings.correctness_trials,
+        compile_timeout_s=settings.compile_timeout_s,
+        run_timeout_s=settings.run_timeout_s,
+        scratch_dir=Path(settings.scratch_dir) if settings.scratch_dir else None,
+    ))
+    stack.callback(judge.close)
+    return judge
+
+
+async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
+                judge: JudgePort | None = None, port: int | None = None) -> ServiceHandle:
+    hardware_kind = detect_hardware_kind(settings.evaluator)
+    bus = bus or await connect_bus(settings.bus, f"evaluator-{hardware_kind}", stack)
+    if store is None:
+        store = store_from_settings(settings.store)
+        stack.push_async_callback(store.close)
+    judge = judge or make_judge(settings.evaluator, hardware_kind, stack)
+    service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind)
+    server = await start_server(
+        settings.grpc.host, settings.grpc.evaluator_port if port is None else port,
+        [lambda s: sgrpc.add_EvaluatorServicer_to_server(EvaluatorServicer(service), s)],
+        ["kernelevolve.v1.Evaluator"])
+    stack.push_async_callback(server.stop)
+    await service.subscribe()
+    return ServiceHandle("evaluator", server.port, service)

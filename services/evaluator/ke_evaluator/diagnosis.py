@@ -1,0 +1,144 @@
+"""Roofline diagnosis: bytes and FLOPs of the operator, achieved rates, bound class.
+
+Bytes = sum of input and output tensor sizes (the minimum traffic of any implementation);
+FLOPs from ``torch.utils.flop_counter.FlopCounterMode`` on the reference (it counts
+matmul/conv-like ops; pointwise ops count as 0, which is right for bound classification).
+Worker side: torch only.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from .compare import leaves
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    name: str
+    gbps: float  # HBM bandwidth, GB/s
+    fp32_gflops: float  # non-tensor-core FP32
+    tensor_gflops: float  # dense BF16/FP16 tensor core
+
+
+# Public datasheet numbers (SXM parts, dense).
+PEAKS: dict[str, DevicePeaks] = {
+    "H200": DevicePeaks("H200", 4800.0, 67_000.0, 989_000.0),
+    "H100": DevicePeaks("H100", 3350.0, 67_000.0, 989_000.0),
+    "A100": DevicePeaks("A100", 2039.0, 19_500.0, 312_000.0),
+}
+# Below this time a GPU op is dominated by launch overhead, not by bytes or FLOPs.
+LATENCY_FLOOR_MS = 0.010
+
+
+def peaks_for(device_name: str) -> DevicePeaks | None:
+    up = device_name.upper()
+    for key, p in PEAKS.items():
+        if key in up:
+            return p
+    return None
+
+
+def tensor_bytes(obj: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in leaves(obj) if isinstance(t, torch.Tensor))
+
+
+def count_flops(fn: Callable[[], Any]) -> float:
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            fn()
+        return float(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - diagnosis is best effort, never fails a verdict
+        return 0.0
+
+
+def classify(
+    *,
+    bytes_moved: float,
+    flops: float,
+    median_ms: float,
+    device_type: str,
+    device_name: str,
+    uses_tensor_cores: bool,
+) -> dict[str, Any]:
+    notes: list[str] = []
+    peaks = peaks_for(device_name) if device_type == "cuda" else None
+    # Ridge point: FLOPs per byte where compute and bandwidth limits meet. Without device
+    # peaks (CPU interpreter) the H100 ridge is used so the class still guides GPU work.
+    ref = peaks or PEAKS["H100"]
+    peak_flops = ref.tensor_gflops if uses_tensor_cores else ref.fp32_gflops
+    ridge = peak_flops / ref.gbps
+    intensity = flops / bytes_moved if bytes_moved else 0.0
+    bound = "memory" if intensity < ridge else "compute"
+    seconds = median_ms / 1000.0 if median_ms > 0 else 0.0
+    gbps = bytes_moved / seconds / 1e9 if seconds else 0.0
+    gflops = flops / seconds / 1e9 if seconds else 0.0
+    fraction = 0.0
+    if peaks is not None and seconds:
+        fraction = max(gbps / peaks.gbps, gflops / peak_flops if peak_flops else 0.0)
+        ideal_ms = max(bytes_moved / (peaks.gbps * 1e9), flops / (peak_flops * 1e9)) * 1000.0
+        if median_ms < LATENCY_FLOOR_MS or (ideal_ms < LATENCY_FLOOR_MS and fraction < 0.1):
+            bound = "latency"
+            notes.append(f"runtime {median_ms * 1000:.1f} us is near launch latency")
+        if fraction > 1.05:
+            notes.append(f"achieved {fraction:.2f}x of the roofline limit: audit this timing")
+    elif device_type != "cuda":
+        notes.append(f"bound class from arithmetic intensity {intensity:.2f} FLOP/B vs H100 ridge {ridge:.1f}; "
+                     "no device peaks for interpreted CPU runs")
+    else:
+        bound = "unknown" if not bytes_moved else bound
+        notes.append(f"no peak table entry for device {device_name!r}")
+    return {
+        "bound": bound,
+        "bytes_moved": float(bytes_moved),
+        "flops": float(flops),
+        "achieved_gbps": gbps,
+        "achieved_gflops": gflops,
+        "roofline_fraction": fraction,
+        "notes": notes,
+    }
+
+
+def library_time_fraction(
+    fn: Callable[[], Any], device_type: str, own_kernels: set[str]
+) -> tuple[float, dict[str, float]]:
+    """Share of the call's time spent in torch library ops, via torch.profiler.
+
+    CPU: self CPU time of aten ops / wall time of the call (the interpreter's own work is
+    numpy, not aten). CUDA: device time of kernels that are not the candidate's
+    Triton kernels / all device time. Returns (fraction, per-kernel device ms on CUDA).
+    """
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device_type == "cuda" else [])
+        with profile(activities=acts) as prof:
+            t0 = time.perf_counter()
+            fn()
+            if device_type == "cuda":
+                torch.cuda.synchronize()
+            wall_us = (time.perf_counter() - t0) * 1e6
+        events = prof.key_averages()
+        per_kernel: dict[str, float] = {}
+        if device_type == "cuda":
+            total = 0.0
+            lib = 0.0
+            for e in events:
+                dev_us = float(getattr(e, "self_device_time_total", 0.0) or 0.0)
+                if dev_us <= 0 or e.key.startswith("aten::"):
+                    continue  # aten:: rows are CPU-side parents of the kernels counted below
+                total += dev_us
+                per_kernel[e.key] = per_kernel.get(e.key, 0.0) + dev_us / 1000.0
+                if not any(e.key.startswith(k) for k in own_kernels):
+                    lib += dev_us
+            return (lib / total if total else 0.0), per_kernel
+        lib = sum(float(e.self_cpu_time_total) for e in events if e.key.startswith("aten::"))
+        return (min(1.0, lib / wall_us) if wall_us > 0 else 0.0), per_kernel
+    except Exception:  # noqa: BLE001 - best effort
+        return 0.0, {}

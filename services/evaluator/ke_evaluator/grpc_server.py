@@ -1,0 +1,24 @@
+"""gRPC servicer of the evaluator: translates and delegates to EvaluatorService."""
+
+from __future__ import annotations
+
+import grpc
+
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import services_pb2 as spb
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+from ke_evaluator.service import EvaluatorService, verdict_to_pb
+
+
+class EvaluatorServicer(sgrpc.EvaluatorServicer):
+    def __init__(self, service: EvaluatorService) -> None:
+        self._service = service
+
+    async def Evaluate(self, request: spb.EvaluateRequest, context: grpc.aio.ServicerContext) -> pb.EvaluationResult:
+        verdict = await self._service.evaluate(request.spec, request.candidate_source, request.candidate_id)
+        return verdict_to_pb(verdict, self._service.hardware_kind)
+
+    async def ValidateSpec(self, request: pb.OperatorSpec,
+                           context: grpc.aio.ServicerContext) -> spb.ValidateSpecResponse:
+        check = await self._service.validate_spec(request)
+        return spb.ValidateSpecResponse(ok=check.ok, reason=check.reason, warnings=list(check.warnings))

@@ -1,0 +1,138 @@
+"""Counting (and optionally suppressing) the candidate's own Triton kernel launches.
+
+Every launch, ``kernel[grid](...)``, plain or through ``@triton.autotune`` /
+``@triton.heuristics``, ends in ``<JIT class>.run(*args, grid=..., warmup=...)``. In
+interpreter mode (TRITON_INTERPRET=1) the class is ``triton.runtime.interpreter.
+InterpretedFunction``; on GPU it is ``triton.runtime.jit.JITFunction``. Wrapping ``run`` at
+class level (checked empirically with triton 3.7.1 in both modes) sees every launch and
+the Python function behind it, so we can tell the candidate's kernels (defined in the
+candidate module) from anyone else's.
+
+Suppression mode replaces each candidate launch by a NaN-fill of the tensor arguments
+that are not protected (inputs and parameters): the outputs the kernel would have written.
+If the candidate's result still matches the reference, the kernels did no needed work.
+Worker side: imports torch and triton only.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class KernelStats:
+    launches: int = 0
+    registers: int = 0
+    spills: int = 0
+    shared_bytes: int = 0
+
+
+@dataclass
+class LaunchRecorder:
+    module_name: str | None = None  # the candidate module whose kernels count
+    suppress: bool = False
+    protected: list[tuple[int, int]] = field(default_factory=list)
+    own: dict[str, KernelStats] = field(default_factory=dict)
+    foreign: dict[str, int] = field(default_factory=dict)
+
+    def total_own(self) -> int:
+        return sum(k.launches for k in self.own.values())
+
+    def reset(self) -> None:
+        self.own.clear()
+        self.foreign.clear()
+
+
+_state = threading.local()
+_installed: list[str] = []
+
+
+def current() -> LaunchRecorder | None:
+    return getattr(_state, "recorder", None)
+
+
+class recording:
+    """Context manager: count launches of ``module_name``'s kernels while active."""
+
+    def __init__(self, recorder: LaunchRecorder) -> None:
+        self.recorder = recorder
+        self._prev: LaunchRecorder | None = None
+
+    def __enter__(self) -> LaunchRecorder:
+        self._prev = current()
+        _state.recorder = self.recorder
+        return self.recorder
+
+    def __exit__(self, *exc: object) -> None:
+        _state.recorder = self._prev
+
+
+def _storage_span(t: torch.Tensor) -> tuple[int, int]:
+    st = t.untyped_storage()
+    return st.data_ptr(), st.data_ptr() + st.nbytes()
+
+
+def _poison_args(args: tuple[Any, ...], kwargs: dict[str, Any], protected: list[tuple[int, int]]) -> None:
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+            lo, hi = _storage_span(a)
+            if any(lo < p_hi and p_lo < hi for p_lo, p_hi in protected):
+                continue
+            with torch.no_grad():
+                a.fill_(float("nan"))
+
+
+def _wrap(cls: type) -> None:
+    orig = cls.run  # type: ignore[attr-defined]
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec = current()
+        if rec is None or kwargs.get("warmup"):
+            return orig(self, *args, **kwargs)
+        fn = getattr(self, "fn", None)
+        mod = getattr(fn, "__module__", None)
+        name = getattr(fn, "__name__", type(self).__name__)
+        if rec.module_name is None or mod != rec.module_name:
+            rec.foreign[name] = rec.foreign.get(name, 0) + 1
+            return orig(self, *args, **kwargs)
+        stats = rec.own.setdefault(name, KernelStats())
+        stats.launches += 1
+        if rec.suppress:
+            _poison_args(args, kwargs, rec.protected)
+            return None
+        result = orig(self, *args, **kwargs)
+        # GPU: run() returns the CompiledKernel; its metadata tells registers/spills/shared.
+        if result is not None and not stats.registers:
+            stats.registers = int(getattr(result, "n_regs", 0) or 0)
+            stats.spills = int(getattr(result, "n_spills", 0) or 0)
+            meta = getattr(result, "metadata", None)
+            stats.shared_bytes = int(getattr(meta, "shared", 0) or 0)
+        return result
+
+    run.__wrapped__ = orig  # type: ignore[attr-defined]
+    cls.run = run  # type: ignore[attr-defined]
+
+
+def install() -> list[str]:
+    """Wrap the JIT launch entry points once per process. Returns what was wrapped."""
+    if _installed:
+        return list(_installed)
+    try:
+        from triton.runtime.jit import JITFunction
+
+        _wrap(JITFunction)
+        _installed.append("triton.runtime.jit.JITFunction.run")
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        _wrap(InterpretedFunction)
+        _installed.append("triton.runtime.interpreter.InterpretedFunction.run")
+    except (ImportError, AttributeError):
+        pass
+    return list(_installed)

@@ -1,0 +1,158 @@
+"""Process sandbox for evaluation workers: environment, network, resource limits.
+
+Parent side: ``child_environment`` builds the scrubbed environment a worker starts with.
+Child side: ``isolate_network``, ``apply_rlimits``, ``set_cpu_budget`` run inside the worker
+before any candidate code. Stdlib only (the GPU machine has only torch/triton/numpy).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import socket
+from typing import Mapping
+
+# Variables a worker may inherit. Everything else is dropped: the candidate runs
+# arbitrary code and must not see credentials or service configuration.
+_ALLOW_EXACT = frozenset(
+    {
+        "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+        "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
+        "VIRTUAL_ENV", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+    }
+)
+_ALLOW_PREFIX = ("TRITON_", "NVIDIA_", "CUDA_", "PYTORCH_", "TORCH_", "NCCL_")
+# A name containing any of these is a secret even when a prefix allows it.
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
+                   "SESSION", "PRIVATE", "CERT")
+_SECRET_PREFIXES = ("AWS_", "OPENAI_", "ANTHROPIC_", "AZURE_", "GCP_", "GOOGLE_", "HF_", "HUGGING",
+                    "GITHUB_", "GH_", "MINIO_", "NATS_", "QDRANT_", "KE_", "KERNELEVOLVE_")
+
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
+
+
+def is_secret_name(name: str) -> bool:
+    up = name.upper()
+    return any(m in up for m in _SECRET_MARKERS) or up.startswith(_SECRET_PREFIXES)
+
+
+def child_environment(
+    parent_env: Mapping[str, str],
+    *,
+    scratch_dir: str,
+    device: str,
+    cuda_visible_devices: str | None,
+    pythonpath: str,
+) -> dict[str, str]:
+    """The scrubbed environment for a worker process."""
+    env: dict[str, str] = {}
+    for name, value in parent_env.items():
+        if is_secret_name(name):
+            continue
+        if name in _ALLOW_EXACT or name.startswith(_ALLOW_PREFIX):
+            env[name] = value
+    env.setdefault("PATH", "/usr/bin:/bin")
+    tmp = os.path.join(scratch_dir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env["HOME"] = scratch_dir
+    env["TMPDIR"] = tmp
+    env["PYTHONPATH"] = pythonpath
+    env["PYTHONNOUSERSITE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    if device == "cpu":
+        # The interpreter must be chosen before triton is imported: set it in the child's env.
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("TRITON_INTERPRET", None)
+        if cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    return env
+
+
+def isolate_network() -> str:
+    """Cut the worker off the network. Returns the mode achieved (for the verdict evidence).
+
+    ``unshare(CLONE_NEWNET)`` puts the process in an empty network namespace (loopback
+    down): nothing can connect anywhere. It needs CAP_SYS_ADMIN (root) or, failing that,
+    a user namespace. When neither works, ``socket.socket`` is replaced by a stub that
+    raises; weaker (native code could still open sockets) but ctypes is banned statically.
+    """
+    libc_name = ctypes.util.find_library("c") or "libc.so.6"
+    try:
+        libc = ctypes.CDLL(libc_name, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) == 0:
+            return "netns"
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+            return "userns+netns"
+    except (OSError, AttributeError):
+        pass
+    _block_sockets()
+    return "socket-blocked"
+
+
+def _block_sockets() -> None:
+    class _NoSocket(socket.socket):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise PermissionError("network access is disabled in the evaluation sandbox")
+
+    socket.socket = _NoSocket  # type: ignore[misc]
+
+    def _refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError("network access is disabled in the evaluation sandbox")
+
+    socket.create_connection = _refuse  # type: ignore[assignment]
+    socket.getaddrinfo = _refuse  # type: ignore[assignment]
+
+
+def apply_rlimits(*, address_space_bytes: int | None, file_size_bytes: int | None) -> dict[str, str]:
+    """Memory and file-size limits. RLIMIT_AS is skipped on CUDA (the driver maps huge
+    virtual ranges). RLIMIT_NPROC is not used: it counts the user's processes machine-wide
+    and is ignored for root; thread/process creation is policed statically and at runtime."""
+    applied: dict[str, str] = {}
+    for name, limit, value in (
+        ("address_space", resource.RLIMIT_AS, address_space_bytes),
+        ("file_size", resource.RLIMIT_FSIZE, file_size_bytes),
+    ):
+        if value is None:
+            continue
+        try:
+            _, hard = resource.getrlimit(limit)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(limit, (value, hard))
+            applied[name] = str(value)
+        except (ValueError, OSError) as exc:
+            applied[name] = f"not applied: {exc}"
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a segfault must not write a core file
+    except (ValueError, OSError):
+        pass
+    return applied
+
+
+def set_cpu_budget(seconds: float) -> None:
+    """Soft RLIMIT_CPU = CPU used so far + budget, so a reused worker gets a fresh budget per
+    job. A backstop behind the parent's wall-clock timeouts (SIGXCPU ends the worker)."""
+    try:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        so_far = int(used.ru_utime + used.ru_stime) + 1
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        soft = so_far + max(1, int(seconds))
+        if hard != resource.RLIM_INFINITY:
+            soft = min(soft, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def thread_count() -> int:
+    """OS threads of this process (Python threads plus native pools)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return -1

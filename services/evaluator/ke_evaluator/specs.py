@@ -1,0 +1,145 @@
+"""Loading operator specs and candidates inside the worker; spec validation.
+
+A spec is a KernelBench-style module: ``class Model(nn.Module)``, ``get_inputs()``,
+``get_init_inputs()``; optional module-level ``KE_TOLERANCE = {"atol": .., "rtol": ..}``
+and ``get_extra_inputs()`` returning a list of extra input lists (other shapes: odd sizes,
+non-multiples of block sizes) that every candidate must also get right.
+Worker side: torch only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import compare
+
+
+class SpecError(Exception):
+    """The spec itself is unusable (not the candidate's fault)."""
+
+
+def source_sha(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def import_source(source: str, module_name: str, directory: str) -> types.ModuleType:
+    """Import ``source`` from a real file (Triton's JIT reads kernel source via inspect)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{module_name}.py")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(source)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = mod  # dataclasses/typing need the module registered
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return mod
+
+
+@dataclass
+class LoadedSpec:
+    sha: str
+    name: str
+    module: types.ModuleType
+    tolerance: dict[str, float] | None = None
+    extra_count: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def Model(self) -> type:  # noqa: N802 - mirrors the spec's name
+        return self.module.Model
+
+    def init_inputs(self) -> list[Any]:
+        init = self.module.get_init_inputs()
+        return list(init) if isinstance(init, (list, tuple)) else [init]
+
+    def inputs(self, seed: int, device: torch.device) -> list[Any]:
+        torch.manual_seed(seed)
+        raw = self.module.get_inputs()
+        if not isinstance(raw, (list, tuple)):
+            raise SpecError(f"get_inputs() must return a list, got {type(raw).__name__}")
+        return [to_device(x, device) for x in raw]
+
+    def extra_inputs(self, seed: int, device: torch.device) -> list[list[Any]]:
+        fn = getattr(self.module, "get_extra_inputs", None)
+        if fn is None:
+            return []
+        torch.manual_seed(seed)
+        sets = fn()
+        if not isinstance(sets, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in sets):
+            raise SpecError("get_extra_inputs() must return a list of input lists")
+        return [[to_device(x, device) for x in s] for s in sets]
+
+
+def to_device(x: Any, device: torch.device) -> Any:
+    return compare.map_tree(x, lambda t: t.to(device))
+
+
+def load_spec(source: str, name: str, directory: str, cache: dict[str, LoadedSpec]) -> LoadedSpec:
+    sha = source_sha(source)
+    if sha in cache:
+        return cache[sha]
+    try:
+        mod = import_source(source, f"_ke_spec_{sha[:16]}", directory)
+    except SyntaxError as exc:
+        raise SpecError(f"spec does not parse: line {exc.lineno}: {exc.msg}") from exc
+    except Exception as exc:  # noqa: BLE001 - any import-time failure makes the spec unusable
+        raise SpecError(f"spec raised on import: {type(exc).__name__}: {exc}") from exc
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(mod, n)]
+    if missing:
+        raise SpecError(f"spec lacks {', '.join(missing)}")
+    if not (isinstance(mod.Model, type) and issubclass(mod.Model, torch.nn.Module)):
+        raise SpecError("spec's Model is not a torch.nn.Module subclass")
+    if not callable(mod.get_inputs) or not callable(mod.get_init_inputs):
+        raise SpecError("spec's get_inputs / get_init_inputs must be functions")
+    tol = getattr(mod, "KE_TOLERANCE", None)
+    if tol is not None:
+        if not (isinstance(tol, dict) and set(tol) <= {"atol", "rtol"}
+                and all(isinstance(v, (int, float)) and v >= 0 for v in tol.values())):
+            raise SpecError("KE_TOLERANCE must be a dict with non-negative 'atol' and/or 'rtol'")
+        tol = {k: float(v) for k, v in tol.items()}
+    loaded = LoadedSpec(sha=sha, name=name, module=mod, tolerance=tol)
+    cache[sha] = loaded
+    return loaded
+
+
+def build_model(cls: type, init: list[Any], seed: int, device: torch.device) -> torch.nn.Module:
+    # Same seed before both constructors: parameters created in the same order get the
+    # same values (the candidate-side copy of the state dict makes this robust).
+    torch.manual_seed(seed)
+    model = cls(*init)
+    return model.to(device)
+
+
+def copy_parameters(ref: torch.nn.Module, cand: torch.nn.Module) -> str:
+    """Load the reference's weights into the candidate when names and shapes match.
+
+    Synthesizers are told to create parameters in the same order as the reference, and
+    the same seed before both constructors then yields equal weights. Copying makes equal
+    weights robust to a candidate that creates an extra tensor or draws random numbers in
+    a different order; when names/shapes differ we leave the seeded values alone.
+    """
+    ref_sd = ref.state_dict()
+    cand_sd = cand.state_dict()
+    if not ref_sd:
+        return "no parameters"
+    if set(ref_sd) != set(cand_sd):
+        return "skipped: parameter names differ from the reference"
+    if any(tuple(ref_sd[k].shape) != tuple(cand_sd[k].shape) for k in ref_sd):
+        return "skipped: parameter shapes differ from the reference"
+    with torch.no_grad():
+        cand.load_state_dict(ref_sd)
+    return "copied from the reference"

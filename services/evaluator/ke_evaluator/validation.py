@@ -1,0 +1,100 @@
+"""Spec validation inside the worker: the reference runs, inputs vary with the seed, and the
+tolerance actually separates right from wrong answers (signal floor).
+
+Worker side: torch only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from . import compare, diagnosis, specs
+from .evaluation import set_precision_flags
+
+PhaseFn = Callable[[str], None]
+
+
+def _describe(obj: Any) -> list[dict[str, Any]]:
+    return [
+        {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")} if isinstance(t, torch.Tensor)
+        else {"value": repr(t)[:80]}
+        for t in compare.leaves(obj)
+    ]
+
+
+def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dict[str, specs.LoadedSpec],
+             phase: PhaseFn) -> dict[str, Any]:
+    warnings: list[str] = []
+    info: dict[str, Any] = {}
+    phase("compile")
+    try:
+        spec = specs.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache)
+    except specs.SpecError as exc:
+        return {"ok": False, "reason": str(exc), "warnings": warnings, "info": info}
+    set_precision_flags()
+    seed = int(job.get("options", {}).get("seed", 0))
+    try:
+        init = spec.init_inputs()
+        model = specs.build_model(spec.Model, init, seed, device)
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "reason": f"Model(*get_init_inputs()) raised: {type(exc).__name__}: {exc}",
+                "warnings": warnings, "info": info}
+    phase("run")
+    try:
+        inputs = spec.inputs(seed + 1000, device)
+        inputs_b = spec.inputs(seed + 1001, device)
+        with torch.no_grad():
+            out = model(*compare.clone_tree(inputs))
+            out_again = model(*compare.clone_tree(inputs))
+        extra = spec.extra_inputs(seed + 5000, device)
+        with torch.no_grad():
+            extra_outs = [model(*compare.clone_tree(e)) for e in extra]
+    except Exception as exc:  # noqa: BLE001
+        return {"ok": False, "reason": f"reference raised when run: {type(exc).__name__}: {exc}",
+                "warnings": warnings, "info": info}
+    tensors = [t for t in compare.leaves(out) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return {"ok": False, "reason": "reference output contains no tensor", "warnings": warnings, "info": info}
+    info["inputs"] = _describe(inputs)
+    info["outputs"] = _describe(out)
+    info["parameters"] = int(sum(p.numel() for p in model.parameters()))
+    info["extra_input_sets"] = len(extra)
+    info["extra_outputs"] = [_describe(o) for o in extra_outs]
+    info["bytes"] = diagnosis.tensor_bytes(inputs) + diagnosis.tensor_bytes(out)
+    info["flops"] = diagnosis.count_flops(lambda: model(*compare.clone_tree(inputs)))
+    set_precision_flags()
+    tol_dtype = tensors[0].dtype
+    atol, rtol = compare.tolerance_for(tol_dtype, spec.tolerance)
+    info["tolerance"] = {"atol": atol, "rtol": rtol, "overridden": spec.tolerance is not None}
+
+    if any(bool(~torch.isfinite(t).all()) for t in tensors if t.is_floating_point()):
+        warnings.append("reference output contains NaN or Inf")
+    if not compare.compare_values(out_again, out, None).ok:
+        warnings.append("reference is nondeterministic on identical inputs")
+        info["nondeterministic_reference"] = True
+    in_tensors = [t for t in compare.leaves(inputs) if isinstance(t, torch.Tensor)]
+    if in_tensors and all(torch.equal(a, b) for a, b in zip(in_tensors, compare.leaves(inputs_b))
+                          if isinstance(b, torch.Tensor)):
+        warnings.append("get_inputs() returns the same values for every seed: fresh-input checks are void")
+
+    # Signal floor: answers that carry no information must fail the tolerance check.
+    weak: list[str] = []
+    zeros = compare.map_tree(out, torch.zeros_like)
+    if compare.compare_values(zeros, out, spec.tolerance).ok:
+        weak.append("an all-zeros output passes the tolerance check")
+    for i, x in enumerate(in_tensors):
+        if len(tensors) == 1 and x.shape == tensors[0].shape and x.dtype == tensors[0].dtype:
+            if compare.compare_values(x, tensors[0], spec.tolerance).ok:
+                weak.append(f"returning input {i} unchanged passes the tolerance check")
+    peak = max((float(t.abs().max()) for t in tensors if t.is_floating_point() and t.numel()), default=0.0)
+    info["output_max_abs"] = peak
+    if tensors[0].is_floating_point() and peak < 10 * atol:
+        weak.append(f"output magnitude {peak:.3g} is below 10x atol ({atol:g})")
+    if weak:
+        info["weak_signal"] = True
+        warnings.extend(f"weak signal: {w}" for w in weak)
+    else:
+        info["weak_signal"] = False
+    return {"ok": True, "reason": "", "warnings": warnings, "info": info}

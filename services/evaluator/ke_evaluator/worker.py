@@ -1,0 +1,130 @@
+"""Evaluation worker: a child process that judges candidates sent by ``judge.Judge``.
+
+Started as ``python -m ke_evaluator.worker --job-fd R --result-fd W --device cpu|cuda ...``
+with a scrubbed environment, cwd = its scratch directory, in its own process group.
+It cuts itself off the network and applies resource limits *before* importing torch or
+any candidate, imports torch/triton once, then serves jobs (see ``protocol``) until told
+to stop or its job pipe closes. Importable with only torch + triton + numpy + stdlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from typing import Any
+
+
+def _fingerprint(device: Any) -> dict[str, str]:
+    import numpy
+    import torch
+    import triton
+
+    fp = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": numpy.__version__,
+        "device": device.type,
+        "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
+        "cpu_threads": str(torch.get_num_threads()),
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        fp["device_name"] = props.name
+        fp["cuda"] = str(torch.version.cuda)
+        fp["compute_capability"] = f"{props.major}.{props.minor}"
+        fp["device_memory_gb"] = f"{props.total_memory / 2**30:.1f}"
+        try:
+            with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
+                first = fh.readline()
+            fp["driver"] = first.split("Kernel Module")[-1].split()[0] if "Kernel Module" in first else first.strip()
+        except OSError:
+            fp["driver"] = "unknown"
+    else:
+        fp["device_name"] = platform.processor() or platform.machine()
+    return fp
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ke_evaluator.worker")
+    ap.add_argument("--job-fd", type=int, required=True)
+    ap.add_argument("--result-fd", type=int, required=True)
+    ap.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    ap.add_argument("--address-space-bytes", type=int, default=0)
+    ap.add_argument("--file-size-bytes", type=int, default=0)
+    ap.add_argument("--no-network-isolation", action="store_true")
+    args = ap.parse_args(argv)
+
+    # Anything printed (by us, torch or a candidate) goes to the log, never to the protocol.
+    os.dup2(2, 1)
+
+    from . import protocol, sandbox
+
+    sandbox_info: dict[str, Any] = {}
+    sandbox_info["network"] = "not isolated" if args.no_network_isolation else sandbox.isolate_network()
+    sandbox_info["rlimits"] = sandbox.apply_rlimits(
+        address_space_bytes=args.address_space_bytes or None,
+        file_size_bytes=args.file_size_bytes or None,
+    )
+    sandbox_info["cwd"] = "scratch"
+
+    import torch
+
+    from . import diagnosis, evaluation, launches, validation
+
+    sandbox_info["launch_hooks"] = launches.install()
+    device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
+    if device.type == "cuda":
+        torch.cuda.init()
+        torch.cuda.set_device(device)
+    evaluation.set_precision_flags()
+    # Start torch's intra-op thread pool (and the profiler's thread, below) now so a later thread-count check sees only
+    # threads the candidate created.
+    with torch.no_grad():
+        a = torch.randn(256, 256, device=device)
+        (a @ a).sum().item()
+        torch.softmax(a, dim=-1).sum().item()
+    # The profiler starts a persistent native thread on first use: start it now too.
+    diagnosis.library_time_fraction(lambda: a @ a, device.type, set())
+    fingerprint = _fingerprint(device)
+    scratch = os.getcwd()
+    evaluator = evaluation.Evaluator(scratch, device, fingerprint)
+    reader = protocol.LineReader(args.job_fd)
+    out_fd = args.result_fd
+    protocol.write_message(out_fd, {"type": "ready", "fingerprint": fingerprint, "sandbox": sandbox_info})
+
+    while True:
+        try:
+            msg = reader.read(None)
+        except protocol.ChannelClosed:
+            return 0
+        op = msg.get("op")
+        if op == "shutdown":
+            return 0
+        job_id = msg.get("job_id", "")
+
+        def phase(name: str, _job_id: str = job_id) -> None:
+            if name == "run" or name == "compile":
+                opts = msg.get("options", {})
+                budget = float(opts.get("compile_timeout_s" if name == "compile" else "run_timeout_s", 120.0))
+                sandbox.set_cpu_budget(budget * max(1, os.cpu_count() or 1) + 5)
+            protocol.write_message(out_fd, {"type": "phase", "job_id": _job_id, "phase": name})
+
+        if op == "evaluate":
+            payload = evaluator.evaluate(msg, phase)
+            payload.setdefault("evidence", {})
+            if isinstance(payload.get("evidence"), dict):
+                payload["evidence"]["sandbox"] = sandbox_info
+        elif op == "validate_spec":
+            payload = validation.validate(msg, scratch, device, evaluator.spec_cache, phase)
+        else:
+            payload = {"error": f"unknown op {op!r}"}
+        sys.stderr.flush()
+        protocol.write_message(out_fd, {"type": "result", "job_id": job_id, "payload": payload})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

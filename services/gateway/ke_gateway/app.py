@@ -1,0 +1,40 @@
+"""Composition root of the gateway service."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+from kernelevolve.bus.subjects import Subjects
+from kernelevolve.config import Settings
+from kernelevolve.grpc_util import start_server
+from kernelevolve.runtime import ServiceHandle, connect_bus
+from kernelevolve.store import store_from_settings
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+from ke_gateway.grpc_server import GatewayServicer
+from ke_gateway.service import GatewayService
+from ke_gateway.validator import GrpcSpecValidator, SpecValidator
+
+
+async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
+                validator: SpecValidator | None = None, port: int | None = None,
+                default_hardware: str | None = None) -> ServiceHandle:
+    bus = bus or await connect_bus(settings.bus, "gateway", stack)
+    if store is None:
+        store = store_from_settings(settings.store)
+        stack.push_async_callback(store.close)
+    if validator is None:
+        target = settings.grpc.evaluator_target or f"127.0.0.1:{settings.grpc.evaluator_port}"
+        grpc_validator = GrpcSpecValidator(target, timeout_s=settings.evaluator.compile_timeout_s * 2)
+        stack.push_async_callback(grpc_validator.close)
+        validator = grpc_validator
+    hw = default_hardware or (settings.evaluator.hardware_kind if settings.evaluator.hardware_kind != "auto"
+                              else "cpu")
+    service = GatewayService(bus, store, Subjects(settings.bus.subject_prefix), validator, settings.search,
+                             settings.store.session_prefix, hw)
+    server = await start_server(
+        settings.grpc.host, settings.grpc.gateway_port if port is None else port,
+        [lambda s: sgrpc.add_GatewayServicer_to_server(GatewayServicer(service), s)],
+        ["kernelevolve.v1.Gateway"])
+    stack.push_async_callback(server.stop)
+    return ServiceHandle("gateway", server.port, service)

@@ -1,0 +1,41 @@
+"""gRPC servicer of the gateway: translation only; errors map in the interceptor."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import events_pb2 as ev
+from kernelevolve.v1 import services_pb2 as spb
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+from ke_gateway.service import GatewayService
+
+
+class GatewayServicer(sgrpc.GatewayServicer):
+    def __init__(self, service: GatewayService) -> None:
+        self._service = service
+
+    async def StartSession(self, request: spb.StartSessionRequest,
+                           context: grpc.aio.ServicerContext) -> spb.StartSessionResponse:
+        return spb.StartSessionResponse(session=await self._service.start_session(request))
+
+    async def WatchSession(self, request: spb.WatchSessionRequest,
+                           context: grpc.aio.ServicerContext) -> AsyncIterator[ev.Envelope]:
+        async for env in self._service.watch(request.session_id):
+            yield env
+
+    async def GetSession(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> pb.Session:
+        return await self._service.get_session(request.session_id)
+
+    async def ListCandidates(self, request: spb.SessionRef,
+                             context: grpc.aio.ServicerContext) -> spb.ListCandidatesResponse:
+        return spb.ListCandidatesResponse(nodes=await self._service.list_nodes(request.session_id))
+
+    async def GetCandidate(self, request: spb.CandidateRef,
+                           context: grpc.aio.ServicerContext) -> spb.GetCandidateResponse:
+        return await self._service.get_candidate(request.session_id, request.candidate_id)
+
+    async def CancelSession(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> pb.Session:
+        return await self._service.cancel(request.session_id)

@@ -1,0 +1,133 @@
+"""Gateway domain service: sessions in, events out. No gRPC types beyond protos here."""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator
+
+from kernelevolve.artifacts import Artifacts
+from kernelevolve.bus.envelope import envelope, now_ts
+from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.subjects import Keys, Subjects, check_token
+from kernelevolve.config import SearchSettings
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.spec import check_source, make_spec
+from kernelevolve.store import ObjectStore
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import events_pb2 as ev
+from kernelevolve.v1 import services_pb2 as spb
+from ke_gateway.validator import SpecValidator
+from ke_search.strategy import make_strategy
+
+log = logging.getLogger(__name__)
+
+
+def new_session_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class GatewayService:
+    def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, validator: SpecValidator,
+                 search: SearchSettings, session_prefix: str, default_hardware: str) -> None:
+        self._bus = bus
+        self._store = store
+        self._subjects = subjects
+        self._validator = validator
+        self._search = search
+        self._session_prefix = session_prefix
+        self._default_hardware = default_hardware
+
+    async def start_session(self, req: spb.StartSessionRequest) -> pb.Session:
+        if not req.spec.source.strip():
+            raise InvalidSpecError("spec source is empty")
+        name = req.spec.name or "operator"
+        check_token(name, "spec name")
+        check_source(req.spec.source, name)
+        budget = req.budget or self._search.default_budget
+        if not 1 <= budget <= self._search.max_budget:
+            raise InvalidArgumentError(f"budget must be between 1 and {self._search.max_budget}, got {budget}")
+        strategy = req.strategy or self._search.strategy
+        make_strategy(strategy)
+        hardware = req.hardware_kind or self._default_hardware
+        check_token(hardware, "hardware kind")
+        max_inflight = req.max_inflight or self._search.max_inflight
+        if max_inflight < 1:
+            raise InvalidArgumentError("max_inflight must be at least 1")
+        sid = check_token(req.session_id, "session id") if req.session_id else new_session_id()
+        spec = make_spec(name, req.spec.source)
+        check = await self._validator.validate(spec)
+        if not check.ok:
+            raise InvalidSpecError(check.reason or "the reference could not be run")
+        art = Artifacts.for_session(self._session_prefix, sid)
+        session = pb.Session(
+            session_id=sid, spec=spec, hardware=pb.HardwareTarget(kind=hardware), budget=budget,
+            strategy=strategy, status=pb.SESSION_STATUS_RUNNING, created_at=now_ts(),
+            artifact_prefix=art.prefix, max_inflight=max_inflight,
+        )
+        await self._bus.kv_create(Keys.session(sid), session.SerializeToString())  # ConflictError if taken
+        await self._store.put(art.spec, spec.source.encode(), "text/x-python")
+        if check.warnings:
+            await self._store.put(f"{art.prefix}spec_warnings.json", json.dumps(list(check.warnings)).encode(),
+                                  "application/json")
+        await self._bus.publish(self._subjects.started(sid), envelope(sid, session_started=ev.SessionStarted(
+            session=session)), dedup_id=f"start-{sid}")
+        log.info("session started", extra={"session_id": sid, "spec": name, "budget": budget,
+                                           "hardware": hardware})
+        return session
+
+    async def get_session(self, sid: str) -> pb.Session:
+        check_token(sid, "session id")
+        entry = await self._bus.kv_get(Keys.session(sid))
+        if entry is None:
+            raise NotFoundError(f"unknown session {sid}")
+        s = pb.Session()
+        s.ParseFromString(entry.value)
+        return s
+
+    async def watch(self, sid: str) -> AsyncIterator[ev.Envelope]:
+        await self.get_session(sid)  # NOT_FOUND before streaming anything
+        async for env in self._bus.watch(self._subjects.session(sid)):
+            yield env
+            if env.WhichOneof("payload") == "session_completed":
+                return
+
+    async def list_nodes(self, sid: str) -> list[pb.Node]:
+        await self.get_session(sid)
+        out = []
+        for key in await self._bus.kv_keys(Keys.nodes(sid)):
+            entry = await self._bus.kv_get(key)
+            if entry is not None:
+                n = pb.Node()
+                n.ParseFromString(entry.value)
+                out.append(n)
+        return out
+
+    async def get_candidate(self, sid: str, cid: str) -> spb.GetCandidateResponse:
+        await self.get_session(sid)
+        check_token(cid, "candidate id")
+        rec = await self._bus.kv_get(Keys.candidate(sid, cid))
+        if rec is None:
+            raise NotFoundError(f"unknown candidate {cid} in session {sid}")
+        cand = pb.Candidate()
+        cand.ParseFromString(rec.value)
+        resp = spb.GetCandidateResponse(candidate=cand, source=(await self._store.get(cand.source_key)).decode())
+        node_entry = await self._bus.kv_get(Keys.node(sid, cid))
+        if node_entry is not None:
+            resp.node.ParseFromString(node_entry.value)
+            if resp.node.report_key:
+                try:
+                    resp.report_json = (await self._store.get(resp.node.report_key)).decode()
+                except NotFoundError:
+                    pass
+        return resp
+
+    async def cancel(self, sid: str) -> pb.Session:
+        session = await self.get_session(sid)
+        if session.status == pb.SESSION_STATUS_RUNNING:
+            await self._bus.publish(self._subjects.cancel(sid), envelope(
+                sid, session_cancel_requested=ev.SessionCancelRequested(session_id=sid)), dedup_id=f"cancel-{sid}")
+            log.info("cancel requested", extra={"session_id": sid})
+        return session

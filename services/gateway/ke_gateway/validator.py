@@ -1,0 +1,50 @@
+"""The spec-validation port of the gateway, and its gRPC adapter to the evaluator.
+
+Running a user's reference belongs in the evaluator's sandbox, so the gateway asks
+an evaluator (``Evaluator.ValidateSpec``) rather than importing the spec itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import grpc
+
+from kernelevolve.errors import BusUnavailable, DependencyTimeout
+from kernelevolve.grpc_util import error_from_status
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+
+
+@dataclass(frozen=True)
+class Validation:
+    ok: bool
+    reason: str = ""
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+class SpecValidator(Protocol):
+    async def validate(self, spec: pb.OperatorSpec) -> Validation: ...
+
+
+class GrpcSpecValidator:
+    def __init__(self, target: str, timeout_s: float = 300.0) -> None:
+        self._channel = grpc.aio.insecure_channel(target)
+        self._stub = sgrpc.EvaluatorStub(self._channel)
+        self._timeout_s = timeout_s
+        self._target = target
+
+    async def validate(self, spec: pb.OperatorSpec) -> Validation:
+        try:
+            resp = await self._stub.ValidateSpec(spec, timeout=self._timeout_s)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise DependencyTimeout(f"evaluator at {self._target} did not validate the spec in time") from exc
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                raise BusUnavailable(f"evaluator at {self._target} is unavailable: {exc.details()}") from exc
+            raise error_from_status(exc.code(), exc.details() or "") from exc
+        return Validation(resp.ok, resp.reason, tuple(resp.warnings))
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,14 @@
+"""`python -m ke_knowledge` / `kernelevolve-knowledge`: run the knowledge service on its own."""
+
+from __future__ import annotations
+
+from kernelevolve.runtime import serve
+from ke_knowledge.app import start
+
+
+def main() -> None:
+    serve("knowledge", start)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Knowledge service: answers retrieval queries and distils skills from evaluations.
+
+Listens to EvaluationCompleted; when a correct child beats its parent, stores a skill
+(level "skill") in the knowledge base and publishes SkillDistilled.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kernelevolve.bus.envelope import envelope
+from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.subjects import Keys, Subjects
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import events_pb2 as ev
+from ke_knowledge.base import KnowledgeBase
+from ke_knowledge.convert import skill_to_proto
+from ke_knowledge.distill import distill_skill
+
+log = logging.getLogger(__name__)
+
+
+class KnowledgeService:
+    def __init__(self, bus: EventBus, subjects: Subjects, kb: KnowledgeBase) -> None:
+        self._bus = bus
+        self._subjects = subjects
+        self.kb = kb
+
+    async def subscribe(self) -> None:
+        await self._bus.consume(self._subjects.evaluation(), "knowledge", self.on_evaluation)
+
+    async def on_evaluation(self, env: ev.Envelope) -> None:
+        msg = env.evaluation_completed
+        result, sid = msg.result, msg.session_id
+        if result.status != pb.EVALUATION_STATUS_CORRECT:
+            return
+        rec = await self._bus.kv_get(Keys.candidate(sid, result.candidate_id))
+        if rec is None:
+            return
+        cand = pb.Candidate()
+        cand.ParseFromString(rec.value)
+        if not cand.parent_id:
+            return
+        parent = await self._bus.kv_get(Keys.node(sid, cand.parent_id))
+        session = await self._bus.kv_get(Keys.session(sid))
+        if parent is None or session is None:
+            return
+        pnode, s = pb.Node(), pb.Session()
+        pnode.ParseFromString(parent.value)
+        s.ParseFromString(session.value)
+        skill = distill_skill(sid, cand.candidate_id, s.spec.name, cand.transformation.name,
+                              dict(cand.transformation.params), result.speedup, pnode.fitness,
+                              result.hardware.kind or s.hardware.kind)
+        if skill is None:
+            return
+        await self.kb.add_skill(skill)
+        out = ev.SkillDistilled(session_id=sid, skill=skill_to_proto(skill))
+        await self._bus.publish(self._subjects.skill(sid), envelope(sid, skill_distilled=out),
+                                dedup_id=f"skill-{skill.skill_id}")
+        log.info("skill distilled", extra={"session_id": sid, "candidate_id": cand.candidate_id,
+                                           "skill_id": skill.skill_id})

@@ -1,0 +1,40 @@
+"""Composition root of the search service."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+import grpc
+
+from kernelevolve.bus.subjects import Subjects
+from kernelevolve.config import Settings
+from kernelevolve.grpc_util import start_server
+from kernelevolve.runtime import ServiceHandle, connect_bus
+from kernelevolve.store import store_from_settings
+from kernelevolve.v1 import services_pb2 as spb
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+from ke_search.service import SearchService
+
+
+class SearchServicer(sgrpc.SearchServicer):
+    def __init__(self, service: SearchService) -> None:
+        self._service = service
+
+    async def GetTree(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> spb.Tree:
+        return spb.Tree(session_id=request.session_id, nodes=await self._service.nodes(request.session_id))
+
+
+async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
+                port: int | None = None) -> ServiceHandle:
+    bus = bus or await connect_bus(settings.bus, "search", stack)
+    if store is None:
+        store = store_from_settings(settings.store)
+        stack.push_async_callback(store.close)
+    service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), settings.store.session_prefix)
+    server = await start_server(
+        settings.grpc.host, settings.grpc.search_port if port is None else port,
+        [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"])
+    stack.push_async_callback(server.stop)
+    await service.subscribe()
+    return ServiceHandle("search", server.port, service)

@@ -1,0 +1,320 @@
+"""The search service: reacts to bus events, keeps the tree in the KV store, asks for
+more candidates, and closes the session when the budget is spent.
+
+Handlers are idempotent and order-independent (see ``state.py``); every state change
+is a compare-and-set on ``search.<session>`` so replicas cannot overwrite each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from google.protobuf import json_format
+
+from kernelevolve.artifacts import Artifacts
+from kernelevolve.bus.envelope import envelope, now_ts
+from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.subjects import Keys, Subjects
+from kernelevolve.errors import ConflictError, NotFoundError
+from kernelevolve.store import ObjectStore
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import events_pb2 as ev
+from ke_search.state import RequestRecord, SearchState, request_of
+from ke_search.strategy import ROOT, make_strategy
+
+log = logging.getLogger(__name__)
+
+_BUGGY = {
+    pb.EVALUATION_STATUS_COMPILE_ERROR,
+    pb.EVALUATION_STATUS_RUNTIME_ERROR,
+    pb.EVALUATION_STATUS_CRASHED,
+    pb.EVALUATION_STATUS_TIMEOUT,
+}
+
+
+@dataclass
+class _Effects:
+    """What a state transition asks the outside world to do, applied after the CAS wins."""
+
+    requests: list[ev.CandidateRequested]
+    finish: bool = False
+
+
+class SearchService:
+    def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, session_prefix: str) -> None:
+        self._bus = bus
+        self._store = store
+        self._subjects = subjects
+        self._session_prefix = session_prefix
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # -- subscriptions -----------------------------------------------------------------
+
+    async def subscribe(self) -> None:
+        s = self._subjects
+        await self._bus.consume(s.started(), "search-started", self.on_event)
+        await self._bus.consume(s.candidate(), "search-candidates", self.on_event)
+        await self._bus.consume(s.evaluation(), "search-evaluations", self.on_event)
+        await self._bus.consume(s.exhausted(), "search-exhausted", self.on_event)
+        await self._bus.consume(s.cancel(), "search-cancel", self.on_event)
+
+    async def on_event(self, env: ev.Envelope) -> None:
+        kind = env.WhichOneof("payload")
+        lock = self._locks.setdefault(env.session_id, asyncio.Lock())
+        async with lock:
+            if kind == "session_started":
+                await self._on_started(env.session_started.session)
+            elif kind == "candidate_generated":
+                await self._on_candidate(env.candidate_generated)
+            elif kind == "evaluation_completed":
+                await self._on_evaluation(env.evaluation_completed)
+            elif kind == "candidate_request_exhausted":
+                await self._on_exhausted(env.candidate_request_exhausted)
+            elif kind == "session_cancel_requested":
+                await self._on_cancel(env.session_cancel_requested.session_id)
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def _on_started(self, session: pb.Session) -> None:
+        sid = session.session_id
+        make_strategy(session.strategy or "greedy")  # unknown strategy: permanent error, said early
+        state = SearchState(session_id=sid, budget=session.budget, max_inflight=max(1, session.max_inflight or 1))
+        try:
+            await self._bus.kv_create(Keys.search_state(sid), state.to_json())
+        except ConflictError:
+            log.info("session already started; replay ignored", extra={"session_id": sid})
+        await self._transition(sid, lambda st, nodes: None)
+
+    async def _on_candidate(self, msg: ev.CandidateGenerated) -> None:
+        cand = msg.candidate
+        await self._ensure_node(cand)
+
+        def apply(st: SearchState, nodes: list[pb.Node]) -> None:
+            if cand.candidate_id not in st.generated:
+                st.generated.append(cand.candidate_id)
+
+        await self._transition(cand.session_id, apply)
+
+    async def _on_evaluation(self, msg: ev.EvaluationCompleted) -> None:
+        sid, result = msg.session_id, msg.result
+        cid = result.candidate_id
+        key = Keys.node(sid, cid)
+        entry = await self._bus.kv_get(key)
+        if entry is None:
+            # The evaluation overtook the candidate event: build the node from the record.
+            rec = await self._bus.kv_get(Keys.candidate(sid, cid))
+            if rec is None:
+                raise NotFoundError(f"evaluation for unknown candidate {cid} in session {sid}")
+            cand = pb.Candidate()
+            cand.ParseFromString(rec.value)
+            await self._ensure_node(cand)
+            entry = await self._bus.kv_get(key)
+            assert entry is not None
+        node = pb.Node()
+        node.ParseFromString(entry.value)
+        if not node.evaluated:
+            node.evaluated = True
+            node.status = result.status
+            node.fitness = result.speedup if result.status == pb.EVALUATION_STATUS_CORRECT else 0.0
+            node.buggy = result.status in _BUGGY
+            node.report_key = result.report_key
+            node.reason = result.reason[:500]
+            try:
+                await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
+            except ConflictError:
+                raise  # retried by redelivery; the handler is idempotent
+            log.info("node evaluated", extra={"session_id": sid, "candidate_id": cid,
+                                              "status": pb.EvaluationStatus.Name(result.status),
+                                              "fitness": node.fitness})
+
+        def apply(st: SearchState, nodes: list[pb.Node]) -> None:
+            if cid not in st.generated:
+                st.generated.append(cid)
+            if cid not in st.evaluated:
+                st.evaluated.append(cid)
+
+        await self._transition(sid, apply)
+
+    async def _on_exhausted(self, msg: ev.CandidateRequestExhausted) -> None:
+        def apply(st: SearchState, nodes: list[pb.Node]) -> None:
+            rec = st.requests.get(msg.request_id)
+            if rec is None:
+                return
+            made = sum(1 for c in st.generated if request_of(c) == msg.request_id)
+            rec.exhausted = max(0, rec.count - made)
+            if msg.parent_id not in st.exhausted_parents:
+                st.exhausted_parents.append(msg.parent_id)
+
+        log.info("parent exhausted", extra={"session_id": msg.session_id, "parent_id": msg.parent_id,
+                                            "reason": msg.reason})
+        await self._transition(msg.session_id, apply)
+
+    async def _on_cancel(self, sid: str) -> None:
+        def apply(st: SearchState, nodes: list[pb.Node]) -> None:
+            st.cancelled = True
+
+        await self._transition(sid, apply)
+
+    # -- the one state machine --------------------------------------------------------------
+
+    async def _transition(self, sid: str, apply: Callable[[SearchState, list[pb.Node]], None]) -> None:
+        """Read state, apply a change, decide what to ask for next, CAS-write, then act."""
+        session = await self._load_session(sid)
+        strategy = make_strategy(session.strategy or "greedy")
+        for _attempt in range(20):
+            entry = await self._bus.kv_get(Keys.search_state(sid))
+            if entry is None:
+                raise NotFoundError(f"no search state for session {sid}")
+            st = SearchState.from_json(entry.value)
+            if st.done:
+                if session.status == pb.SESSION_STATUS_RUNNING:
+                    # Crashed between deciding to finish and publishing it: finish again
+                    # (idempotent: same keys, same dedup id).
+                    await self._update_session(sid, st, await self.nodes(sid), finished=True)
+                    await self._finish(sid, st)
+                return
+            nodes = await self.nodes(sid)
+            apply(st, nodes)
+            effects = _Effects(requests=[])
+            if st.finished() or (st.idle() and st.want() == 0 and len(st.evaluated) > 0):
+                st.done = True
+                effects.finish = True
+            else:
+                want = st.want()
+                if want > 0:
+                    parent = strategy.select_parent(nodes, set(st.exhausted_parents))
+                    if parent is None:
+                        if st.idle():
+                            st.done = True
+                            effects.finish = True
+                    else:
+                        rid = f"r{st.next_request}"
+                        st.next_request += 1
+                        st.requests[rid] = RequestRecord(parent_id=parent, count=want)
+                        tried = [pb.Transformation(name=n.transformation.name, params=n.transformation.params)
+                                 for n in nodes if n.parent_id == parent]
+                        effects.requests.append(ev.CandidateRequested(
+                            session_id=sid, request_id=rid, parent_id=parent, count=want,
+                            hardware=session.hardware, tried=tried))
+            try:
+                await self._bus.kv_update(Keys.search_state(sid), st.to_json(), entry.revision)
+            except ConflictError:
+                continue  # another replica moved first: re-read and re-apply
+            await self._update_session(sid, st, nodes, finished=effects.finish)
+            for req in effects.requests:
+                log.info("requesting candidates", extra={"session_id": sid, "request_id": req.request_id,
+                                                         "parent_id": req.parent_id or ROOT, "count": req.count})
+                await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
+                                        dedup_id=f"req-{sid}-{req.request_id}")
+            if effects.finish:
+                await self._finish(sid, st)
+            return
+        raise ConflictError(f"search state of {sid} kept changing under us")
+
+    # -- helpers --------------------------------------------------------------------------
+
+    async def _load_session(self, sid: str) -> pb.Session:
+        entry = await self._bus.kv_get(Keys.session(sid))
+        if entry is None:
+            raise NotFoundError(f"unknown session {sid}")
+        session = pb.Session()
+        session.ParseFromString(entry.value)
+        return session
+
+    async def _ensure_node(self, cand: pb.Candidate) -> None:
+        depth = 0
+        if cand.parent_id:
+            parent = await self._bus.kv_get(Keys.node(cand.session_id, cand.parent_id))
+            if parent is not None:
+                p = pb.Node()
+                p.ParseFromString(parent.value)
+                depth = p.depth + 1
+        node = pb.Node(node_id=cand.candidate_id, parent_id=cand.parent_id, transformation=cand.transformation,
+                       depth=depth, source_key=cand.source_key)
+        try:
+            await self._bus.kv_create(Keys.node(cand.session_id, cand.candidate_id), node.SerializeToString())
+        except ConflictError:
+            pass  # already there (replay, or created by an overtaking evaluation)
+
+    async def nodes(self, sid: str) -> list[pb.Node]:
+        out: list[pb.Node] = []
+        for key in await self._bus.kv_keys(Keys.nodes(sid)):
+            entry = await self._bus.kv_get(key)
+            if entry is not None:
+                n = pb.Node()
+                n.ParseFromString(entry.value)
+                out.append(n)
+        return out
+
+    async def _update_session(self, sid: str, st: SearchState, nodes: list[pb.Node], finished: bool) -> None:
+        for _attempt in range(20):
+            entry = await self._bus.kv_get(Keys.session(sid))
+            if entry is None:
+                raise NotFoundError(f"unknown session {sid}")
+            session = pb.Session()
+            session.ParseFromString(entry.value)
+            session.generated = len(st.generated)
+            session.evaluated = len(st.evaluated)
+            best = _best(nodes)
+            if best is not None:
+                session.best_candidate_id = best.node_id
+                session.best_speedup = best.fitness
+            if finished:
+                session.status = pb.SESSION_STATUS_CANCELLED if st.cancelled else pb.SESSION_STATUS_COMPLETED
+                session.finished_at.CopyFrom(now_ts())
+            try:
+                await self._bus.kv_update(Keys.session(sid), session.SerializeToString(), entry.revision)
+                return
+            except ConflictError:
+                continue
+        raise ConflictError(f"session record of {sid} kept changing under us")
+
+    async def _finish(self, sid: str, st: SearchState) -> None:
+        session = await self._load_session(sid)
+        nodes = await self.nodes(sid)
+        art = Artifacts(session.artifact_prefix)
+        best = _best(nodes)
+        best_key = ""
+        if best is not None:
+            source = await self._store.get(best.source_key)
+            header = (f"# KernelEvolve best candidate {best.node_id} for {session.spec.name}: "
+                      f"speedup {best.fitness:.3f}x on {session.hardware.kind}\n")
+            await self._store.put(art.best_kernel, header.encode() + source, "text/x-python")
+            best_key = art.best_kernel
+        lineage = {
+            "session_id": sid,
+            "spec": session.spec.name,
+            "nodes": [json_format.MessageToDict(n, preserving_proto_field_name=True,
+                                                always_print_fields_with_no_presence=True) for n in nodes],
+        }
+        await self._store.put(art.lineage, json.dumps(lineage, indent=2).encode(), "application/json")
+        summary = {
+            "session_id": sid,
+            "spec": session.spec.name,
+            "status": pb.SessionStatus.Name(session.status),
+            "budget": session.budget,
+            "generated": len(st.generated),
+            "evaluated": len(st.evaluated),
+            "best_candidate_id": best.node_id if best else "",
+            "best_speedup": best.fitness if best else 0.0,
+            "finished_at": datetime.now(UTC).isoformat(),
+        }
+        await self._store.put(art.summary, json.dumps(summary, indent=2).encode(), "application/json")
+        log.info("session completed", extra={"session_id": sid, "evaluated": len(st.evaluated),
+                                             "best_candidate_id": summary["best_candidate_id"],
+                                             "best_speedup": summary["best_speedup"]})
+        done = ev.SessionCompleted(session=session, best_source_key=best_key)
+        await self._bus.publish(self._subjects.completed(sid), envelope(sid, session_completed=done),
+                                dedup_id=f"done-{sid}")
+
+
+def _best(nodes: list[pb.Node]) -> pb.Node | None:
+    correct = [n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT]
+    if not correct:
+        return None
+    return max(correct, key=lambda n: (n.fitness, -n.depth, n.node_id))

@@ -1,0 +1,77 @@
+"""Per-session search bookkeeping, persisted as JSON in the bus KV (``search.<session>``).
+
+Order-independent and idempotent: candidate and evaluation events may arrive in any
+order and more than once (at-least-once delivery); sets of ids make replays no-ops.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+def request_of(candidate_id: str) -> str:
+    """Candidate ids are ``<request_id>-<n>``: the synthesizer derives them from the request."""
+    return candidate_id.rsplit("-", 1)[0]
+
+
+@dataclass
+class RequestRecord:
+    parent_id: str
+    count: int
+    exhausted: int = 0
+
+
+@dataclass
+class SearchState:
+    session_id: str
+    budget: int
+    max_inflight: int
+    next_request: int = 1
+    requests: dict[str, RequestRecord] = field(default_factory=dict)
+    generated: list[str] = field(default_factory=list)
+    evaluated: list[str] = field(default_factory=list)
+    exhausted_parents: list[str] = field(default_factory=list)
+    cancelled: bool = False
+    done: bool = False
+
+    # -- derived ------------------------------------------------------------------
+
+    def pending(self) -> int:
+        """Candidates asked for but neither generated nor declared exhausted yet."""
+        made: dict[str, int] = {}
+        for cid in self.generated:
+            made[request_of(cid)] = made.get(request_of(cid), 0) + 1
+        return sum(max(0, r.count - r.exhausted - made.get(rid, 0)) for rid, r in self.requests.items())
+
+    def inflight(self) -> int:
+        return len(set(self.generated) - set(self.evaluated))
+
+    def want(self) -> int:
+        """How many more candidates to ask for now."""
+        if self.done or self.cancelled:
+            return 0
+        room = self.max_inflight - self.inflight() - self.pending()
+        left = self.budget - len(self.generated) - self.pending()
+        return max(0, min(room, left))
+
+    def finished(self) -> bool:
+        if self.cancelled:
+            return True
+        if len(self.evaluated) >= self.budget:
+            return True
+        return False
+
+    def idle(self) -> bool:
+        return self.inflight() == 0 and self.pending() == 0
+
+    # -- (de)serialisation ------------------------------------------------------------
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> SearchState:
+        raw = json.loads(data)
+        raw["requests"] = {k: RequestRecord(**v) for k, v in raw.get("requests", {}).items()}
+        return cls(**raw)

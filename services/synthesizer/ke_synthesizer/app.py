@@ -1,0 +1,42 @@
+"""Composition root of the synthesizer service."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from typing import Any
+
+from kernelevolve.bus.subjects import Subjects
+from kernelevolve.config import Settings, SynthesizerSettings
+from kernelevolve.errors import ConfigError
+from kernelevolve.grpc_util import start_server
+from kernelevolve.runtime import ServiceHandle, connect_bus
+from kernelevolve.store import store_from_settings
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
+from ke_synthesizer.api import CandidateSynthesizer
+from ke_synthesizer.grpc_server import SynthesizerServicer
+from ke_synthesizer.service import SynthesizerService
+
+
+def make_synthesizer(settings: SynthesizerSettings) -> CandidateSynthesizer:
+    if settings.kind == "offline":
+        from ke_synthesizer.offline import OfflineSynthesizer
+
+        return OfflineSynthesizer()
+    raise ConfigError(f"unknown synthesizer kind {settings.kind!r} (available: offline)")
+
+
+async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
+                synthesizer: CandidateSynthesizer | None = None, port: int | None = None) -> ServiceHandle:
+    bus = bus or await connect_bus(settings.bus, "synthesizer", stack)
+    if store is None:
+        store = store_from_settings(settings.store)
+        stack.push_async_callback(store.close)
+    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix),
+                                 synthesizer or make_synthesizer(settings.synthesizer))
+    server = await start_server(
+        settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
+        [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],
+        ["kernelevolve.v1.Synthesizer"])
+    stack.push_async_callback(server.stop)
+    await service.subscribe()
+    return ServiceHandle("synthesizer", server.port, service)

@@ -1,0 +1,148 @@
+"""Front end: load an operator spec, build its reference Model and capture the forward
+as a torch.fx graph annotated with shapes and dtypes (ShapeProp on the example inputs).
+
+The captured spec also keeps the source text the candidate needs to rebuild the
+model's parameters exactly like the reference (``__init__`` and module constants), so
+that seeding the RNG and constructing ``ModelNew`` yields the same weights.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp
+
+from kernelevolve.errors import InvalidSpecError
+
+log = logging.getLogger(__name__)
+
+# Modules fx should trace through rather than keep as opaque call_module nodes: none
+# beyond torch's defaults. torch.nn leaf modules (Linear, LayerNorm, ...) stay leaves
+# and are mapped to their functional form by the normaliser.
+
+
+@dataclass
+class CapturedSpec:
+    """Everything the lowering passes need to know about one spec."""
+
+    name: str
+    source: str
+    model: torch.nn.Module
+    gm: torch.fx.GraphModule
+    inputs: list[Any]
+    init_inputs: list[Any]
+    # Source text pieces copied into the candidate module.
+    init_source: str
+    constants_source: list[str] = field(default_factory=list)
+    helper_classes_source: list[str] = field(default_factory=list)
+    forward_params: list[str] = field(default_factory=list)
+
+
+def _load_namespace(source: str, name: str) -> dict[str, Any]:
+    module = types.ModuleType(f"_ke_spec_{name}")
+    try:
+        code = compile(source, f"<spec {name}>", "exec")
+        exec(code, module.__dict__)  # noqa: S102 - specs are trusted operator definitions
+    except Exception as exc:  # any failure to load is a spec problem
+        raise InvalidSpecError(f"spec {name!r} does not load: {exc}") from exc
+    for required in ("Model", "get_inputs", "get_init_inputs"):
+        if required not in module.__dict__:
+            raise InvalidSpecError(f"spec {name!r} lacks {required}")
+    return module.__dict__
+
+
+def _source_pieces(source: str, ns: dict[str, Any]) -> tuple[str, list[str], list[str]]:
+    """Extract Model.__init__ (verbatim), module constants and helper nn.Module classes."""
+    tree = ast.parse(source)
+    init_src = ""
+    constants: list[str] = []
+    helpers: list[str] = []
+    allowed_roots = {"torch", "nn", "F", "math"}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    # keep the original indentation of the first line so dedent works
+                    init_src = " " * item.col_offset + (ast.get_source_segment(source, item) or "")
+        elif isinstance(stmt, ast.ClassDef):
+            obj = ns.get(stmt.name)
+            if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+                helpers.append(ast.get_source_segment(source, stmt) or "")
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            # Only plain-data constants: names the __init__ may reference.
+            value = stmt.value
+            if value is None:
+                continue
+            names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+            if names <= allowed_roots | set(ns) and not any(isinstance(n, ast.Lambda) for n in ast.walk(value)):
+                constants.append(ast.get_source_segment(source, stmt) or "")
+    if not init_src:
+        raise InvalidSpecError("Model has no __init__ to mirror")
+    return init_src, constants, helpers
+
+
+def capture(source: str, name: str, seed: int = 0) -> CapturedSpec:
+    """Load, construct (seeded), trace and shape-propagate one spec."""
+    ns = _load_namespace(source, name)
+    try:
+        init_inputs = list(ns["get_init_inputs"]())
+        torch.manual_seed(seed)
+        model = ns["Model"](*init_inputs)
+        torch.manual_seed(seed)
+        inputs = list(ns["get_inputs"]())
+    except Exception as exc:
+        raise InvalidSpecError(f"spec {name!r}: building the model or inputs failed: {exc}") from exc
+    try:
+        gm = torch.fx.symbolic_trace(model)
+    except Exception as exc:
+        raise InvalidSpecError(f"spec {name!r}: forward cannot be traced: {exc}") from exc
+    try:
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*inputs)
+    except Exception as exc:
+        raise InvalidSpecError(f"spec {name!r}: reference forward raised: {exc}") from exc
+    init_src, constants, helpers = _source_pieces(source, ns)
+    params = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
+    log.debug("captured %s: %d nodes", name, len(gm.graph.nodes))
+    return CapturedSpec(
+        name=name,
+        source=source,
+        model=model,
+        gm=gm,
+        inputs=inputs,
+        init_inputs=init_inputs,
+        init_source=init_src,
+        constants_source=constants,
+        helper_classes_source=helpers,
+        forward_params=[str(p) for p in params],
+    )
+
+
+def tensor_meta(node: torch.fx.Node) -> Any:
+    """The ShapeProp TensorMetadata of a node, or None for non-tensor values."""
+    meta = node.meta.get("tensor_meta")
+    if meta is not None and hasattr(meta, "shape"):
+        return meta
+    return None
+
+
+def shape_of(node: Any) -> tuple[int, ...] | None:
+    if isinstance(node, torch.fx.Node):
+        meta = tensor_meta(node)
+        if meta is not None:
+            return tuple(int(s) for s in meta.shape)
+    return None
+
+
+def dtype_of(node: Any) -> torch.dtype | None:
+    if isinstance(node, torch.fx.Node):
+        meta = tensor_meta(node)
+        if meta is not None:
+            return meta.dtype
+    return None

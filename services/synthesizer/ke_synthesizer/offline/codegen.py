@@ -1,0 +1,198 @@
+"""Assembles one standalone candidate module from a plan: imports, Triton helpers,
+kernels, launchers and ``class ModelNew`` whose ``__init__`` mirrors the reference (so
+parameters are created in the same order, with the same RNG draws) and whose forward
+replays the captured graph with kernel launches in place of the lowered nodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import textwrap
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch.fx.node import _get_qualified_name
+
+from .graph import Group, GroupFailure, Plan
+from .lower_pointwise import HELPERS, PointwiseEmitter
+
+log = logging.getLogger(__name__)
+
+_BINARY_SYMBOLS = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/", operator.floordiv: "//",
+    operator.mod: "%", operator.pow: "**", operator.matmul: "@", operator.gt: ">", operator.lt: "<",
+    operator.ge: ">=", operator.le: "<=", operator.eq: "==", operator.ne: "!=", operator.and_: "&",
+    operator.or_: "|",
+}
+
+
+def var(node: torch.fx.Node) -> str:
+    """Forward-local variable of a node; placeholders keep their parameter names."""
+    if node.op == "placeholder":
+        return str(node.target)
+    return f"t_{node.name}"
+
+
+def render(v: Any) -> str:
+    """An fx argument as Python source in the candidate's forward."""
+    if isinstance(v, torch.fx.Node):
+        return var(v)
+    if isinstance(v, str):
+        if v.startswith("@"):
+            return f"self.{v[1:]}"
+        return repr(v)
+    if isinstance(v, bool) or v is None:
+        return repr(v)
+    if isinstance(v, float):
+        if math.isinf(v):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        if math.isnan(v):
+            return 'float("nan")'
+        return repr(v)
+    if isinstance(v, int):
+        return repr(v)
+    if isinstance(v, (torch.dtype, torch.memory_format, torch.layout)):
+        return str(v)
+    if isinstance(v, torch.device):
+        return f"torch.device({str(v)!r})"
+    if isinstance(v, slice):
+        return f"slice({render(v.start)}, {render(v.stop)}, {render(v.step)})"
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, tuple):
+        inner = ", ".join(render(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ", ".join(render(x) for x in v) + "]"
+    if isinstance(v, torch.Size):
+        return render(tuple(v))
+    raise ValueError(f"cannot render argument {v!r}")
+
+
+def _call_args(node: torch.fx.Node, skip_first: bool = False) -> str:
+    args = list(node.args[1:] if skip_first else node.args)
+    parts = [render(a) for a in args] + [f"{k}={render(v)}" for k, v in node.kwargs.items()]
+    return ", ".join(parts)
+
+
+def render_node(node: torch.fx.Node, plan: Plan) -> str:
+    """A library-call or glue statement for one fx node."""
+    lhs = var(node)
+    if node.op == "get_attr":
+        target = str(node.target)
+        obj: Any = plan.spec.gm
+        for part in target.split("."):
+            obj = getattr(obj, part, None)
+        model_obj: Any = plan.spec.model
+        for part in target.split("."):
+            model_obj = getattr(model_obj, part, None)
+        if model_obj is None and isinstance(obj, torch.Tensor):
+            # a constant tensor created inside the reference forward
+            return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype})"
+        return f"{lhs} = self.{target}"
+    if node.op == "call_module":
+        return f"{lhs} = self.{node.target}({_call_args(node)})"
+    if node.op == "call_method":
+        obj_src = render(node.args[0])
+        return f"{lhs} = {obj_src}.{node.target}({_call_args(node, skip_first=True)})"
+    target = node.target
+    if target in _BINARY_SYMBOLS and len(node.args) == 2 and not node.kwargs:
+        a, b = node.args
+        return f"{lhs} = {render(a)} {_BINARY_SYMBOLS[target]} {render(b)}"  # type: ignore[index]
+    if target is operator.getitem:
+        return f"{lhs} = {render(node.args[0])}[{render(node.args[1])}]"
+    if target is operator.neg:
+        return f"{lhs} = -{render(node.args[0])}"
+    if target is getattr:
+        return f"{lhs} = {render(node.args[0])}.{node.args[1]}"
+    name = _get_qualified_name(target)  # type: ignore[arg-type]
+    if name.startswith("builtins."):
+        name = name[len("builtins."):]
+    if not (name.startswith("torch.") or name in ("int", "float", "len", "min", "max", "abs", "round")):
+        if name.startswith("math."):
+            pass
+        else:
+            raise ValueError(f"cannot render call to {name}")
+    return f"{lhs} = {name}({_call_args(node)})"
+
+
+def _forward_signature(plan: Plan) -> str:
+    params = []
+    for node in plan.nodes:
+        if node.op == "placeholder":
+            p = str(node.target)
+            if node.args:
+                p += f"={render(node.args[0])}"
+            params.append(p)
+    return ", ".join(["self"] + params)
+
+
+def assemble(plan: Plan, genome: dict[str, str],
+             generators: dict[str, Callable[[Plan, Group, dict[str, str], PointwiseEmitter], tuple[str, str, str]]],
+             launch_args: dict[str, Callable[[Plan, Group], tuple[list[Any], list[torch.fx.Node]]]],
+             title: str) -> str:
+    emitter = PointwiseEmitter()
+    kernels: list[str] = []
+    launchers: list[str] = []
+    launcher_of: dict[int, str] = {}
+    for g in plan.groups:
+        try:
+            k_src, l_src, l_name = generators[g.kind](plan, g, genome, emitter)
+        except Exception as exc:  # any generator gap demotes the group, never the candidate
+            raise GroupFailure(g.key, {m.name for m in g.members}, f"{type(exc).__name__}: {exc}") from exc
+        kernels.append(k_src)
+        launchers.append(l_src)
+        launcher_of[g.gid] = l_name
+
+    body: list[str] = []
+    last_member = {g.members[-1]: g for g in plan.groups}
+    fallback = set(plan.fallback)
+    for node in plan.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "output":
+            body.append(f"return {render(node.args[0])}")
+            continue
+        if node in plan.skipped:
+            continue
+        if node in plan.group_of:
+            g = last_member.get(node)
+            if g is None:
+                continue
+            args, outs = launch_args[g.kind](plan, g)
+            call = f"{launcher_of[g.gid]}({', '.join(render(a) for a in args)})"
+            lhs = ", ".join(var(o) for o in outs)
+            body.append(f"{lhs} = {call}")
+            continue
+        stmt = render_node(node, plan)
+        if node in fallback:
+            stmt += "  # library call (not lowered)"
+        body.append(stmt)
+
+    parts = [f'"""{title}"""', "", "import math", "", "import torch", "import torch.nn as nn",
+             "import triton", "import triton.language as tl", ""]
+    for const in plan.spec.constants_source:
+        parts.append(const)
+    if plan.spec.constants_source:
+        parts.append("")
+    for name in sorted(emitter.helpers):
+        parts += ["", HELPERS[name]]
+    for k in kernels:
+        parts += ["", k]
+    for launcher in launchers:
+        parts += ["", launcher]
+    for helper in plan.spec.helper_classes_source:
+        parts += ["", helper, ""]
+    parts += ["", "class ModelNew(nn.Module):"]
+    parts.append(textwrap.indent(textwrap.dedent(plan.spec.init_source), "    "))
+    parts.append("")
+    parts.append(f"    def forward({_forward_signature(plan)}):")
+    parts += [f"        {line}" for line in body]
+    src = "\n".join(parts) + "\n"
+    # Specs import torch.nn.functional as F for their __init__ rarely; alias it only if used.
+    if "F." in plan.spec.init_source:
+        src = src.replace("import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n", 1)
+    return src

@@ -1,0 +1,323 @@
+"""Partitioning: classify every fx node and group lowerable nodes into kernels.
+
+A kernel group is launched at the position of its last member, so a group is *sealed*
+as soon as a node outside it consumes one of its values: later nodes may no longer
+join it (otherwise that consumer would run before the value exists).
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+from .capture import CapturedSpec, dtype_of, shape_of, tensor_meta
+from .lower_pointwise import PointwiseEmitter
+from .kernel_matmul import matmul_info
+from .lower_reduction import RowInfo, row_info
+from .ops import POINTWISE, NormOp, normalize
+
+log = logging.getLogger(__name__)
+
+# Ops that only move or reinterpret data (or compute shapes): emitted as plain Python
+# in the candidate's forward, never counted as fallbacks.
+GLUE_METHODS = {
+    "view", "reshape", "permute", "transpose", "flatten", "unsqueeze", "squeeze", "contiguous",
+    "expand", "expand_as", "size", "dim", "t", "narrow", "chunk", "split", "unbind", "movedim",
+    "view_as", "reshape_as", "unflatten", "numel", "detach", "clone", "__getitem__",
+}
+GLUE_FUNCTIONS = {
+    "getattr", "getitem", "flatten", "reshape", "permute", "transpose", "unsqueeze", "squeeze",
+    "chunk", "split", "unbind", "movedim", "t", "narrow",
+}
+# Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
+OPERAND_ARGS = ("condition", "input", "other", "exponent", "min", "max", "weight", "bias", "mat1", "mat2")
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+class GroupFailure(Exception):
+    """A kernel group could not be generated: its members become library calls."""
+
+    def __init__(self, group: str, members: set[str], reason: str) -> None:
+        super().__init__(reason)
+        self.group = group
+        self.members = members
+
+
+@dataclass
+class Group:
+    """One generated kernel: its member nodes in order and their canonical ops."""
+
+    gid: int
+    kind: str
+    members: list[torch.fx.Node]
+    ops: dict[torch.fx.Node, NormOp]
+    shape: tuple[int, ...]
+    sealed: bool = False
+    # kind-specific data (reduction dim, matmul node, ...)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"g{self.gid}"
+
+
+@dataclass
+class Plan:
+    spec: CapturedSpec
+    nodes: list[torch.fx.Node]
+    groups: list[Group]
+    group_of: dict[torch.fx.Node, Group]
+    fallback: list[torch.fx.Node]
+    glue: set[torch.fx.Node]
+    # nodes with no code of their own (a max/min tuple split into amax + argmax)
+    skipped: set[torch.fx.Node] = field(default_factory=set)
+
+
+def node_inputs(op: NormOp) -> list[Any]:
+    """Operands of a canonical op in argument order (nodes, params, scalars)."""
+    return [v for k, v in op.args.items() if k in OPERAND_ARGS and v is not None]
+
+
+def is_tensor_node(v: Any) -> bool:
+    return isinstance(v, torch.fx.Node) and tensor_meta(v) is not None
+
+
+def _fx_name(node: torch.fx.Node) -> str:
+    if node.op == "call_function":
+        return getattr(node.target, "__name__", str(node.target))
+    return str(node.target)
+
+
+def is_glue(node: torch.fx.Node) -> bool:
+    if node.op == "call_method":
+        return str(node.target) in GLUE_METHODS
+    if node.op == "call_function":
+        name = _fx_name(node)
+        if name in GLUE_FUNCTIONS:
+            return True
+        # integer/shape arithmetic (x.size(0) * 2, ...) has no tensor output
+        return tensor_meta(node) is None and all(not is_tensor_node(a) for a in node.all_input_nodes)
+    return node.op == "get_attr"
+
+
+def _pointwise_ok(node: torch.fx.Node, op: NormOp, emitter: PointwiseEmitter) -> bool:
+    if op.op not in POINTWISE:
+        return False
+    meta = tensor_meta(node)
+    if meta is None or meta.dtype not in FLOAT_DTYPES + (torch.bool,):
+        return False
+    for v in node_inputs(op):
+        if isinstance(v, torch.fx.Node):
+            if tensor_meta(v) is None and not isinstance(v.meta.get("val", 0), (int, float)):
+                pass  # symbolic scalars are passed as runtime arguments
+            d = dtype_of(v)
+            if d is not None and d not in FLOAT_DTYPES + (torch.bool,):
+                return False
+        elif isinstance(v, str) and not v.startswith("@"):
+            return False
+    if op.inplace:
+        target = op.args.get("input")
+        if isinstance(target, torch.fx.Node) and len(target.users) > 1:
+            return False  # others observe the mutation: keep the library semantics
+    return emitter.emit(op, lambda _v: "v") is not None
+
+
+def spec_allows_tf32(spec: CapturedSpec) -> bool:
+    """TF32 dots lose ~3 decimal digits: only offered when the spec opts in with a
+    module constant ``ALLOW_TF32 = True`` (its tolerance is then the spec's business)."""
+    return any(c.replace(" ", "").startswith("ALLOW_TF32=True") for c in spec.constants_source)
+
+
+def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
+    def shape(path: str) -> tuple[int, ...]:
+        obj: Any = spec.model
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        return tuple(obj.shape)
+
+    return shape
+
+
+def _max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule) -> dict[torch.fx.Node, NormOp]:
+    """torch.max(x, dim) returns (values, indices): its getitem users become amax /
+    argmax ops of their own (the tuple itself is then never materialised)."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        op = normalize(node, gm)
+        if op is None or op.op not in ("max_dim", "min_dim"):
+            continue
+        users = list(node.users)
+        part = {}
+        for u in users:
+            if u.op == "call_function" and u.target is operator.getitem and u.args[1] in (0, 1):
+                part[u] = u.args[1]
+            elif u.op == "call_function" and u.target is getattr and u.args[1] in ("values", "indices"):
+                part[u] = 0 if u.args[1] == "values" else 1
+        if not users or len(part) != len(users):
+            continue
+        for u in users:
+            kind = ("amax" if op.op == "max_dim" else "amin") if part[u] == 0 else (
+                "argmax" if op.op == "max_dim" else "argmin")
+            out[u] = NormOp(kind, {"input": op.args["input"], "dim": op.args["dim"],
+                                   "keepdim": op.args["keepdim"]})
+    return out
+
+
+def build_plan(spec: CapturedSpec, genome: dict[str, str],
+               forced_fallback: set[str] | None = None) -> Plan:
+    """Classify nodes and greedily fuse lowerable nodes into kernel groups.
+
+    ``genome['fusion']``: 'greedy' (default) joins a node to a producer's group when
+    the shapes line up (pointwise chains; pointwise prologues/epilogues around
+    reductions); 'none' gives every lowerable node its own kernel.
+    """
+    gm = spec.gm
+    nodes = list(gm.graph.nodes)
+    forced = forced_fallback or set()
+    emitter = PointwiseEmitter()
+    pshape = _param_shape_fn(spec)
+    overrides = _max_dim_overrides(nodes, gm)
+    groups: list[Group] = []
+    group_of: dict[torch.fx.Node, Group] = {}
+    fallback: list[torch.fx.Node] = []
+    glue: set[torch.fx.Node] = set()
+    fuse = genome.get("fusion", "greedy") != "none"
+
+    def seal_consumed(node: torch.fx.Node, joined: Group | None) -> None:
+        for inp in node.all_input_nodes:
+            g = group_of.get(inp)
+            if g is not None and g is not joined:
+                g.sealed = True
+
+    def add(node: torch.fx.Node, op: NormOp, g: Group | None, kind: str, shape: tuple[int, ...],
+            info: dict[str, Any] | None = None) -> None:
+        seal_consumed(node, g)
+        if g is None:
+            g = Group(len(groups), kind, [], {}, shape, info=dict(info or {}))
+            groups.append(g)
+        g.members.append(node)
+        g.ops[node] = op
+        group_of[node] = g
+
+    def producer_groups(node: torch.fx.Node) -> list[Group]:
+        seen: list[Group] = []
+        for inp in reversed(node.all_input_nodes):
+            g = group_of.get(inp)
+            if g is not None and not g.sealed and g not in seen:
+                seen.append(g)
+        return seen if fuse else []
+
+    for node in nodes:
+        if node.op in ("placeholder", "output"):
+            seal_consumed(node, None)
+            continue
+        if node in overrides:
+            op: NormOp | None = overrides[node]
+        elif node.op in ("call_function", "call_method", "call_module"):
+            op = normalize(node, gm)
+        else:
+            op = None
+        if op is not None and node.name not in forced:
+            if op.op in ("max_dim", "min_dim") and any(u in overrides for u in node.users):
+                continue  # materialised through its getitem users
+            if _pointwise_ok(node, op, emitter):
+                shape = shape_of(node) or ()
+                target = None
+                for g in producer_groups(node):
+                    if g.kind == "pointwise" and g.shape == shape:
+                        target = g
+                        break
+                    if g.kind == "matmul" and g.shape == shape:
+                        target = g
+                        break
+                    if g.kind == "row" and _fits_row(node, op, g, group_of):
+                        target = g
+                        break
+                if target is not None and target.kind == "row":
+                    target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
+                add(node, op, target, "pointwise", shape)
+                continue
+            minfo = matmul_info(node, op, pshape)
+            if minfo is not None:
+                allowed = {"precision": ["ieee", "tf32"] if spec_allows_tf32(spec) else ["ieee"]}
+                add(node, op, None, "matmul", shape_of(node) or (), {"matmul": minfo, "allowed": allowed})
+                continue
+            rinfo = row_info(node, op, pshape)
+            if rinfo is not None:
+                x = op.args["input"]
+                target = None
+                for g in producer_groups(node):
+                    if group_of.get(x) is not g:  # type: ignore[call-overload]
+                        continue
+                    if g.kind == "pointwise" and g.shape == rinfo.full:
+                        # a pointwise prologue becomes part of the row kernel
+                        g.kind = "row"
+                        g.info["row"] = RowInfo(rinfo.full, rinfo.dims, "full")
+                        g.info["layouts"] = {m: "full" for m in g.members}
+                        target = g
+                    elif g.kind == "row" and g.info["row"].full == rinfo.full and g.info["row"].dims == rinfo.dims \
+                            and g.info["layouts"].get(x) == "full":
+                        target = g
+                    break
+                info = {"row": RowInfo(rinfo.full, rinfo.dims, "full"), "layouts": {}}
+                add(node, op, target, "row", rinfo.full, info)
+                group_of[node].info["layouts"][node] = rinfo.layout
+                continue
+        seal_consumed(node, None)
+        if node.op in ("call_function", "call_method", "call_module", "get_attr") and is_glue(node):
+            glue.add(node)
+        else:
+            fallback.append(node)
+    # max/min tuples whose parts were not all lowered are materialised by a library call
+    for node in nodes:
+        if node not in group_of and node in overrides:
+            src = node.args[0]
+            if isinstance(src, torch.fx.Node) and src not in fallback:
+                fallback.append(src)
+            if node in fallback:
+                fallback.remove(node)
+            glue.add(node)
+    fallback.sort(key=nodes.index)
+    skipped = {n for n in nodes if n.op != "output" and n not in group_of and n not in glue
+               and n not in fallback and n.op != "placeholder"}
+    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped)
+
+
+def _fits_row(node: torch.fx.Node, op: NormOp, g: Group, group_of: dict[torch.fx.Node, Group]) -> bool:
+    """Can a pointwise node join row group g? Its output must be full or one of the
+    row shapes, and in-group operands must broadcast the way torch would: a full
+    output may read row values only in their keepdim form."""
+    rinfo: RowInfo = g.info["row"]
+    layout = rinfo.layout_of(shape_of(node))
+    if layout is None:
+        return False
+    layouts = g.info["layouts"]
+    for v in node_inputs(op):
+        if isinstance(v, torch.fx.Node) and group_of.get(v) is g:
+            lv = layouts.get(v)
+            if layout == "full" and lv not in ("full", "row"):
+                return False
+            if layout != "full" and lv != layout:
+                return False
+        elif isinstance(v, torch.fx.Node) and shape_of(v) is not None and layout != "full":
+            # external operand of a per-row value: must not carry reduced-dim extent
+            pad = (1,) * (len(rinfo.full) - len(shape_of(v) or ())) + tuple(shape_of(v) or ())
+            if layout == "row" and any(pad[d] != 1 for d in rinfo.dims):
+                return False
+    return True
+
+
+def group_outputs(plan: Plan, group: Group) -> list[torch.fx.Node]:
+    """Members whose values are needed outside the group (or returned)."""
+    outs = []
+    for m in group.members:
+        if any(plan.group_of.get(u) is not group for u in m.users):
+            outs.append(m)
+    return outs

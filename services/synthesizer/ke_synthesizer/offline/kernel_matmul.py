@@ -1,0 +1,261 @@
+"""Code generation for matmul groups: mm / bmm / matmul (batched, broadcast, matvec),
+linear and addmm as one tiled ``tl.dot`` kernel with the bias and any following
+pointwise ops (activation, scaling, residual add, ...) fused as an epilogue.
+
+Choices (genome): BLOCK_M/N/K tiles, GROUP_M grouped program ordering (neighbouring
+programs share B tiles in L2), num_warps, num_stages and the fp32 dot precision
+(``ieee`` by default; ``tf32`` only when the spec declares a loose tolerance).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from .capture import dtype_of, shape_of
+from .lower_pointwise import PointwiseEmitter, literal
+from .ops import NormOp
+
+if TYPE_CHECKING:
+    from .graph import Group, Plan
+
+MATMUL_OPS = {"linear", "matmul", "addmm"}
+
+
+def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] | None:
+    """Operands and ranks of a matmul-family node; None when not lowerable."""
+    if op.op not in MATMUL_OPS or shape_of(node) is None:
+        return None
+
+    def shp(v: Any) -> tuple[int, ...] | None:
+        if isinstance(v, str) and v.startswith("@"):
+            return tuple(pshape(v[1:]))
+        return shape_of(v)
+
+    def ok_dtype(v: Any) -> bool:
+        d = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
+        return d in (torch.float32, torch.float16, torch.bfloat16)
+
+    if op.op == "linear":
+        a, b, bias = op.args["input"], op.args["weight"], op.args.get("bias")
+        sa, sb = shp(a), shp(b)
+        if sa is None or sb is None or len(sb) != 2 or len(sa) < 1:
+            return None
+        info = {"kind": "linear", "a": a, "b": b, "bias": bias, "alpha": 1.0, "beta": 1.0,
+                "a_rank": len(sa), "b_rank": 2}
+    elif op.op == "addmm":
+        a, b, bias = op.args["mat1"], op.args["mat2"], op.args["input"]
+        sa, sb = shp(a), shp(b)
+        if sa is None or sb is None or len(sa) != 2 or len(sb) != 2:
+            return None
+        if not isinstance(op.args["alpha"], (int, float)) or not isinstance(op.args["beta"], (int, float)):
+            return None
+        info = {"kind": "matmul", "a": a, "b": b, "bias": bias, "alpha": float(op.args["alpha"]),
+                "beta": float(op.args["beta"]), "a_rank": 2, "b_rank": 2}
+    else:
+        a, b = op.args["input"], op.args["other"]
+        sa, sb = shp(a), shp(b)
+        if sa is None or sb is None or not sa or not sb or (len(sa) == 1 and len(sb) == 1):
+            return None
+        info = {"kind": "matmul", "a": a, "b": b, "bias": None, "alpha": 1.0, "beta": 1.0,
+                "a_rank": len(sa), "b_rank": len(sb)}
+    if not all(ok_dtype(v) for v in (info["a"], info["b"])):
+        return None
+    if info["bias"] is not None and not (isinstance(info["bias"], str) or shape_of(info["bias"]) is not None):
+        return None
+    return info
+
+
+def _launcher_prologue(info: dict[str, Any]) -> list[str]:
+    """Runtime code that views the operands as a [Bt, M, K] x [Bt, K, N] problem."""
+    ar, br = info["a_rank"], info["b_rank"]
+    if info["kind"] == "linear":
+        return [
+            "    # linear: rows of a (all leading dims) times weight^T, read through strides",
+            "    k = a.shape[-1]",
+            "    out_shape = [*a.shape[:-1], b.shape[0]]",
+            "    a3 = a.reshape(1, -1, k)",
+            "    b3 = b.t().unsqueeze(0)",
+        ]
+    lines = []
+    if ar == 1:
+        lines.append("    a = a.unsqueeze(0)  # vector-matrix: a row vector")
+    if br == 1:
+        lines.append("    b = b.unsqueeze(-1)  # matrix-vector: a column vector")
+    lines.append("    k = a.shape[-1]")
+    if max(br, 2) == 2:
+        lines += ["    # batch dims of a fold into rows: one [M, K] x [K, N] problem",
+                  "    out_shape = [*a.shape[:-1], b.shape[-1]]",
+                  "    a3 = a.reshape(1, -1, k)",
+                  "    b3 = b.unsqueeze(0)"]
+    else:
+        lines += ["    batch = list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))",
+                  "    out_shape = [*batch, a.shape[-2], b.shape[-1]]",
+                  "    a3 = a.expand(*batch, a.shape[-2], k).reshape(-1, a.shape[-2], k)",
+                  "    b3 = b.expand(*batch, k, b.shape[-1]).reshape(-1, k, b.shape[-1])"]
+    if ar == 1:
+        lines.append("    out_shape = out_shape[:-2] + out_shape[-1:]")
+    if br == 1:
+        lines.append("    out_shape = out_shape[:-1]")
+    return lines
+
+
+def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
+    mm = group.members[0]
+    info = group.info["matmul"]
+    key = group.key
+    bm, bn, bk = (int(genome.get(f"{key}.{k}", d)) for k, d in (("BLOCK_M", "64"), ("BLOCK_N", "64"), ("BLOCK_K", "32")))
+    gm_ = int(genome.get(f"{key}.GROUP_M", "8"))
+    warps = int(genome.get(f"{key}.num_warps", "4"))
+    stages = int(genome.get(f"{key}.num_stages", "3"))
+    precision = genome.get(f"{key}.precision", "ieee")
+
+    # epilogue operands: bias/addmm input and external operands of fused pointwise ops
+    ext: list[Any] = []
+    scalars: list[torch.fx.Node] = []
+
+    def val(v: Any) -> str:
+        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+            return f"v_{v.name}"
+        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            if v not in ext:
+                ext.append(v)
+            return f"e{ext.index(v)}"
+        if isinstance(v, torch.fx.Node):
+            if v not in scalars:
+                scalars.append(v)
+            return f"s{scalars.index(v)}"
+        lit = literal(v)
+        if lit is None:
+            raise ValueError(f"unsupported operand {v!r}")
+        return lit
+
+    epi: list[str] = []
+    head = "acc" if info["alpha"] == 1.0 else f"acc * {info['alpha']!r}"
+    if info["bias"] is not None:
+        bias = val(info["bias"])
+        head = f"{head} + {bias}" if info["beta"] == 1.0 else f"{head} + {info['beta']!r} * {bias}"
+    epi.append(f"v_{mm.name} = {head}")
+    for m in group.members[1:]:
+        expr = emitter.emit(group.ops[m], val)
+        if expr is None:
+            raise ValueError(f"cannot emit {group.ops[m].op}")
+        epi.append(f"v_{m.name} = {expr}")
+    from .graph import group_outputs
+    from .kernel_pointwise import kernel_name, load_cast
+
+    outs = group_outputs(plan, group)
+    loads = []
+    for i, v in enumerate(ext):
+        dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
+        loads.append(f"e{i} = tl.load(e{i}_ptr + bid * e{i}_sb + rows * e{i}_sm + cols * e{i}_sn, "
+                     f"mask=mask, other=0){load_cast(dt)}")
+
+    name = kernel_name(group, "matmul")
+    sig = ["a_ptr", "b_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
+    sig += ["M", "N", "K", "a_sb", "a_sm", "a_sk", "b_sb", "b_sk", "b_sn"]
+    sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in ("b", "m", "n")]
+    sig += [f"s{i}" for i in range(len(scalars))]
+    fused = " -> ".join(group.ops[m].op for m in group.members)
+    dot = 'tl.dot(a, b, input_precision="tf32")' if precision == "tf32" else 'tl.dot(a, b, input_precision="ieee")'
+    k_lines = [
+        "@triton.jit",
+        f"def {name}(",
+        f"    {', '.join(sig)},",
+        "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,",
+        "):",
+        f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
+        "    pid = tl.program_id(0)",
+        "    bid = tl.program_id(1)",
+        "    # grouped ordering: GROUP_M row-tiles advance together so B tiles are reused",
+        "    num_pid_m = tl.cdiv(M, BLOCK_M)",
+        "    num_pid_n = tl.cdiv(N, BLOCK_N)",
+        "    num_pid_in_group = GROUP_M * num_pid_n",
+        "    group_id = pid // num_pid_in_group",
+        "    first_pid_m = group_id * GROUP_M",
+        "    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)",
+        "    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+        "    pid_n = (pid % num_pid_in_group) // group_size_m",
+        "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "    rk = tl.arange(0, BLOCK_K)",
+        "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        "    for k0 in range(0, K, BLOCK_K):",
+        "        kk = k0 + rk",
+        "        a = tl.load(a_ptr + bid * a_sb + rm[:, None] * a_sm + kk[None, :] * a_sk,",
+        "                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
+        "        b = tl.load(b_ptr + bid * b_sb + kk[:, None] * b_sk + rn[None, :] * b_sn,",
+        "                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        f"        acc += {dot}",
+        "    rows = rm[:, None]",
+        "    cols = rn[None, :]",
+        "    mask = (rows < M) & (cols < N)",
+    ]
+    k_lines += ["    " + line for line in loads + epi]
+    for j, m in enumerate(outs):
+        k_lines.append(f"    tl.store(out{j}_ptr + bid * M * N + rows * N + cols, v_{m.name}, mask=mask)")
+    kernel = "\n".join(k_lines) + "\n"
+
+    launcher = f"launch_{name}"
+    params = ["a", "b"] + [f"e{i}" for i in range(len(ext))] + [f"s{i}" for i in range(len(scalars))]
+    ll = [f"def {launcher}({', '.join(params)}):"] + _launcher_prologue(info)
+    ll += ["    bt, m, n = a3.shape[0], a3.shape[1], b3.shape[2]"]
+    call = ["a3", "b3"]
+    for i in range(len(ext)):
+        ll.append(f"    e{i} = e{i}.expand(out_shape).reshape(bt, m, n)")
+        call.append(f"e{i}")
+    for j, o in enumerate(outs):
+        ll.append(f"    out{j} = torch.empty((bt, m, n), device=a.device, dtype={dtype_of(o) or torch.float32})")
+        call.append(f"out{j}")
+    call += ["m", "n", "k", "a3.stride(0) if bt > 1 else 0", "a3.stride(1)", "a3.stride(2)",
+             "b3.stride(0) if bt > 1 else 0", "b3.stride(1)", "b3.stride(2)"]
+    call += [f"e{i}.stride({x})" for i in range(len(ext)) for x in (0, 1, 2)]
+    call += [f"s{i}" for i in range(len(scalars))]
+    ll += [
+        "    if bt * m * n > 0:",
+        f"        grid = (triton.cdiv(m, {bm}) * triton.cdiv(n, {bn}), bt)",
+        f"        {name}[grid]({', '.join(call)},",
+        f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={gm_}, num_warps={warps}, num_stages={stages})",
+        f"    return {', '.join(f'out{j}.reshape(out_shape)' for j in range(len(outs)))}",
+    ]
+    return kernel, "\n".join(ll) + "\n", launcher
+
+
+def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    info = group.info["matmul"]
+    ext: list[Any] = []
+    scalars: list[torch.fx.Node] = []
+
+    def note(v: Any) -> None:
+        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+            return
+        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            if v not in ext:
+                ext.append(v)
+        elif isinstance(v, torch.fx.Node) and v not in scalars:
+            scalars.append(v)
+
+    if info["bias"] is not None:
+        note(info["bias"])
+    for m in group.members[1:]:
+        op = group.ops[m]
+        for v in _emit_order(op):
+            note(v)
+    from .graph import group_outputs
+
+    return [info["a"], info["b"]] + ext + scalars, group_outputs(plan, group)
+
+
+def _emit_order(op: NormOp) -> list[Any]:
+    """Operands in the order the pointwise emitter visits them (matches val() calls)."""
+    seen: list[Any] = []
+    emitter = PointwiseEmitter()
+
+    def val(v: Any) -> str:
+        seen.append(v)
+        return "x"
+
+    emitter.emit(op, val)
+    return seen

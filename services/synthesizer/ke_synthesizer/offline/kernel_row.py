@@ -1,0 +1,285 @@
+"""Code generation for row groups: pointwise prologues, reductions over a set of dims
+and epilogues (including values broadcast back over the row, as in softmax/norms) in
+one kernel over the [M, N] view of the group's full shape.
+
+Two strategies (genome ``gK.strategy``):
+- ``single``: one program owns BLOCK_M whole rows (BLOCK_N = next_power_of_2(N));
+  every value stays in registers, memory is read once.
+- ``looped``: rows are walked in BLOCK_N chunks, one pass per reduction plus one for
+  full outputs, recomputing cheap pointwise values instead of keeping them; works for
+  rows of any length.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+import torch.fx
+
+from .capture import dtype_of, shape_of
+from .graph import Group, Plan, group_outputs, node_inputs
+from .kernel_pointwise import TL_DTYPES, kernel_name, load_cast, operand_shape
+from .lower_pointwise import PointwiseEmitter, literal
+from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
+
+# Upper bound on BLOCK_M * BLOCK_N elements per program (registers on GPU).
+MAX_TILE = 16384
+
+HELPER_PROD = '''@triton.jit
+def _prod_combine(a, b):
+    return a * b
+'''
+
+_NEUTRAL = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
+            "argmax": 'float("-inf")', "argmin": 'float("inf")'}
+
+
+class _RowBuilder:
+    def __init__(self, plan: Plan, group: Group, emitter: PointwiseEmitter) -> None:
+        self.plan, self.group, self.emitter = plan, group, emitter
+        self.rinfo: RowInfo = group.info["row"]
+        self.layouts: dict[torch.fx.Node, str] = group.info["layouts"]
+        self.operands: list[tuple[Any, str]] = []  # (value, full|row|rowflat)
+        self.scalars: list[torch.fx.Node] = []
+        self.micros: list[Micro] = []
+        self._tmp = 0
+
+    def new(self, prefix: str) -> str:
+        self._tmp += 1
+        return f"{prefix}{self._tmp}"
+
+    def load(self, v: Any, layout: str) -> str:
+        key = (v, layout)
+        if key not in self.operands:
+            self.operands.append(key)
+            i = len(self.operands) - 1
+            self.micros.append(Micro(f"a{i}", "full" if layout == "full" else "row", load=i))
+        return f"a{self.operands.index(key)}"
+
+    def value(self, v: Any, layout: str) -> str:
+        if isinstance(v, torch.fx.Node) and self.plan.group_of.get(v) is self.group:
+            return f"v_{v.name}"
+        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            return self.load(v, layout)
+        if isinstance(v, torch.fx.Node):
+            if v not in self.scalars:
+                self.scalars.append(v)
+            return f"s{self.scalars.index(v)}"
+        lit = literal(v)
+        if lit is None:
+            raise ValueError(f"unsupported operand {v!r}")
+        return lit
+
+    def build(self) -> None:
+        for m in self.group.members:
+            op = self.group.ops[m]
+            layout = self.layouts[m]
+            if op.op in ROW_OPS:
+                x = self.value(op.args["input"], "full")
+                extra = {k: self.value(op.args[k], "full") for k in ("weight", "bias") if op.args.get(k) is not None}
+                self.micros += expand_composite(op, f"v_{m.name}", x, extra, self.new)
+                continue
+            expr = self.emitter.emit(op, lambda v: self.value(v, layout))
+            if expr is None:
+                raise ValueError(f"cannot emit {op.op}")
+            known = {mi.name for mi in self.micros}
+            deps = [t for t in re.findall(r"\b[a-z]\w*\b", expr) if t in known]
+            self.micros.append(Micro(f"v_{m.name}", "full" if layout == "full" else "row", expr=expr, deps=deps))
+
+    def closure(self, roots: list[str]) -> list[Micro]:
+        by_name = {mi.name: mi for mi in self.micros}
+        need: set[str] = set()
+        stack = list(roots)
+        while stack:
+            n = stack.pop()
+            mi = by_name.get(n)
+            if mi is None or mi.layout != "full" or n in need:
+                continue
+            need.add(n)
+            stack += mi.deps
+        return [mi for mi in self.micros if mi.name in need]
+
+
+def _load_line(b: _RowBuilder, mi: Micro) -> str:
+    v, layout = b.operands[mi.load]
+    dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
+    i = mi.load
+    if layout == "full":
+        return f"{mi.name} = tl.load(in{i}_ptr + rows * in{i}_sm + cols * in{i}_sn, mask=mask, other=0){load_cast(dt)}"
+    return f"{mi.name} = tl.load(in{i}_ptr + rows * in{i}_sm, mask=rmask, other=0){load_cast(dt)}"
+
+
+def _micro_line(b: _RowBuilder, mi: Micro) -> list[str]:
+    if mi.load >= 0:
+        return [_load_line(b, mi)]
+    if not mi.reduce:
+        return [f"{mi.name} = {mi.expr}"]
+    neutral = _NEUTRAL[mi.reduce]
+    masked = f"tl.where(mask, {mi.src}, {neutral})"
+    if mi.reduce in ("sum", "max", "min"):
+        return [f"{mi.name} = tl.{mi.reduce}({masked}, axis=1)[:, None]"]
+    if mi.reduce == "prod":
+        b.emitter.helpers.add("_prod_combine")
+        return [f"{mi.name} = tl.reduce({masked}, 1, _prod_combine)[:, None]"]
+    return [f"{mi.name} = tl.{mi.reduce}({masked}, axis=1)[:, None]"]
+
+
+def _single_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:
+    lines = ["cols = tl.arange(0, BLOCK_N)[None, :]", "mask = rmask & (cols < N)"]
+    for mi in b.micros:
+        lines += _micro_line(b, mi)
+    lines += _stores(outs)
+    return lines
+
+
+def _stores(outs: list[tuple[torch.fx.Node, str]], full_only: bool | None = None) -> list[str]:
+    lines = []
+    for j, (m, layout) in enumerate(outs):
+        if layout == "full" and full_only is not False:
+            lines.append(f"tl.store(out{j}_ptr + rows * N + cols, v_{m.name}, mask=mask)")
+        elif layout != "full" and full_only is not True:
+            lines.append(f"tl.store(out{j}_ptr + rows, v_{m.name}, mask=rmask)")
+    return lines
+
+
+def _chunk_loop(b: _RowBuilder, roots: list[str], tail: list[str], head: list[str] | None = None) -> list[str]:
+    lines = list(head or [])
+    lines.append("for start in range(0, N, BLOCK_N):")
+    body = ["cols = start + tl.arange(0, BLOCK_N)[None, :]", "mask = rmask & (cols < N)"]
+    for mi in b.closure(roots):
+        body += _micro_line(b, mi)
+    body += tail
+    lines += ["    " + line for line in body]
+    return lines
+
+
+def _looped_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:
+    lines: list[str] = []
+    for mi in b.micros:
+        if mi.layout == "full":
+            continue  # recomputed inside each pass that needs it
+        if not mi.reduce:
+            lines += _micro_line(b, mi)
+            continue
+        acc, neutral, src = f"acc_{mi.name}", _NEUTRAL[mi.reduce], mi.src
+        head = [f"{acc} = tl.full([BLOCK_M, BLOCK_N], {neutral}, tl.float32)"]
+        masked = f"tl.where(mask, {src}, {neutral})"
+        if mi.reduce in ("argmax", "argmin"):
+            cmp = ">" if mi.reduce == "argmax" else "<"
+            head.append(f"{acc}_i = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)")
+            tail = [f"cand = {masked}", f"better = cand {cmp} {acc}",
+                    f"{acc}_i = tl.where(better, cols + 0 * {acc}_i, {acc}_i)", f"{acc} = tl.where(better, cand, {acc})"]
+            fin = "max" if mi.reduce == "argmax" else "min"
+            final = [f"best = tl.{fin}({acc}, axis=1)[:, None]",
+                     f"{mi.name} = tl.min(tl.where({acc} == best, {acc}_i, 2147483647), axis=1)[:, None]"]
+        else:
+            combine = {"sum": f"{acc} + {masked}", "max": f"tl.maximum({acc}, {masked})",
+                       "min": f"tl.minimum({acc}, {masked})", "prod": f"{acc} * {masked}"}[mi.reduce]
+            tail = [f"{acc} = {combine}"]
+            if mi.reduce == "prod":
+                b.emitter.helpers.add("_prod_combine")
+                final = [f"{mi.name} = tl.reduce({acc}, 1, _prod_combine)[:, None]"]
+            else:
+                final = [f"{mi.name} = tl.{mi.reduce}({acc}, axis=1)[:, None]"]
+        lines += _chunk_loop(b, [src], tail, head) + final
+    full_outs = [f"v_{m.name}" for m, layout in outs if layout == "full"]
+    if full_outs:
+        lines += _chunk_loop(b, full_outs, _stores(outs, full_only=True))
+    lines += _stores(outs, full_only=False)
+    return lines
+
+
+def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
+    b = _RowBuilder(plan, group, emitter)
+    b.build()
+    rinfo = b.rinfo
+    outs = [(m, b.layouts[m]) for m in group_outputs(plan, group)]
+    strategy = genome.get(f"{group.key}.strategy", group.info.get("default_strategy", "single"))
+    block_m = int(genome.get(f"{group.key}.BLOCK_M", "4"))
+    block_n = int(genome.get(f"{group.key}.BLOCK_N", "1024"))
+    warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    name = kernel_name(group, "row")
+
+    sig = [f"in{i}_ptr" for i in range(len(b.operands))] + [f"out{j}_ptr" for j in range(len(outs))] + ["M", "N"]
+    for i, (_, layout) in enumerate(b.operands):
+        sig += [f"in{i}_sm", f"in{i}_sn"] if layout == "full" else [f"in{i}_sm"]
+    sig += [f"s{i}" for i in range(len(b.scalars))]
+    fused = " -> ".join(group.ops[m].op for m in group.members)
+    how = ("whole rows in registers, one read of the input" if strategy == "single"
+           else "rows walked in BLOCK_N chunks, one pass per reduction")
+    lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},",
+             "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,", "):",
+             f"    # Fuses {fused} over dims {list(rinfo.dims)} ({how}).",
+             "    pid = tl.program_id(0)",
+             "    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]",
+             "    rmask = rows < M"]
+    body = _single_body(b, outs) if strategy == "single" else _looped_body(b, outs)
+    lines += ["    " + line for line in body]
+    kernel = "\n".join(lines) + "\n"
+    if "_prod_combine" in emitter.helpers:
+        emitter.helpers.discard("_prod_combine")
+        kernel = HELPER_PROD + "\n\n" + kernel
+
+    # ---- launcher ----
+    rank = len(rinfo.full)
+    dims = list(rinfo.dims)
+    kept = [d for d in range(rank) if d not in dims]
+    perm = kept + dims
+    inv = [perm.index(i) for i in range(rank)]
+    params = [f"t{i}" for i in range(len(b.operands))] + [f"s{i}" for i in range(len(b.scalars))]
+    launcher = f"launch_{name}"
+    full_ops = [f"t{i}.shape" for i, (_, lay) in enumerate(b.operands) if lay == "full"]
+    ll = [f"def {launcher}({', '.join(params)}):",
+          f"    full = torch.broadcast_shapes({', '.join(full_ops)})",
+          f"    # [M, N] view: kept dims {kept} as rows, reduced dims {dims} as columns",
+          f"    m = math.prod([full[d] for d in {kept}])",
+          f"    n = math.prod([full[d] for d in {dims}])",
+          f"    keep = [1 if d in {dims} else full[d] for d in range({rank})]",
+          f"    flat = [full[d] for d in {kept}]"]
+    identity = perm == list(range(rank))
+    permute = "" if identity else f".permute({perm})"
+    call = []
+    for i, (_, layout) in enumerate(b.operands):
+        if layout == "full":
+            ll.append(f"    t{i} = t{i}.expand(full){permute}.reshape(m, n)")
+            call += [f"t{i}"]
+        else:
+            ll.append(f"    t{i} = t{i}.expand({'keep' if layout == 'row' else 'flat'}).reshape(m)")
+            call += [f"t{i}"]
+    device = "t0.device"
+    for j, (m, layout) in enumerate(outs):
+        dt = dtype_of(m) or torch.float32
+        shape = "(m, n)" if layout == "full" else "(m,)"
+        ll.append(f"    out{j} = torch.empty({shape}, device={device}, dtype={dt})")
+        call.append(f"out{j}")
+    call += ["m", "n"]
+    for i, (_, layout) in enumerate(b.operands):
+        call += [f"t{i}.stride(0)", f"t{i}.stride(1)"] if layout == "full" else [f"t{i}.stride(0)"]
+    call += [f"s{i}" for i in range(len(b.scalars))]
+    if strategy == "single":
+        ll.append("    block_n = triton.next_power_of_2(max(n, 1))")
+    else:
+        ll.append(f"    block_n = min({block_n}, triton.next_power_of_2(max(n, 1)))")
+    ll.append(f"    block_m = max(1, min({block_m}, {MAX_TILE} // block_n, triton.next_power_of_2(max(m, 1))))")
+    ll.append("    if m > 0:")
+    ll.append("        grid = (triton.cdiv(m, block_m),)")
+    ll.append(f"        {name}[grid]({', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n, num_warps={warps})")
+    rets = []
+    for j, (m, layout) in enumerate(outs):
+        if layout == "full":
+            if identity:
+                rets.append(f"out{j}.reshape(full)")
+            else:
+                rets.append(f"out{j}.reshape([full[d] for d in {perm}]).permute({inv})")
+        else:
+            rets.append(f"out{j}.reshape({'keep' if layout == 'row' else 'flat'})")
+    ll.append(f"    return {', '.join(rets)}")
+    return kernel, "\n".join(ll) + "\n", launcher
+
+
+def row_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    b = _RowBuilder(plan, group, PointwiseEmitter())
+    b.build()
+    return [v for v, _ in b.operands] + list(b.scalars), group_outputs(plan, group)

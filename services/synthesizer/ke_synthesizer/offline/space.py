@@ -1,0 +1,101 @@
+"""The transformation space: genome knobs, their choices and defaults.
+
+A genome is a flat ``dict[str, str]``. Global knobs have plain names (``fusion``);
+per-kernel knobs are prefixed by their group key (``g0.BLOCK_SIZE``). One edge of the
+search graph changes exactly one knob: ``Transformation(name=<knob>, params={"group":
+<gK or "">, "value": <choice>})``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .graph import Group, Plan
+
+GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
+    # greedy: fuse each lowerable node into its producer's kernel; none: one kernel per op
+    "fusion": ("greedy", "none"),
+}
+
+# Per-kind knobs of one kernel group and their choices; the first is the default.
+GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
+    "pointwise": {
+        "BLOCK_SIZE": ("1024", "256", "512", "2048", "4096"),
+        "num_warps": ("4", "1", "2", "8"),
+    },
+    "row": {
+        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction
+        "strategy": ("single", "looped"),
+        "BLOCK_M": ("4", "1", "2", "8", "16"),
+        "BLOCK_N": ("1024", "256", "512", "2048"),
+        "num_warps": ("4", "1", "2", "8"),
+    },
+    "matmul": {
+        "BLOCK_M": ("64", "32", "128", "16"),
+        "BLOCK_N": ("64", "32", "128", "16"),
+        "BLOCK_K": ("32", "16", "64"),
+        "GROUP_M": ("8", "1", "4"),
+        "num_warps": ("4", "2", "8"),
+        "num_stages": ("3", "2", "4"),
+        # fp32 dot precision; tf32 only when the spec opts in (see graph.spec_allows_tf32)
+        "precision": ("ieee", "tf32"),
+    },
+}
+
+# Rows longer than this default to the looped strategy (register pressure on GPU).
+SINGLE_PASS_MAX_N = 8192
+
+
+@dataclass(frozen=True)
+class Knob:
+    key: str  # genome key
+    name: str  # transformation name
+    group: str  # "" for global knobs
+    choices: tuple[str, ...]
+
+    @property
+    def default(self) -> str:
+        return self.choices[0]
+
+
+def default_strategy(group: Group) -> str:
+    rinfo = group.info["row"]
+    n = math.prod(rinfo.full[d] for d in rinfo.dims)
+    return "single" if n <= SINGLE_PASS_MAX_N else "looped"
+
+
+def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
+    """Knobs of a plan; knobs that cannot change the generated code under the current
+    genome (BLOCK_N of a single-pass row kernel) are left out."""
+    genome = genome or {}
+    out = [Knob(k, k, "", v) for k, v in GLOBAL_KNOBS.items()]
+    for g in plan.groups:
+        for name, choices in GROUP_KNOBS.get(g.kind, {}).items():
+            choices = tuple(_filter(g.kind, name, choices, g.info))
+            if g.kind == "row" and name == "strategy":
+                d = default_strategy(g)
+                choices = (d,) + tuple(c for c in choices if c != d)
+            if g.kind == "row" and name == "BLOCK_N":
+                strategy = genome.get(f"{g.key}.strategy", default_strategy(g))
+                if strategy == "single":
+                    continue
+            out.append(Knob(f"{g.key}.{name}", name, g.key, choices))
+    return out
+
+
+def _filter(kind: str, name: str, choices: tuple[str, ...], info: dict) -> list[str]:
+    allowed = info.get("allowed", {}).get(name)
+    if allowed is None:
+        return list(choices)
+    return [c for c in choices if c in allowed] or list(choices[:1])
+
+
+def complete_genome(plan: Plan, genome: dict[str, str]) -> dict[str, str]:
+    """Fill defaults for every knob of the plan and drop keys of groups that no longer
+    exist (a fusion change renumbers groups)."""
+    out: dict[str, str] = {}
+    for knob in knobs(plan, genome):
+        value = genome.get(knob.key, knob.default)
+        out[knob.key] = value if value in knob.choices else knob.default
+    return out

@@ -1,0 +1,178 @@
+"""OfflineSynthesizer: the compiler-style CandidateSynthesizer (no model calls).
+
+Seed proposals lower the reference with default choices (then single-knob variants);
+child proposals apply one not-yet-tried transformation to the parent's genome.
+Deterministic: any sampling uses an RNG seeded from a digest of the request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+from collections import OrderedDict
+from typing import Any
+
+from kernelevolve.errors import InvalidSpecError, SynthesisError
+
+from ..api import Proposal, ProposalRequest, Transformation
+from .capture import CapturedSpec, capture, dtype_of
+from .codegen import assemble
+from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan, group_outputs
+from .kernel_pointwise import gen_pointwise, launcher_args
+from .kernel_matmul import gen_matmul, matmul_launch_args
+from .kernel_row import gen_row, row_launch_args
+from .space import Knob, complete_genome, knobs
+
+log = logging.getLogger(__name__)
+
+_GENERATORS: dict[str, Any] = {"pointwise": gen_pointwise, "row": gen_row, "matmul": gen_matmul}
+_LAUNCH_ARGS: dict[str, Any] = {"pointwise": launcher_args, "row": row_launch_args, "matmul": matmul_launch_args}
+
+
+class OfflineSynthesizer:
+    """Lowers a spec's captured graph to Triton; see README.md in this package."""
+
+    name = "offline"
+
+    def __init__(self, cache_size: int = 32) -> None:
+        self._cache: OrderedDict[tuple[str, str], CapturedSpec] = OrderedDict()
+        self._cache_size = cache_size
+
+    # ---- front end -------------------------------------------------------------
+    def _capture(self, source: str, name: str) -> CapturedSpec:
+        key = (hashlib.sha256(source.encode()).hexdigest(), name)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        spec = capture(source, name)
+        self._cache[key] = spec
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return spec
+
+    # ---- lowering --------------------------------------------------------------
+    def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str]) -> Plan:
+        for _ in range(len(spec.gm.graph.nodes) + 1):
+            plan = build_plan(spec, genome, forced_fallback=forced)
+            bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
+                   if dtype_of(m) not in FLOAT_DTYPES and g.ops[m].op not in ("argmax", "argmin")}
+            if not bad:
+                return plan
+            forced = forced | bad
+        return plan
+
+    def lower(self, spec: CapturedSpec, genome: dict[str, str]) -> tuple[str, dict[str, str], tuple[str, ...]]:
+        """Generate (source, completed genome, fallback node names) for a genome."""
+        forced: set[str] = set()
+        for _ in range(len(spec.gm.graph.nodes) + 1):
+            plan = self._plan(spec, genome, forced)
+            full = complete_genome(plan, genome)
+            try:
+                src = assemble(plan, full, _GENERATORS, _LAUNCH_ARGS, f"Triton lowering of {spec.name}.")
+            except GroupFailure as exc:
+                log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
+                forced |= exc.members
+                continue
+            except ValueError as exc:
+                raise SynthesisError(f"{spec.name}: cannot emit the forward: {exc}") from exc
+            return src, full, tuple(n.name for n in plan.fallback)
+        raise SynthesisError(f"{spec.name}: lowering did not converge")
+
+    def space(self, spec_source: str, spec_name: str = "spec", genome: dict[str, str] | None = None) -> list[tuple[str, list[str]]]:
+        """The transformation space at a genome (default genome when None): one entry per
+        knob, (genome key, choices). Group keys depend on the fusion choice."""
+        spec = self._capture(spec_source, spec_name)
+        plan = self._plan(spec, genome or {}, set())
+        return [(k.key, list(k.choices)) for k in knobs(plan, complete_genome(plan, genome or {}))]
+
+    # ---- proposals -------------------------------------------------------------
+    def propose(self, request: ProposalRequest) -> list[Proposal]:
+        spec = self._capture(request.spec_source, request.spec_name)
+        count = max(0, request.count)
+        if count == 0:
+            return []
+        rng = random.Random(_digest(request))
+        if request.parent is None:
+            return self._seeds(spec, request, count, rng)
+        return self._children(spec, request, count, rng)
+
+    def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation, desc: str) -> tuple[Proposal, dict[str, str]]:
+        src, full, fb = self.lower(spec, genome)
+        return Proposal(source=src, transformation=t, genome=full, fallback_nodes=fb, description=desc), full
+
+    def _seeds(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
+        first, base = self._proposal(spec, {}, Transformation("seed", {"variant": "default"}),
+                                     "default lowering: greedy fusion, default tiles")
+        out = [first]
+        seen = {_key(base)}
+        edges = _edges(self, spec, base)
+        rng.shuffle(edges)
+        for knob, value in edges:
+            if len(out) >= count:
+                break
+            child = dict(base)
+            child[knob.key] = value
+            prop, full = self._proposal(spec, child, Transformation("seed", {"variant": f"{knob.key}={value}"}),
+                                        f"seed variant: {knob.key}={value}")
+            if _key(full) in seen:
+                continue
+            seen.add(_key(full))
+            out.append(prop)
+        return out
+
+    def _children(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
+        parent = request.parent
+        assert parent is not None
+        base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome))
+        tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
+        edges = [(k, v) for k, v in _edges(self, spec, base) if (k.name, _params_key(k, v)) not in tried]
+        rng.shuffle(edges)
+        out: list[Proposal] = []
+        seen = {_key(base)}
+        for knob, value in edges:
+            if len(out) >= count:
+                break
+            child = dict(base)
+            child[knob.key] = value
+            t = Transformation(knob.name, _params(knob, value))
+            prop, full = self._proposal(spec, child, t, f"{knob.key}: {base.get(knob.key)} -> {value}")
+            if _key(full) in seen:
+                continue
+            seen.add(_key(full))
+            out.append(prop)
+        return out
+
+
+def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]) -> list[tuple[Knob, str]]:
+    plan = synth._plan(spec, genome, set())
+    return [(k, v) for k in knobs(plan, genome) for v in k.choices if v != genome.get(k.key, k.default)]
+
+
+def _params(knob: Knob, value: str) -> dict[str, str]:
+    return {"group": knob.group, "value": value} if knob.group else {"value": value}
+
+
+def _params_key(knob: Knob, value: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(_params(knob, value).items()))
+
+
+def _key(genome: dict[str, str]) -> str:
+    return json.dumps(genome, sort_keys=True)
+
+
+def _digest(request: ProposalRequest) -> int:
+    h = hashlib.sha256()
+    h.update(request.spec_source.encode())
+    h.update(request.spec_name.encode())
+    h.update(str(request.count).encode())
+    h.update(request.hardware_kind.encode())
+    if request.parent is not None:
+        h.update(_key(dict(request.parent.genome)).encode())
+    for t in request.tried:
+        h.update(json.dumps([t.name, sorted(t.params.items())]).encode())
+    return int.from_bytes(h.digest()[:8], "big")
+
+
+__all__ = ["OfflineSynthesizer", "InvalidSpecError"]

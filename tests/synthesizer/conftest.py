@@ -1,0 +1,41 @@
+"""Shared fixtures: example specs and one batched correctness run of their seed
+candidates (one child interpreter for all examples keeps the suite fast on 2 cores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ke_synthesizer.api import ProposalRequest
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.check import run_in_subprocess
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "ops"
+EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py"))
+
+
+def example_source(name: str) -> str:
+    return (EXAMPLES_DIR / f"{name}.py").read_text()
+
+
+@pytest.fixture(scope="session")
+def synth() -> OfflineSynthesizer:
+    return OfflineSynthesizer()
+
+
+@pytest.fixture(scope="session")
+def seed_results(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
+    """Seed proposal of every example, checked in one interpreter subprocess."""
+    jobs = []
+    proposals = {}
+    for name in EXAMPLES:
+        src = example_source(name)
+        (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+        proposals[name] = prop
+        jobs.append({"id": name, "spec_source": src, "candidate_source": prop.source, "seeds": [1, 2]})
+    results = {r["id"]: r for r in run_in_subprocess(jobs)}
+    for name, prop in proposals.items():
+        results[name]["proposal"] = prop
+    return results

@@ -1,0 +1,57 @@
+"""Test doubles for unit tests of service logic (never the only test of an adapter)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ke_evaluator.verdict import SpecCheck, Timing, Verdict
+from ke_synthesizer.api import Proposal, ProposalRequest, Transformation
+
+
+@dataclass
+class FakeSynthesizer:
+    """Proposes ``block`` variants; a source containing 'BAD' is judged incorrect by FakeJudge."""
+
+    name: str = "fake"
+    max_children: int = 3
+    bad_seeds: int = 0
+    max_block: int = 1 << 30
+    calls: list[ProposalRequest] = field(default_factory=list)
+
+    def propose(self, request: ProposalRequest) -> list[Proposal]:
+        self.calls.append(request)
+        tried = {t.params.get("block") for t in request.tried}
+        base = int(request.parent.genome.get("block", "64")) if request.parent else 64
+        out = []
+        for i in range(self.max_children):
+            block = str(base * 2 ** (i + 1))
+            if block in tried or int(block) > self.max_block:
+                continue
+            bad = request.parent is None and len(self.calls) <= self.bad_seeds
+            src = f"# block={block}\n{'BAD' if bad else 'OK'}\n"
+            out.append(Proposal(source=src, transformation=Transformation("block_size", {"block": block}),
+                                genome={"block": block}))
+            if len(out) == request.count:
+                break
+        return out
+
+
+@dataclass
+class FakeJudge:
+    """Speedup grows with the block size written in the source; 'BAD' sources are incorrect."""
+
+    evaluated: list[str] = field(default_factory=list)
+    spec_ok: bool = True
+
+    def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck:
+        return SpecCheck(ok=self.spec_ok, reason="" if self.spec_ok else "reference raised ValueError")
+
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "") -> Verdict:
+        self.evaluated.append(candidate_id)
+        if "BAD" in candidate_source:
+            return Verdict(status="incorrect", reason="max abs error 1.0 > atol", candidate_id=candidate_id)
+        block = int(candidate_source.split("block=")[1].split()[0])
+        speed = block / 128.0
+        return Verdict(status="correct", reason="ok", candidate_id=candidate_id,
+                       candidate_timing=Timing(median_ms=1.0 / speed), baseline_timing=Timing(median_ms=1.0),
+                       speedup=speed)

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelevolve.config import load_settings
+from kernelevolve.errors import ConfigError
+
+
+def test_defaults_then_yaml_then_env(tmp_path: Path) -> None:
+    cfg = tmp_path / "ke.yaml"
+    cfg.write_text("bus:\n  url: nats://from-yaml:4222\nsearch:\n  default_budget: 16\n"
+                   "store:\n  secret_key: ${S3_SECRET}\n")
+    s = load_settings(cfg, env={"S3_SECRET": "s3cr3t", "KE_SEARCH_DEFAULT_BUDGET": "32", "KE_LOG_LEVEL": "debug"})
+    assert s.bus.url == "nats://from-yaml:4222"
+    assert s.search.default_budget == 32  # env beats yaml
+    assert s.store.secret_key == "s3cr3t"
+    assert s.log_level == "debug"
+    assert s.grpc.gateway_port == 50051  # default kept
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "env", "message"),
+    [
+        ("store:\n  secret_key: ${UNSET_VAR}\n", {}, "UNSET_VAR is not set"),
+        ("bus:\n  nope: 1\n", {}, "unknown config key bus.nope"),
+        ("search:\n  default_budget: many\n", {}, "not a valid int"),
+        ("- a list\n", {}, "mapping at top level"),
+        ("bus: 3\n", {}, "must be a mapping"),
+        ("", {"KE_STORE_SECURE": "perhaps"}, "not a valid bool"),
+    ],
+)
+def test_bad_config_fails_loudly(tmp_path: Path, yaml_text: str, env: dict[str, str], message: str) -> None:
+    cfg = tmp_path / "ke.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(cfg, env=env)
+
+
+def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "absent.yaml", env={})

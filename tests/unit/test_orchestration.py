@@ -1,0 +1,146 @@
+"""The search → synthesizer → evaluator loop through the real service classes, with the
+bus, store, synthesizer and judge replaced by doubles (fast, no servers)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from kernelevolve.bus.memory import MemoryBus
+from kernelevolve.bus.subjects import Subjects
+from kernelevolve.config import SearchSettings
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.spec import make_spec
+from kernelevolve.store import MemoryStore
+from kernelevolve.v1 import common_pb2 as pb
+from kernelevolve.v1 import services_pb2 as spb
+from ke_evaluator.service import EvaluatorService
+from ke_gateway.service import GatewayService
+from ke_gateway.validator import Validation
+from ke_search.service import SearchService
+from ke_synthesizer.service import SynthesizerService
+from tests.unit.fakes import FakeJudge, FakeSynthesizer
+
+SPEC = make_spec("toy", "import torch\nclass Model(torch.nn.Module):\n    pass\n"
+                        "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+
+
+class JudgeValidator:
+    def __init__(self, judge: FakeJudge) -> None:
+        self.judge = judge
+
+    async def validate(self, spec: pb.OperatorSpec) -> Validation:
+        c = self.judge.validate_spec(spec.source, spec.name)
+        return Validation(c.ok, c.reason)
+
+
+async def _system(synth: FakeSynthesizer, judge: FakeJudge):
+    bus, store, subjects = MemoryBus(redeliver_delay_s=0.01), MemoryStore(), Subjects("ke")
+    search = SearchService(bus, store, subjects, "sessions/{session_id}/")
+    await search.subscribe()
+    await SynthesizerService(bus, store, subjects, synth).subscribe()
+    await EvaluatorService(bus, store, subjects, judge, "cpu").subscribe()
+    gw = GatewayService(bus, store, subjects, JudgeValidator(judge), SearchSettings(), "sessions/{session_id}/",
+                        "cpu")
+    return bus, store, gw
+
+
+async def _run(gw: GatewayService, **kw: object) -> tuple[pb.Session, list]:
+    session = await gw.start_session(spb.StartSessionRequest(spec=SPEC, **kw))
+    events = []
+
+    async def follow() -> None:
+        async for env in gw.watch(session.session_id):
+            events.append(env)
+
+    await asyncio.wait_for(follow(), 20)
+    return await gw.get_session(session.session_id), events
+
+
+@pytest.mark.parametrize(("budget", "inflight"), [(1, 1), (5, 2), (8, 3)])
+async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflight: int) -> None:
+    bus, store, gw = await _system(FakeSynthesizer(), judge := FakeJudge())
+    final, events = await _run(gw, budget=budget, max_inflight=inflight)
+    kinds = [e.WhichOneof("payload") for e in events]
+    assert kinds.count("candidate_generated") == budget
+    assert kinds.count("evaluation_completed") == budget
+    assert kinds[-1] == "session_completed"
+    assert final.status == pb.SESSION_STATUS_COMPLETED and final.evaluated == budget
+    assert sorted(judge.evaluated) == sorted({e.candidate_generated.candidate.candidate_id for e in events
+                                              if e.WhichOneof("payload") == "candidate_generated"})
+    nodes = await gw.list_nodes(final.session_id)
+    best = max(nodes, key=lambda n: n.fitness)
+    assert final.best_speedup == pytest.approx(best.fitness)
+    assert {n.node_id: n.fitness for n in nodes}[final.best_candidate_id] == pytest.approx(best.fitness)
+    if budget > 3:  # greedy expanded the best node: some node has a parent that is itself a candidate
+        assert any(n.parent_id for n in nodes)
+        assert best.depth >= 1
+    prefix = final.artifact_prefix
+    lineage = json.loads(await store.get(f"{prefix}lineage.json"))
+    assert len(lineage["nodes"]) == budget
+    assert (await store.get(f"{prefix}best_kernel.py")).startswith(b"# KernelEvolve best candidate")
+    assert len(await store.list(f"{prefix}reports/")) == budget
+    await bus.close()
+
+
+async def test_incorrect_seeds_are_recorded_and_search_recovers() -> None:
+    bus, store, gw = await _system(FakeSynthesizer(bad_seeds=1), FakeJudge())
+    final, _ = await _run(gw, budget=6, max_inflight=1)
+    nodes = await gw.list_nodes(final.session_id)
+    statuses = {n.node_id: n.status for n in nodes}
+    assert pb.EVALUATION_STATUS_INCORRECT in statuses.values()
+    assert final.best_candidate_id and statuses[final.best_candidate_id] == pb.EVALUATION_STATUS_CORRECT
+    await bus.close()
+
+
+async def test_exhausted_synthesizer_ends_session_early() -> None:
+    # One child per parent and a capped block size: the space runs out before the budget.
+    synth = FakeSynthesizer(max_children=1, max_block=1024)
+    bus, store, gw = await _system(synth, FakeJudge())
+    final, events = await _run(gw, budget=50, max_inflight=1)
+    assert final.status == pb.SESSION_STATUS_COMPLETED
+    assert 0 < final.evaluated < 50
+    await bus.close()
+
+
+async def test_cancel_completes_session_as_cancelled() -> None:
+    bus, store, gw = await _system(FakeSynthesizer(), FakeJudge())
+    session = await gw.start_session(spb.StartSessionRequest(spec=SPEC, budget=1000, max_inflight=1))
+    await gw.cancel(session.session_id)
+    async for env in gw.watch(session.session_id):
+        if env.WhichOneof("payload") == "session_completed":
+            break
+    final = await gw.get_session(session.session_id)
+    assert final.status == pb.SESSION_STATUS_CANCELLED
+    await bus.close()
+
+
+@pytest.mark.parametrize(
+    ("request_kw", "error"),
+    [
+        ({"spec": pb.OperatorSpec(name="x", source="")}, InvalidSpecError),
+        ({"spec": pb.OperatorSpec(name="x", source="def (:")}, InvalidSpecError),
+        ({"spec": pb.OperatorSpec(name="x", source="class Model: pass\n")}, InvalidSpecError),
+        ({"spec": SPEC, "budget": -3}, InvalidArgumentError),
+        ({"spec": SPEC, "strategy": "simulated-annealing"}, InvalidArgumentError),
+        ({"spec": SPEC, "session_id": "bad id!"}, InvalidArgumentError),
+        ({"spec": pb.OperatorSpec(name="../etc", source=SPEC.source)}, InvalidArgumentError),
+    ],
+)
+async def test_gateway_rejects_bad_requests(request_kw: dict, error: type[Exception]) -> None:
+    bus, store, gw = await _system(FakeSynthesizer(), FakeJudge())
+    with pytest.raises(error):
+        await gw.start_session(spb.StartSessionRequest(**request_kw))
+    await bus.close()
+
+
+async def test_reference_that_raises_is_invalid_spec_and_nothing_is_stored() -> None:
+    bus, store, gw = await _system(FakeSynthesizer(), FakeJudge(spec_ok=False))
+    with pytest.raises(InvalidSpecError, match="reference raised"):
+        await gw.start_session(spb.StartSessionRequest(spec=SPEC, session_id="s1"))
+    assert await store.list("") == []
+    with pytest.raises(NotFoundError):
+        await gw.get_session("s1")
+    await bus.close()
