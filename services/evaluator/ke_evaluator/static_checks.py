@@ -148,7 +148,8 @@ class StaticReport:
         if not self.findings:
             return ""
         first = self.findings[0]
-        more = f" (+{len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
+        others = sorted({f.reason for f in self.findings[1:]} - {first.reason})
+        more = f" (also: {'; '.join(others)})" if others else ""
         return f"static policy: {first.render()}{more}"
 
 
@@ -419,7 +420,8 @@ def check_candidate(source: str, spec_module_names: set[str] | None = None) -> S
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             checker.visit(node)
     checker.findings.extend(_state_findings(tree))
-    checker.findings.sort(key=lambda f: f.line)
+    # By line; at one line the named reason comes before the generic "patches an attribute".
+    checker.findings.sort(key=lambda f: (f.line, f.reason.startswith(("patches a module", "import of"))))
     has_model_new = any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body) or any(
         isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in n.targets)
         for n in tree.body

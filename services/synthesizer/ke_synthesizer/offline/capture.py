@@ -87,7 +87,7 @@ def _source_pieces(source: str, ns: dict[str, Any]) -> tuple[str, list[str], lis
     return init_src, constants, helpers
 
 
-def capture(source: str, name: str, seed: int = 0) -> CapturedSpec:
+def capture(source: str, name: str, seed: int = 0, decomposed: bool = True) -> CapturedSpec:
     """Load, construct (seeded), trace and shape-propagate one spec."""
     ns = _load_namespace(source, name)
     try:
@@ -110,7 +110,7 @@ def capture(source: str, name: str, seed: int = 0) -> CapturedSpec:
     init_src, constants, helpers = _source_pieces(source, ns)
     params = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     log.debug("captured %s: %d nodes", name, len(gm.graph.nodes))
-    return CapturedSpec(
+    spec = CapturedSpec(
         name=name,
         source=source,
         model=model,
@@ -122,6 +122,15 @@ def capture(source: str, name: str, seed: int = 0) -> CapturedSpec:
         helper_classes_source=helpers,
         forward_params=[str(p) for p in params],
     )
+    if decomposed:
+        from .decompose import decompose
+
+        try:
+            decompose(spec)
+        except Exception as exc:  # a failed rewrite must not lose the spec: re-trace plainly
+            log.warning("decomposition of %s failed (%s); lowering the plain graph", name, exc)
+            return capture(source, name, seed, decomposed=False)
+    return spec
 
 
 def tensor_meta(node: torch.fx.Node) -> Any:

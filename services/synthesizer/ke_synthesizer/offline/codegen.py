@@ -86,12 +86,13 @@ def render_node(node: torch.fx.Node, plan: Plan) -> str:
         obj: Any = plan.spec.gm
         for part in target.split("."):
             obj = getattr(obj, part, None)
-        model_obj: Any = plan.spec.model
-        for part in target.split("."):
-            model_obj = getattr(model_obj, part, None)
-        if model_obj is None and isinstance(obj, torch.Tensor):
+        # fx stores tensors created inside forward as _tensor_constantN attributes
+        if target.split(".")[-1].startswith("_tensor_constant") and isinstance(obj, torch.Tensor):
             # a constant tensor created inside the reference forward
-            return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype})"
+            # a constant tensor created inside the reference forward: rebuilt on the inputs' device
+            first = next((n for n in plan.nodes if n.op == "placeholder"), None)
+            device = f", device={var(first)}.device" if first is not None else ""
+            return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype}{device})"
         return f"{lhs} = self.{target}"
     if node.op == "call_module":
         return f"{lhs} = self.{node.target}({_call_args(node)})"

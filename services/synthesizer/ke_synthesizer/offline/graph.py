@@ -189,6 +189,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     fallback: list[torch.fx.Node] = []
     glue: set[torch.fx.Node] = set()
     fuse = genome.get("fusion", "greedy") != "none"
+    order = {n: i for i, n in enumerate(nodes)}
 
     def seal_consumed(node: torch.fx.Node, joined: Group | None) -> None:
         for inp in node.all_input_nodes:
@@ -240,16 +241,23 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     if g.kind == "row" and _fits_row(node, op, g, group_of):
                         target = g
                         break
+                if target is not None:
+                    # other open pointwise producers of the same shape merge in too, so a
+                    # value (e.g. a comparison mask) never has to round-trip memory
+                    for p in producer_groups(node):
+                        if p is not target and p.kind == "pointwise" and p.shape == shape and \
+                                (target.kind != "row" or target.info["row"].full == shape):
+                            _merge(p, target, group_of, order)
                 if target is not None and target.kind == "row":
                     target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
                 add(node, op, target, "pointwise", shape)
                 continue
-            minfo = matmul_info(node, op, pshape)
+            minfo = _safe(matmul_info, node, op, pshape)
             if minfo is not None:
                 allowed = {"precision": ["ieee", "tf32"] if spec_allows_tf32(spec) else ["ieee"]}
                 add(node, op, None, "matmul", shape_of(node) or (), {"matmul": minfo, "allowed": allowed})
                 continue
-            rinfo = row_info(node, op, pshape)
+            rinfo = _safe(row_info, node, op, pshape)
             if rinfo is not None:
                 x = op.args["input"]
                 target = None
@@ -285,9 +293,36 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 fallback.remove(node)
             glue.add(node)
     fallback.sort(key=nodes.index)
+    groups = [g for g in groups if g.members]
+    for i, g in enumerate(groups):
+        g.gid = i
     skipped = {n for n in nodes if n.op != "output" and n not in group_of and n not in glue
                and n not in fallback and n.op != "placeholder"}
     return Plan(spec, nodes, groups, group_of, fallback, glue, skipped)
+
+
+def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int]) -> None:
+    """Move every member of pointwise group src into dst (src is left empty)."""
+    for m in src.members:
+        group_of[m] = dst
+        dst.ops[m] = src.ops[m]
+        if dst.kind == "row":
+            dst.info["layouts"][m] = "full"
+    if dst.kind == "matmul":  # the dot stays first; merged ops run in its epilogue
+        dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
+    else:
+        dst.members = sorted(dst.members + src.members, key=order.__getitem__)
+    src.members = []
+    src.ops = {}
+
+
+def _safe(analyse: Callable[..., Any], *args: Any) -> Any:
+    """Analysis of an unusual call must not abort planning: it just stays a library call."""
+    try:
+        return analyse(*args)
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+        log.debug("%s failed for %s: %s", analyse.__name__, args[0], exc)
+        return None
 
 
 def _fits_row(node: torch.fx.Node, op: NormOp, g: Group, group_of: dict[torch.fx.Node, Group]) -> bool:

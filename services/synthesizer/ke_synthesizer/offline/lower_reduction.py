@@ -79,7 +79,11 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
     rank = len(full)
     if op.op in ("layer_norm", "rms_norm"):
         ns = op.args["normalized_shape"]
+        if isinstance(ns, torch.fx.Node) or not isinstance(ns, (int, list, tuple)):
+            return None  # a shape computed at run time: its length is not known here
         ns = (ns,) if isinstance(ns, int) else tuple(ns)
+        if not all(isinstance(d, int) for d in ns):
+            return None
         if not ns or tuple(full[rank - len(ns):]) != ns:
             return None
         dims: tuple[int, ...] | None = tuple(range(rank - len(ns), rank))

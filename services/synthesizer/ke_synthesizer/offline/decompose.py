@@ -1,0 +1,249 @@
+"""Graph rewrites run after capture: library modules and functions that are
+compositions of ops the lowering knows are replaced by those ops, so that they fuse
+like hand-written code (batch/group/instance norm, simple losses, normalize, ...).
+
+Every rewrite reproduces the training-mode forward of the reference: BatchNorm uses
+batch statistics (its running-stat update, a side effect that does not change the
+output, is not reproduced); instance norm likewise. Ops with randomness (dropout with
+p > 0 in training mode) are never rewritten: they stay library calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.fx.passes.shape_prop import ShapeProp
+
+from .capture import CapturedSpec, shape_of
+
+log = logging.getLogger(__name__)
+
+Builder = Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]
+
+
+def _call(g: torch.fx.Graph, fn: Any, *args: Any, **kwargs: Any) -> torch.fx.Node:
+    return g.call_function(fn, tuple(args), kwargs)
+
+
+def _method(g: torch.fx.Graph, name: str, *args: Any) -> torch.fx.Node:
+    return g.call_method(name, tuple(args))
+
+
+def _normalize_stats(g: torch.fx.Graph, x: Any, dims: list[int], eps: float) -> torch.fx.Node:
+    """(x - mean) * rsqrt(var + eps) with biased variance over ``dims`` (keepdim)."""
+    mu = _call(g, torch.mean, x, dims, keepdim=True)
+    d = _call(g, torch.sub, x, mu)
+    var = _call(g, torch.mean, _call(g, torch.mul, d, d), dims, keepdim=True)
+    return _call(g, torch.mul, d, _call(g, torch.rsqrt, _call(g, torch.add, var, eps)))
+
+
+def _affine(g: torch.fx.Graph, y: torch.fx.Node, mod_path: str, mod: nn.Module, rank: int) -> torch.fx.Node:
+    """y * weight + bias with per-channel parameters broadcast over dim 1."""
+    view = [-1] + [1] * (rank - 2)
+    if getattr(mod, "weight", None) is not None:
+        w = _method(g, "view", g.get_attr(f"{mod_path}.weight"), *view)
+        y = _call(g, torch.mul, y, w)
+    if getattr(mod, "bias", None) is not None:
+        b = _method(g, "view", g.get_attr(f"{mod_path}.bias"), *view)
+        y = _call(g, torch.add, y, b)
+    return y
+
+
+def _batch_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
+    shape = shape_of(node.args[0])
+    if shape is None or len(shape) < 2 or not (mod.training or not mod.track_running_stats):
+        return None  # eval mode with running statistics stays a library call
+    x = node.args[0]
+    dims = [0] + list(range(2, len(shape)))
+    y = _normalize_stats(g, x, dims, float(mod.eps))
+    return _affine(g, y, str(node.target), mod, len(shape))
+
+
+def _instance_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
+    shape = shape_of(node.args[0])
+    if shape is None or len(shape) < 3 or (mod.track_running_stats and not mod.training):
+        return None
+    y = _normalize_stats(g, node.args[0], list(range(2, len(shape))), float(mod.eps))
+    return _affine(g, y, str(node.target), mod, len(shape)) if mod.affine else y
+
+
+def _group_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.GroupNorm) -> torch.fx.Node | None:
+    x = node.args[0]
+    shape = shape_of(x)
+    if shape is None or len(shape) < 2:
+        return None
+    n = _method(g, "size", x, 0)
+    grouped = _method(g, "reshape", x, n, mod.num_groups, -1)
+    y = _normalize_stats(g, grouped, [-1], float(mod.eps))
+    y = _method(g, "reshape", y, _call(g, getattr, x, "shape"))
+    return _affine(g, y, str(node.target), mod, len(shape)) if mod.affine else y
+
+
+def _loss_reduce(g: torch.fx.Graph, v: torch.fx.Node, reduction: str) -> torch.fx.Node | None:
+    if reduction == "mean":
+        return _call(g, torch.mean, v)
+    if reduction == "sum":
+        return _call(g, torch.sum, v)
+    if reduction == "none":
+        return v
+    return None
+
+
+def _fn_args(node: torch.fx.Node, names: list[tuple[str, Any]]) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    for (name, default), value in zip(names, node.args):
+        out[name] = value
+    for k, v in node.kwargs.items():
+        if k not in [n for n, _ in names]:
+            return None
+        out[k] = v
+    for name, default in names:
+        out.setdefault(name, default)
+    if any(v is _REQ for v in out.values()):
+        return None
+    return out
+
+
+_REQ = object()
+
+
+def _mse(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("size_average", None), ("reduce", None),
+                        ("reduction", "mean"), ("weight", None)])
+    if a is None or a["size_average"] is not None or a["reduce"] is not None or a["weight"] is not None:
+        return None
+    if shape_of(a["input"]) != shape_of(a["target"]):
+        return None
+    d = _call(g, torch.sub, a["input"], a["target"])
+    return _loss_reduce(g, _call(g, torch.mul, d, d), a["reduction"])
+
+
+def _l1(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("size_average", None), ("reduce", None),
+                        ("reduction", "mean")])
+    if a is None or a["size_average"] is not None or a["reduce"] is not None:
+        return None
+    if shape_of(a["input"]) != shape_of(a["target"]):
+        return None
+    return _loss_reduce(g, _call(g, torch.abs, _call(g, torch.sub, a["input"], a["target"])), a["reduction"])
+
+
+def _huber(g: torch.fx.Graph, node: torch.fx.Node, smooth_l1: bool) -> torch.fx.Node | None:
+    key = "beta" if smooth_l1 else "delta"
+    names = [("input", _REQ), ("target", _REQ)]
+    names += [("size_average", None), ("reduce", None), ("reduction", "mean"), ("beta", 1.0)] if smooth_l1 else \
+        [("reduction", "mean"), ("delta", 1.0), ("weight", None)]
+    a = _fn_args(node, names)
+    if a is None or a.get("size_average") is not None or a.get("reduce") is not None or a.get("weight") is not None:
+        return None
+    if shape_of(a["input"]) != shape_of(a["target"]) or not isinstance(a[key], (int, float)) or a[key] <= 0:
+        return None
+    t = float(a[key])
+    ad = _call(g, torch.abs, _call(g, torch.sub, a["input"], a["target"]))
+    quad = _call(g, torch.mul, _call(g, torch.mul, ad, ad), 0.5 / t if smooth_l1 else 0.5)
+    lin = _call(g, torch.sub, ad, 0.5 * t) if smooth_l1 else _call(g, torch.mul, _call(g, torch.sub, ad, 0.5 * t), t)
+    v = _call(g, torch.where, _call(g, torch.lt, ad, t), quad, lin)
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _kl_div(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("size_average", None), ("reduce", None),
+                        ("reduction", "mean"), ("log_target", False)])
+    if a is None or a["size_average"] is not None or a["reduce"] is not None:
+        return None
+    inp, tgt = a["input"], a["target"]
+    if shape_of(inp) is None or shape_of(inp) != shape_of(tgt):
+        return None
+    if a["log_target"]:
+        v = _call(g, torch.mul, _call(g, torch.exp, tgt), _call(g, torch.sub, tgt, inp))
+    else:
+        # xlogy(t, t) - t * input, with 0 * log(0) = 0
+        tlogt = _call(g, torch.where, _call(g, torch.gt, tgt, 0.0),
+                      _call(g, torch.mul, tgt, _call(g, torch.log, tgt)), 0.0)
+        v = _call(g, torch.sub, tlogt, _call(g, torch.mul, tgt, inp))
+    if a["reduction"] == "batchmean":
+        total = _call(g, torch.sum, v)
+        return _call(g, torch.div, total, _method(g, "size", inp, 0))
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _normalize(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("p", 2.0), ("dim", 1), ("eps", 1e-12), ("out", None)])
+    if a is None or a["out"] is not None or not isinstance(a["dim"], int) or a["p"] not in (1, 2, 1.0, 2.0):
+        return None
+    n = _call(g, torch.norm, a["input"], p=float(a["p"]), dim=a["dim"], keepdim=True)
+    return _call(g, torch.div, a["input"], _call(g, torch.clamp_min, n, float(a["eps"])))
+
+
+def _cosine(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("x1", _REQ), ("x2", _REQ), ("dim", 1), ("eps", 1e-8)])
+    if a is None or not isinstance(a["dim"], int) or shape_of(a["x1"]) != shape_of(a["x2"]):
+        return None
+    x1, x2, dim, eps = a["x1"], a["x2"], a["dim"], float(a["eps"])
+    # torch: sum(x1 * x2) / sqrt(clamp_min(|x1|^2 * |x2|^2, eps^2))
+    dot = _call(g, torch.sum, _call(g, torch.mul, x1, x2), dim)
+    n1 = _call(g, torch.sum, _call(g, torch.mul, x1, x1), dim)
+    n2 = _call(g, torch.sum, _call(g, torch.mul, x2, x2), dim)
+    den = _call(g, torch.sqrt, _call(g, torch.clamp_min, _call(g, torch.mul, n1, n2), eps * eps))
+    return _call(g, torch.div, dot, den)
+
+
+_FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]] = {
+    F.mse_loss: _mse,
+    F.l1_loss: _l1,
+    F.smooth_l1_loss: lambda g, n: _huber(g, n, smooth_l1=True),
+    F.huber_loss: lambda g, n: _huber(g, n, smooth_l1=False),
+    F.kl_div: _kl_div,
+    F.normalize: _normalize,
+    F.cosine_similarity: _cosine,
+    torch.cosine_similarity: _cosine,
+}
+
+
+def _module_rewrite(mod: nn.Module) -> Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None:
+    if isinstance(mod, nn.modules.batchnorm._BatchNorm):
+        return lambda g, n: _batch_norm(g, n, mod)
+    if isinstance(mod, nn.modules.instancenorm._InstanceNorm):
+        return lambda g, n: _instance_norm(g, n, mod)
+    if isinstance(mod, nn.GroupNorm):
+        return lambda g, n: _group_norm(g, n, mod)
+    return None
+
+
+def decompose(spec: CapturedSpec) -> int:
+    """Rewrite the captured graph in place; returns the number of nodes rewritten."""
+    gm = spec.gm
+    graph = gm.graph
+    count = 0
+    for node in list(graph.nodes):
+        rewrite = None
+        if node.op == "call_module":
+            rewrite = _module_rewrite(gm.get_submodule(str(node.target)))
+            if rewrite is not None and (len(node.args) != 1 or node.kwargs):
+                rewrite = None
+        elif node.op == "call_function":
+            rewrite = _FUNCTIONS.get(node.target)
+        if rewrite is None:
+            continue
+        with graph.inserting_before(node):
+            try:
+                new = rewrite(graph, node)
+            except (TypeError, ValueError, AttributeError) as exc:
+                log.debug("rewrite of %s skipped: %s", node, exc)
+                new = None
+        if new is None:
+            continue
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        count += 1
+    if count:
+        graph.eliminate_dead_code()
+        gm.recompile()
+        with torch.no_grad():
+            ShapeProp(gm).propagate(*spec.inputs)
+    return count

@@ -1,0 +1,89 @@
+"""The ``kernelevolve`` command as a user runs it: a subprocess, real everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+
+pytestmark = pytest.mark.e2e
+
+CLI = [sys.executable, "-m", "ke_cli.main"]
+
+
+def _run(args: list[str], cwd: Path, timeout: float = 420) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KE_KNOWLEDGE_EMBEDDER="hash", KE_EVALUATOR_CORRECTNESS_TRIALS="2")
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_optimize_json_writes_run_folder(tmp_path: Path) -> None:
+    proc = _run(["optimize", str(EXAMPLES / "gelu_tanh_chain.py"), "--budget", "2", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)  # one JSON object, nothing else on stdout
+    assert out["status"] == "completed" and out["evaluated"] == 2
+    best = out["best"]
+    assert best["status"] == "correct" and best["speedup"] > 0
+    run_dir = tmp_path / out["run_dir"]
+    assert run_dir == tmp_path / "runs" / out["session_id"]  # default location
+    assert Path(tmp_path / best["path"]).is_file()
+    assert len(list((run_dir / "candidates").glob("*.py"))) == 2
+    assert len(list((run_dir / "reports").glob("*.json"))) == 2
+    assert "say nothing about GPU speed" in out["note"]
+
+
+def test_optimize_progress_and_out(tmp_path: Path) -> None:
+    proc = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "generated" in proc.stdout and "evaluated" in proc.stdout
+    assert "Best: r1-1" in proc.stdout and "say nothing about GPU speed" in proc.stdout
+    assert (tmp_path / "myrun" / "best_kernel.py").is_file()
+    again = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun"], tmp_path)
+    assert again.returncode == 2 and "not empty" in again.stderr  # never overwrites a run
+
+
+BAD_SPECS = {
+    "syntax": ("def broken(:\n", "does not parse"),
+    "no_model": ("import torch\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
+                 "lacks Model"),
+    "raises": ((EXAMPLES / "row_sum.py").read_text().replace(
+        "return torch.sum(x, dim=-1, keepdim=True)", "raise RuntimeError('boom in reference')"), "boom in reference"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SPECS))
+def test_bad_spec_exits_2_and_leaves_nothing(tmp_path: Path, case: str) -> None:
+    source, message = BAD_SPECS[case]
+    spec = tmp_path / f"{case}.py"
+    spec.write_text(source)
+    proc = _run(["optimize", str(spec), "--budget", "1", "--out", "out"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and proc.stderr.count("\n") == 1  # one clear line
+    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_spec_file(tmp_path: Path) -> None:
+    proc = _run(["optimize", "nope.py"], tmp_path)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_eval_judges_one_candidate(tmp_path: Path) -> None:
+    good = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "r", "--json"],
+                tmp_path)
+    assert good.returncode == 0, good.stderr
+    cand = tmp_path / "r" / "best_kernel.py"
+    proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(cand), "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)
+    assert verdict["status"] == "correct" and verdict["reason"]
+    assert verdict["candidate_timing"]["median_ms"] > 0 and verdict["baseline_timing"]["median_ms"] > 0
+    broken = Path(__file__).parent / "candidates" / "relu_scale_add_wrong_scale.py"
+    proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(broken), "--json"], tmp_path)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["status"] == "incorrect"

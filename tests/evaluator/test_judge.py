@@ -1,0 +1,137 @@
+"""The Judge API end to end on CPU: verdict contents, worker lifecycle, spec validation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
+from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.verdict import STATUSES, Verdict
+
+from .sources import candidate, example, spec_for_tests
+
+RELU = "relu_scale_add"
+
+
+def test_correct_candidate_full_verdict(tmp_path) -> None:  # noqa: ANN001
+    opts = EvalOptions(device="cpu", correctness_trials=5, time_candidates=True, scratch_dir=str(tmp_path))
+    with Judge(opts) as judge:
+        v = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), candidate_id="c-1")
+    assert v.status == "correct", v.reason
+    assert v.interpreted and v.device == "cpu"
+    assert any("say nothing about GPU speed" in w for w in v.warnings)
+    # 5 seeded trials (one in trial 0's buffers) + the spec's extra shape set.
+    assert v.correctness is not None and v.correctness.trials == 6
+    assert v.correctness.atol == pytest.approx(1e-4) and v.correctness.rtol == pytest.approx(1e-4)
+    assert v.evidence["deterministic"] == "bitwise"
+    assert v.evidence["parameters"] == "copied from the reference"
+    ct, bt = v.candidate_timing, v.baseline_timing
+    assert ct is not None and bt is not None
+    assert 3 <= ct.trials <= 10 and ct.trials == bt.trials
+    assert ct.ci_low_ms <= ct.median_ms <= ct.ci_high_ms and ct.iqr_ms >= 0
+    assert v.speedup == pytest.approx(bt.median_ms / ct.median_ms)
+    for key in ("python", "torch", "triton", "numpy", "device_name"):
+        assert v.fingerprint.get(key)
+    assert v.diagnosis is not None and v.diagnosis.bound == "memory"
+    assert v.diagnosis.bytes_moved == 2 * 64 * 257 * 4  # x in, y out (float32)
+    assert v.diagnosis.kernels[0].name == "_relu_scale_add" and v.diagnosis.kernels[0].launches == 1
+    assert 0.0 <= v.diagnosis.library_time_fraction <= 1.0
+    assert v.evidence["sandbox"]["network"] in ("netns", "userns+netns", "socket-blocked")
+    d = json.loads(json.dumps(v.to_dict()))
+    assert Verdict.from_dict(d).to_dict() == d
+    assert d["status"] in STATUSES
+
+
+def test_worker_replaced_after_crash_next_candidate_unaffected(tmp_path) -> None:  # noqa: ANN001
+    opts = EvalOptions(device="cpu", correctness_trials=2, time_candidates=False, scratch_dir=str(tmp_path))
+    with Judge(opts) as judge:
+        first = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+        crash = judge.evaluate(example(RELU), candidate("segfault_oob"))
+        after = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+        wrong = judge.evaluate(example(RELU), candidate("wrong_math"))
+        again = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+    assert [first.status, crash.status, after.status, wrong.status, again.status] == [
+        "correct", "crashed", "correct", "incorrect", "correct"]
+    pids = [v.evidence["worker"]["pid"] for v in (first, crash, after, wrong, again)]
+    assert pids[0] == pids[1]  # the crash happened in the warm worker ...
+    assert pids[2] != pids[1]  # ... which was replaced
+    assert pids[3] == pids[2]  # a correct verdict keeps the worker warm
+    assert pids[4] != pids[3]  # default policy: any failure replaces it
+    assert judge.workers_started == 3
+
+
+def test_spec_validation_of_examples(judge: Judge) -> None:
+    check = judge.validate_spec(example(RELU), RELU)
+    assert check.ok, check.reason
+    assert check.info["outputs"] == [{"shape": [64, 257], "dtype": "float32"}]
+    assert check.info["weak_signal"] is False
+    assert check.info["parameters"] == 257
+    assert check.info["tolerance"] == {"atol": 1e-4, "rtol": 1e-4, "overridden": False}
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("def broken(:\n", "does not parse"),
+        ("import torch\n\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n", "lacks Model"),
+        ("import torch.nn as nn\n\nclass Model(nn.Module):\n    pass\n\ndef get_init_inputs():\n    return []\n",
+         "lacks get_inputs"),
+        ("import torch.nn as nn\n\nclass Model(nn.Module):\n    pass\n\ndef get_inputs():\n    return []\n",
+         "lacks get_init_inputs"),
+        ("raise RuntimeError('boom')\nModel = get_inputs = get_init_inputs = None\n", "raised on import"),
+        ("import torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, a):\n        super().__init__()\n"
+         "\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n", "Model(*get_init_inputs()) raised"),
+        (spec_for_tests("raises"), "reference raised when run"),
+        ("import torch\nModel = 3\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
+         "not a torch.nn.Module"),
+    ],
+    ids=["syntax", "no-model", "no-get-inputs", "no-init-inputs", "import-raises", "init-raises", "forward-raises",
+         "model-not-module"],
+)
+def test_bad_specs_rejected(judge: Judge, source: str, reason: str) -> None:
+    check = judge.validate_spec(source, "bad")
+    assert not check.ok
+    assert reason in check.reason
+
+
+def test_hanging_reference_fails_validation(timeout_judge: Judge) -> None:
+    check = timeout_judge.validate_spec(spec_for_tests("hangs"), "hangs")
+    assert not check.ok and "hung" in check.reason
+
+
+@pytest.mark.parametrize(("spec", "why"), [("tiny_output", "all-zeros"), ("near_identity", "returning input 0")])
+def test_signal_floor_marks_weak_specs(judge: Judge, spec: str, why: str) -> None:
+    check = judge.validate_spec(spec_for_tests(spec), spec)
+    assert check.ok
+    assert check.info["weak_signal"] is True
+    assert any(why in w for w in check.warnings)
+
+
+def test_evaluate_with_invalid_spec_raises(judge: Judge) -> None:
+    with pytest.raises(InvalidSpecError):
+        judge.evaluate("class Nope: pass\n", candidate("ok_relu_scale_add"))
+    with pytest.raises(InvalidSpecError, match="reference|raised"):
+        judge.evaluate("raise ValueError('x')\nModel = get_inputs = get_init_inputs = None\n",
+                       candidate("ok_relu_scale_add"))
+
+
+def test_misuse_raises_invalid_argument() -> None:
+    with pytest.raises(InvalidArgumentError):
+        Judge(EvalOptions(device="tpu"))
+    with pytest.raises(InvalidArgumentError):
+        Judge(EvalOptions(correctness_trials=0))
+    judge = Judge(EvalOptions(device="cpu"))
+    judge.close()
+    with pytest.raises(InvalidArgumentError):
+        judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+
+
+def test_auto_device_resolves_to_cpu_without_cuda() -> None:
+    torch = pytest.importorskip("torch")
+    judge = Judge(EvalOptions(device="auto"))
+    try:
+        assert judge.device == ("cuda" if torch.cuda.is_available() else "cpu")
+    finally:
+        judge.close()

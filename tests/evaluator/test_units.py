@@ -1,0 +1,124 @@
+"""Unit tests of the worker-side pieces that need no worker: tolerances, comparison,
+timing statistics, environment scrubbing, roofline classification."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ke_evaluator import compare, diagnosis, sandbox, timing
+
+TOLERANCES = [
+    (torch.float32, 1e-4, 1e-4),
+    (torch.float16, 1e-2, 1e-2),
+    (torch.bfloat16, 1e-2, 1e-2),
+    (torch.float64, 1e-7, 1e-7),
+]
+
+
+@pytest.mark.parametrize(("dtype", "atol", "rtol"), TOLERANCES, ids=[str(t[0]) for t in TOLERANCES])
+def test_tolerance_table(dtype: torch.dtype, atol: float, rtol: float) -> None:
+    assert compare.tolerance_for(dtype, None) == (atol, rtol)
+    assert compare.tolerance_for(dtype, {"atol": 0.5}) == (0.5, rtol)
+
+
+@pytest.mark.parametrize("shape", [(1,), (7, 3), (13, 257), (2, 3, 5, 7)], ids=str)
+@pytest.mark.parametrize(("dtype", "atol", "rtol"), TOLERANCES, ids=[str(t[0]) for t in TOLERANCES])
+def test_compare_values_respects_tolerance(shape: tuple[int, ...], dtype: torch.dtype, atol: float,
+                                           rtol: float) -> None:
+    torch.manual_seed(0)
+    ref = torch.randn(shape).to(dtype)
+    inside = (ref.double() + 0.5 * atol).to(dtype) if dtype == torch.float64 else ref.clone()
+    assert compare.compare_values(inside, ref, None).ok
+    outside = ref.clone()
+    outside.view(-1)[-1] += 4 * (atol + rtol * float(ref.view(-1)[-1].abs())) + 0.05
+    result = compare.compare_values(outside, ref, None)
+    assert not result.ok and "mismatch" in result.reason
+
+
+def test_nan_handling() -> None:
+    ref = torch.tensor([1.0, float("nan"), 3.0])
+    assert compare.compare_values(ref.clone(), ref, None).ok
+    bad = torch.tensor([1.0, 2.0, float("nan")])
+    assert "NaN" in compare.compare_values(bad, ref, None).reason
+
+
+def test_structure_checks() -> None:
+    x = torch.randn(4, 6)
+    ref = torch.randn(4, 6)
+    assert compare.check_structure(ref.clone(), ref, [x]) == ""
+    assert "aliases input 0" in compare.check_structure(x.view(4, 6), ref, [x])
+    assert "shape" in compare.check_structure(torch.randn(6, 4), ref, [x])
+    assert "dtype" in compare.check_structure(torch.randn(4, 6).double(), ref, [x])
+    assert "strides" in compare.check_structure(torch.randn(6, 4).t(), ref, [x])
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert "plain torch.Tensor" in compare.check_structure(ref.clone().as_subclass(Sub), ref, [x])
+    assert "structure" in compare.check_structure((ref, ref), (ref,), [x])
+
+
+def test_inputs_unchanged_detects_in_place_writes() -> None:
+    x = torch.randn(3, 3)
+    assert compare.inputs_unchanged([x.clone()], [x]) == ""
+    y = x.clone()
+    y[0, 0] += 1
+    assert "modified in place" in compare.inputs_unchanged([x], [y])
+
+
+def test_median_ci_and_summary() -> None:
+    samples = [float(v) for v in range(1, 101)]
+    lo, hi = timing.median_ci(samples)
+    assert lo < 50.5 < hi and hi - lo < 25
+    s = timing.summarize(samples)
+    assert s["median_ms"] == 50.5 and s["trials"] == 100 and s["iqr_ms"] == pytest.approx(49.5)
+    assert timing.ci_tight([10.0] * 20, 0.02)
+    assert not timing.ci_tight([1.0, 10.0, 100.0, 5.0], 0.02)
+
+
+def test_interleaved_timing_stops_early_when_tight() -> None:
+    calls: list[str] = []
+    policy = timing.TimingPolicy(min_trials=3, max_trials=50, ci_target=0.5, budget_s=10.0, warmup=1)
+    base, cand = timing.interleaved(lambda i: calls.append("b"), lambda i: calls.append("c"), [[1], [2]],
+                                    timing.Timer(torch.device("cpu")), policy)
+    assert len(base) == len(cand) and 3 <= len(base) <= 50
+    assert calls.count("b") == calls.count("c")
+
+
+def test_child_environment_scrubs_secrets(tmp_path) -> None:  # noqa: ANN001
+    parent = {"PATH": "/usr/bin", "OPENAI_API_KEY": "x", "AWS_REGION": "eu", "GITHUB_TOKEN": "t",
+              "TRITON_CACHE_DIR": "c", "TRITON_API_KEY": "k", "HOME": "/root", "MY_PASSWORD": "p",
+              "CUDA_VISIBLE_DEVICES": "3", "RANDOM_SETTING": "1", "LANG": "C.UTF-8"}
+    env = sandbox.child_environment(parent, scratch_dir=str(tmp_path), device="cpu", cuda_visible_devices=None,
+                                    pythonpath="pkg")
+    assert env["PATH"] == "/usr/bin" and env["LANG"] == "C.UTF-8" and env["TRITON_CACHE_DIR"] == "c"
+    for gone in ("OPENAI_API_KEY", "AWS_REGION", "GITHUB_TOKEN", "TRITON_API_KEY", "MY_PASSWORD", "RANDOM_SETTING"):
+        assert gone not in env
+    assert env["HOME"] == str(tmp_path) and env["TMPDIR"].startswith(str(tmp_path))
+    assert env["TRITON_INTERPRET"] == "1" and env["CUDA_VISIBLE_DEVICES"] == ""
+    gpu = sandbox.child_environment(parent, scratch_dir=str(tmp_path), device="cuda", cuda_visible_devices="1",
+                                    pythonpath="pkg")
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "1" and "TRITON_INTERPRET" not in gpu
+
+
+@pytest.mark.parametrize(
+    ("flops", "nbytes", "ms", "device_name", "bound"),
+    [
+        (0.0, 1e9, 0.5, "NVIDIA H100 80GB HBM3", "memory"),
+        (2 * 4096**3, 3 * 4096 * 4096 * 2, 0.2, "NVIDIA H100 80GB HBM3", "compute"),
+        (0.0, 4096.0, 0.003, "NVIDIA H200", "latency"),
+    ],
+    ids=["pointwise", "gemm", "tiny"],
+)
+def test_roofline_classification(flops: float, nbytes: float, ms: float, device_name: str, bound: str) -> None:
+    d = diagnosis.classify(bytes_moved=nbytes, flops=flops, median_ms=ms, device_type="cuda",
+                           device_name=device_name, uses_tensor_cores=True)
+    assert d["bound"] == bound
+    assert d["achieved_gbps"] == pytest.approx(nbytes / (ms / 1e3) / 1e9)
+
+
+def test_flop_counter_on_matmul() -> None:
+    a = torch.randn(8, 16)
+    b = torch.randn(16, 4)
+    assert diagnosis.count_flops(lambda: a @ b) == 2 * 8 * 16 * 4
