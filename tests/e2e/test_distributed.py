@@ -34,6 +34,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+async def _health(port: int, service: str) -> str:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        resp = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(service=service), timeout=60, wait_for_ready=True)
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[dict[str, object]]:
     with ExitStack() as stack:
@@ -84,6 +94,8 @@ async def test_five_processes_produce_a_verified_kernel(cluster: dict[str, objec
     procs = cluster["procs"]
     async with KernelEvolveClient(f"127.0.0.1:{ports['gateway']}") as client:  # type: ignore[index]
         await client.wait_ready(timeout_s=120)
+        for svc in SERVICES:  # every service answers the standard gRPC health check
+            assert await _health(ports[svc], f"kernelevolve.v1.{svc.capitalize()}") == "SERVING"  # type: ignore[index]
         spec = load_spec_file(EXAMPLES / "silu_clamp_mul.py")
         session = await client.start_session(spec, budget=3, max_inflight=2)
         events = [env.WhichOneof("payload") async for env in client.watch(session.session_id)]

@@ -117,7 +117,10 @@ def snapshot() -> GlobalState:
     )
 
 
-def state_violations(before: GlobalState, after: GlobalState) -> list[str]:
+def state_violations(before: GlobalState, after: GlobalState, count_os_threads: bool = True) -> list[str]:
+    """Differences that mean the candidate changed the process. OS threads are counted only
+    where nothing legitimate starts them lazily: on CUDA, Triton's compiler and the driver
+    start native threads on first use, so there only Python threads count."""
     out: list[str] = []
     for k, v in before.flags.items():
         if after.flags.get(k) != v:
@@ -127,7 +130,7 @@ def state_violations(before: GlobalState, after: GlobalState) -> list[str]:
             out.append(f"replaced timing/launch function {k}")
     if after.py_threads > before.py_threads:
         out.append(f"started threads ({before.py_threads} -> {after.py_threads} Python threads)")
-    elif before.os_threads >= 0 and after.os_threads > before.os_threads:
+    elif count_os_threads and before.os_threads >= 0 and after.os_threads > before.os_threads:
         out.append(f"started native threads ({before.os_threads} -> {after.os_threads} OS threads)")
     return out
 
@@ -375,7 +378,7 @@ class Evaluator:
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
-        problems = state_violations(before, snapshot())
+        problems = state_violations(before, snapshot(), count_os_threads=self.device.type == "cpu")
         if problems:
             set_precision_flags()
             raise Outcome("rejected", "candidate changed process state: " + "; ".join(problems))

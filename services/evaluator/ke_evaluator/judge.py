@@ -211,9 +211,10 @@ class _Worker:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def shutdown(self) -> None:
+        # Ask politely, but a worker holds no state worth saving: do not wait long.
         try:
             protocol.write_message(self.job_fd, {"op": "shutdown"})
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=0.5)
         except (OSError, subprocess.TimeoutExpired):
             pass
         self.kill()

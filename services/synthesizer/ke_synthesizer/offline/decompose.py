@@ -193,12 +193,39 @@ def _cosine(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     return _call(g, torch.div, dot, den)
 
 
+def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("weight", None), ("size_average", None),
+                        ("ignore_index", -100), ("reduce", None), ("reduction", "mean"), ("label_smoothing", 0.0)])
+    if a is None or a["weight"] is not None or a["size_average"] is not None or a["reduce"] is not None:
+        return None
+    x, t = a["input"], a["target"]
+    if len(shape_of(x) or ()) != 2 or len(shape_of(t) or ()) != 1 or a["label_smoothing"] != 0.0:
+        return None
+    if t.meta["tensor_meta"].dtype not in (torch.int64, torch.int32):
+        return None  # class probabilities as targets: library call
+    # per row: logsumexp(x) - x[target], rows with target == ignore_index excluded
+    tu = _method(g, "unsqueeze", t, 1)
+    lse = _call(g, torch.logsumexp, x, 1, keepdim=True)
+    picked = _call(g, torch.gather, x, 1, tu)
+    valid = _call(g, torch.ne, tu, int(a["ignore_index"]))
+    loss = _call(g, torch.where, valid, _call(g, torch.sub, lse, picked), 0.0)
+    if a["reduction"] == "none":
+        return _method(g, "squeeze", loss, 1)
+    if a["reduction"] == "sum":
+        return _call(g, torch.sum, loss)
+    if a["reduction"] != "mean":
+        return None
+    count = _call(g, torch.sum, _call(g, torch.where, valid, 1.0, 0.0))
+    return _call(g, torch.div, _call(g, torch.sum, loss), count)
+
+
 _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]] = {
     F.mse_loss: _mse,
     F.l1_loss: _l1,
     F.smooth_l1_loss: lambda g, n: _huber(g, n, smooth_l1=True),
     F.huber_loss: lambda g, n: _huber(g, n, smooth_l1=False),
     F.kl_div: _kl_div,
+    F.cross_entropy: _cross_entropy,
     F.normalize: _normalize,
     F.cosine_similarity: _cosine,
     torch.cosine_similarity: _cosine,

@@ -18,7 +18,7 @@ import torch.fx
 from .capture import CapturedSpec, dtype_of, shape_of, tensor_meta
 from .lower_pointwise import PointwiseEmitter
 from .kernel_matmul import matmul_info
-from .lower_reduction import RowInfo, row_info
+from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ GLUE_FUNCTIONS = {
 }
 # Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
 OPERAND_ARGS = ("condition", "input", "other", "exponent", "min", "max", "weight", "bias", "mat1", "mat2")
+COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne"}
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
@@ -76,6 +77,8 @@ class Plan:
     glue: set[torch.fx.Node]
     # nodes with no code of their own (a max/min tuple split into amax + argmax)
     skipped: set[torch.fx.Node] = field(default_factory=set)
+    # override nodes that must be planned again as plain nodes (see build_plan)
+    replan: set[str] = field(default_factory=set)
 
 
 def node_inputs(op: NormOp) -> list[Any]:
@@ -116,8 +119,8 @@ def _pointwise_ok(node: torch.fx.Node, op: NormOp, emitter: PointwiseEmitter) ->
             if tensor_meta(v) is None and not isinstance(v.meta.get("val", 0), (int, float)):
                 pass  # symbolic scalars are passed as runtime arguments
             d = dtype_of(v)
-            if d is not None and d not in FLOAT_DTYPES + (torch.bool,):
-                return False
+            if d is not None and d not in FLOAT_DTYPES + (torch.bool,) and op.op not in COMPARISONS:
+                return False  # integer arithmetic keeps torch's integer semantics: library
         elif isinstance(v, str) and not v.startswith("@"):
             return False
     if op.inplace:
@@ -143,7 +146,40 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
     return shape
 
 
-def _max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule) -> dict[torch.fx.Node, NormOp]:
+def _scan_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                    hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
+    """flip(scan(flip(x, [d]), d), [d]) is a reverse scan: the outer flip becomes one
+    op and the inner two nodes are never materialised."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        if node.op != "call_function" or node.target is not torch.flip:
+            continue
+        scan = node.args[0]
+        if not isinstance(scan, torch.fx.Node) or len(scan.users) != 1:
+            continue
+        op = normalize(scan, gm)
+        if op is None or op.op not in ("cumsum", "cumprod"):
+            continue
+        inner = op.args["input"]
+        if not (isinstance(inner, torch.fx.Node) and inner.op == "call_function" and inner.target is torch.flip
+                and len(inner.users) == 1):
+            continue
+        rank = len(shape_of(node) or ())
+        dims_outer = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+        dims_inner = inner.args[1] if len(inner.args) > 1 else inner.kwargs.get("dims")
+        d = op.args["dim"]
+        if not rank or not isinstance(d, int) or not all(isinstance(v, (list, tuple)) and len(v) == 1
+                                                         for v in (dims_outer, dims_inner)):
+            continue
+        if not (dims_outer[0] % rank == dims_inner[0] % rank == d % rank):  # type: ignore[index]
+            continue
+        out[node] = NormOp(op.op, {"input": inner.args[0], "dim": d, "reverse": True})
+        hidden[node] = [inner, scan]
+    return out
+
+
+def _max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                       hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
     """torch.max(x, dim) returns (values, indices): its getitem users become amax /
     argmax ops of their own (the tuple itself is then never materialised)."""
     out: dict[torch.fx.Node, NormOp] = {}
@@ -167,6 +203,7 @@ def _max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule) -> 
                 "argmax" if op.op == "max_dim" else "argmin")
             out[u] = NormOp(kind, {"input": op.args["input"], "dim": op.args["dim"],
                                    "keepdim": op.args["keepdim"]})
+            hidden[u] = [node]
     return out
 
 
@@ -183,7 +220,12 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     forced = forced_fallback or set()
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
-    overrides = _max_dim_overrides(nodes, gm)
+    hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    overrides = {**_max_dim_overrides(nodes, gm, hidden_by), **_scan_overrides(nodes, gm, hidden_by)}
+    for n in [n for n in overrides if n.name in forced]:
+        overrides.pop(n)
+        hidden_by.pop(n, None)
+    hidden = {h for hs in hidden_by.values() for h in hs}
     groups: list[Group] = []
     group_of: dict[torch.fx.Node, Group] = {}
     fallback: list[torch.fx.Node] = []
@@ -225,9 +267,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
             op = normalize(node, gm)
         else:
             op = None
+        if node in hidden:
+            continue  # materialised through the op that replaces it (see overrides)
         if op is not None and node.name not in forced:
-            if op.op in ("max_dim", "min_dim") and any(u in overrides for u in node.users):
-                continue  # materialised through its getitem users
             if _pointwise_ok(node, op, emitter):
                 shape = shape_of(node) or ()
                 target = None
@@ -245,8 +287,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     # other open pointwise producers of the same shape merge in too, so a
                     # value (e.g. a comparison mask) never has to round-trip memory
                     for p in producer_groups(node):
-                        if p is not target and p.kind == "pointwise" and p.shape == shape and \
-                                (target.kind != "row" or target.info["row"].full == shape):
+                        if p is target or p.kind != "pointwise" or p.shape != shape:
+                            continue
+                        if target.kind != "row" or target.info["row"].layout_of(shape) is not None:
                             _merge(p, target, group_of, order)
                 if target is not None and target.kind == "row":
                     target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
@@ -274,31 +317,28 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                             and g.info["layouts"].get(x) == "full":
                         target = g
                     break
+                if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of):
+                    target = _sibling_row_group(groups, rinfo, x)
                 info = {"row": RowInfo(rinfo.full, rinfo.dims, "full"), "layouts": {}}
                 add(node, op, target, "row", rinfo.full, info)
                 group_of[node].info["layouts"][node] = rinfo.layout
+                if op.op in SCANS:  # a scan needs the whole row: no chunked strategy
+                    group_of[node].info.setdefault("allowed", {})["strategy"] = ["single"]
                 continue
         seal_consumed(node, None)
         if node.op in ("call_function", "call_method", "call_module", "get_attr") and is_glue(node):
             glue.add(node)
         else:
             fallback.append(node)
-    # max/min tuples whose parts were not all lowered are materialised by a library call
-    for node in nodes:
-        if node not in group_of and node in overrides:
-            src = node.args[0]
-            if isinstance(src, torch.fx.Node) and src not in fallback:
-                fallback.append(src)
-            if node in fallback:
-                fallback.remove(node)
-            glue.add(node)
+    # an override that was not lowered needs its hidden nodes: plan again without it
+    replan = {n.name for n in overrides if n not in group_of}
     fallback.sort(key=nodes.index)
     groups = [g for g in groups if g.members]
     for i, g in enumerate(groups):
         g.gid = i
     skipped = {n for n in nodes if n.op != "output" and n not in group_of and n not in glue
                and n not in fallback and n.op != "placeholder"}
-    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped)
+    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped, replan)
 
 
 def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int]) -> None:
@@ -307,13 +347,27 @@ def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: 
         group_of[m] = dst
         dst.ops[m] = src.ops[m]
         if dst.kind == "row":
-            dst.info["layouts"][m] = "full"
+            dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
     if dst.kind == "matmul":  # the dot stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
     else:
         dst.members = sorted(dst.members + src.members, key=order.__getitem__)
     src.members = []
     src.ops = {}
+
+
+def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | None:
+    """An open row group over the same [M, N] view that already reads x: a second
+    reduction of the same input (e.g. logsumexp and gather of logits) shares its loads."""
+    for g in reversed(groups):
+        if g.sealed or g.kind != "row" or not g.members:
+            continue
+        gi: RowInfo = g.info["row"]
+        if gi.full != rinfo.full or gi.dims != rinfo.dims:
+            continue
+        if any(op.args.get("input") is x for op in g.ops.values()):
+            return g
+    return None
 
 
 def _safe(analyse: Callable[..., Any], *args: Any) -> Any:

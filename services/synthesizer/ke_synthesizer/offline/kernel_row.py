@@ -32,7 +32,7 @@ def _prod_combine(a, b):
     return a * b
 '''
 
-_NEUTRAL = {"sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
+_NEUTRAL = {"pick": "0.0", "cumsum": "0.0", "cumsum_rev": "0.0", "cumprod": "1.0", "cumprod_rev": "1.0", "sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
             "argmax": 'float("-inf")', "argmin": 'float("inf")'}
 
 
@@ -79,6 +79,8 @@ class _RowBuilder:
             if op.op in ROW_OPS:
                 x = self.value(op.args["input"], "full")
                 extra = {k: self.value(op.args[k], "full") for k in ("weight", "bias") if op.args.get(k) is not None}
+                if op.op == "gather":
+                    extra["index"] = self.value(op.args["index"], "row")
                 self.micros += expand_composite(op, f"v_{m.name}", x, extra, self.new)
                 continue
             expr = self.emitter.emit(op, lambda v: self.value(v, layout))
@@ -118,6 +120,12 @@ def _micro_line(b: _RowBuilder, mi: Micro) -> list[str]:
         return [f"{mi.name} = {mi.expr}"]
     neutral = _NEUTRAL[mi.reduce]
     masked = f"tl.where(mask, {mi.src}, {neutral})"
+    if mi.reduce == "pick":
+        return [f"{mi.name} = tl.sum(tl.where(mask & (cols == {mi.index}), {mi.src}, 0.0), axis=1)[:, None]"]
+    if mi.reduce.startswith("cum"):
+        # scans along the row (single strategy only: needs the whole row)
+        fn, _, rev = mi.reduce.partition("_")
+        return [f"{mi.name} = tl.{fn}({masked}, axis=1{', reverse=True' if rev else ''})"]
     if mi.reduce in ("sum", "max", "min"):
         return [f"{mi.name} = tl.{mi.reduce}({masked}, axis=1)[:, None]"]
     if mi.reduce == "prod":
@@ -166,6 +174,9 @@ def _looped_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[
         acc, neutral, src = f"acc_{mi.name}", _NEUTRAL[mi.reduce], mi.src
         head = [f"{acc} = tl.full([BLOCK_M, BLOCK_N], {neutral}, tl.float32)"]
         masked = f"tl.where(mask, {src}, {neutral})"
+        if mi.reduce == "pick":
+            masked = f"tl.where(mask & (cols == {mi.index}), {src}, 0.0)"
+            mi = Micro(mi.name, mi.layout, reduce="sum", src=src, deps=mi.deps)
         if mi.reduce in ("argmax", "argmin"):
             cmp = ">" if mi.reduce == "argmax" else "<"
             head.append(f"{acc}_i = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)")

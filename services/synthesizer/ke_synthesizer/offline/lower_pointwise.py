@@ -60,6 +60,13 @@ class PointwiseEmitter:
         x = val(a["input"]) if "input" in a and name != "where" else ""
         if name == "identity":
             return x
+        if name == "zeros_like":
+            return f"tl.zeros_like({x})"
+        if name == "ones_like":
+            return f"(tl.zeros_like({x}) + 1.0)"
+        if name == "full_like":
+            v = literal(a["fill_value"])
+            return None if v is None else f"(tl.zeros_like({x}) + {v})"
         if name == "relu":
             return f"tl.maximum({x}, 0.0)"
         if name == "relu6":

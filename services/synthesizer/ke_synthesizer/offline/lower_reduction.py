@@ -10,6 +10,7 @@ or with D removed = ``rowflat``).
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,8 +19,9 @@ import torch.fx
 from .capture import dtype_of, shape_of
 from .ops import NormOp
 
-FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm"}
-ROW_OUTPUT = {"sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm"}
+FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod"}
+SCANS = {"cumsum", "cumprod"}
+ROW_OUTPUT = {"gather", "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm"}
 ROW_OPS = FULL_OUTPUT | ROW_OUTPUT
 FP32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's default eps
 
@@ -63,6 +65,24 @@ def _norm_dims(dim: Any, rank: int) -> tuple[int, ...] | None:
     return tuple(out) if out else tuple(range(rank))
 
 
+def _shape_length(ns: Any) -> int | None:
+    """How many trailing dims a normalized_shape covers. Only the count matters (torch
+    checks the values); a run-time ``x.shape[-k:]`` slice is recognised too."""
+    if isinstance(ns, int):
+        return 1
+    if isinstance(ns, (list, tuple)):
+        return len(ns)
+    if isinstance(ns, torch.fx.Node) and ns.op == "call_function" and ns.target is operator.getitem:
+        base, idx = ns.args
+        is_shape = isinstance(base, torch.fx.Node) and (
+            (base.op == "call_function" and base.target is getattr and base.args[1] == "shape")
+            or (base.op == "call_method" and base.target == "size" and len(base.args) == 1))
+        if is_shape and isinstance(idx, slice) and idx.stop is None and idx.step is None \
+                and isinstance(idx.start, int) and idx.start < 0:
+            return -idx.start
+    return None
+
+
 def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple[int, ...]]) -> RowInfo | None:
     """The [M, N] view of a reduction/composite node, or None when it cannot be lowered."""
     if op.op not in ROW_OPS:
@@ -79,16 +99,22 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
     rank = len(full)
     if op.op in ("layer_norm", "rms_norm"):
         ns = op.args["normalized_shape"]
-        if isinstance(ns, torch.fx.Node) or not isinstance(ns, (int, list, tuple)):
-            return None  # a shape computed at run time: its length is not known here
-        ns = (ns,) if isinstance(ns, int) else tuple(ns)
-        if not all(isinstance(d, int) for d in ns):
+        k = _shape_length(ns)
+        if k is None or not 0 < k <= rank:
             return None
-        if not ns or tuple(full[rank - len(ns):]) != ns:
+        dims: tuple[int, ...] | None = tuple(range(rank - k, rank))
+    elif op.op == "gather":
+        # one element per row picked along dim by an index holding one entry per row
+        idx = op.args["index"]
+        d = op.args["dim"]
+        if not isinstance(d, int) or not isinstance(idx, torch.fx.Node) or rank == 0:
             return None
-        dims: tuple[int, ...] | None = tuple(range(rank - len(ns), rank))
-    elif op.op in ("softmax", "log_softmax"):
-        if op.args["dim"] is None:
+        dims = (d % rank,)
+        keep = tuple(1 if i in dims else s for i, s in enumerate(full))
+        if shape_of(idx) != keep or shape_of(node) != keep or dtype_of(idx) not in (torch.int64, torch.int32):
+            return None
+    elif op.op in ("softmax", "log_softmax", "cumsum", "cumprod"):
+        if op.args["dim"] is None or not isinstance(op.args["dim"], int):
             return None
         dims = _norm_dims(op.args["dim"], rank)
     else:
@@ -124,6 +150,7 @@ class Micro:
     reduce: str = ""  # sum | max | min | prod | argmax | argmin
     src: str = ""  # reduced full value
     load: int = -1  # operand index for loads
+    index: str = ""  # per-row column index (gather)
     deps: list[str] = field(default_factory=list)
 
 
@@ -149,7 +176,13 @@ def expand_composite(op: NormOp, out: str, x: str, extra: dict[str, str], new: C
         ms.append(Micro(nm, "row", reduce=kind, src=src, deps=[src]))
         return nm
 
-    if name == "sum":
+    if name == "gather":
+        idx = extra["index"]
+        ms.append(Micro(out, "row", reduce="pick", src=x, deps=[x, idx], index=idx))
+    elif name in SCANS:
+        kind = name + ("_rev" if op.args.get("reverse") else "")
+        ms.append(Micro(out, "full", reduce=kind, src=x, deps=[x]))
+    elif name == "sum":
         red("sum", x, out)
     elif name == "mean":
         s = red("sum", x)

@@ -38,6 +38,13 @@ SIGNATURES: dict[str, list[tuple[str, Any]]] = {
     "softshrink": [("input", _REQ), ("lambd", 0.5)],
     "hardshrink": [("input", _REQ), ("lambd", 0.5)],
     "threshold": [("input", _REQ), ("threshold", _REQ), ("value", _REQ)],
+    "zeros_like": [("input", _REQ)],
+    "ones_like": [("input", _REQ)],
+    "full_like": [("input", _REQ), ("fill_value", _REQ)],
+    # scans (reverse=True only arises from flip -> scan -> flip, see graph._scan_overrides)
+    "cumsum": [("input", _REQ), ("dim", _REQ), ("reverse", False)],
+    "gather": [("input", _REQ), ("dim", _REQ), ("index", _REQ), ("sparse_grad", False)],
+    "cumprod": [("input", _REQ), ("dim", _REQ), ("reverse", False)],
     # binary / ternary pointwise
     "add": [("input", _REQ), ("other", _REQ), ("alpha", 1)],
     "sub": [("input", _REQ), ("other", _REQ), ("alpha", 1)],
@@ -75,6 +82,7 @@ POINTWISE_UNARY = {n for n, sig in SIGNATURES.items() if len(sig) >= 1 and n in 
     "abs", "exp", "log", "sqrt", "rsqrt", "neg", "reciprocal", "sin", "cos", "square", "erf", "sign",
     "logsigmoid", "tanhshrink", "log1p", "expm1", "identity", "exp2", "log2", "floor", "ceil",
     "leaky_relu", "gelu", "softplus", "elu", "celu", "hardtanh", "softshrink", "hardshrink", "threshold",
+    "zeros_like", "ones_like", "full_like",
 )}
 POINTWISE = POINTWISE_UNARY | {
     "add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "where", "clamp", "clamp_min",
@@ -111,6 +119,8 @@ _FUNCTION_ALIASES: dict[Callable[..., Any], str] = {
     torch.log2: "log2", torch.floor: "floor", torch.ceil: "ceil", torch.selu: "selu", torch.celu: "celu",
     torch.relu_: "relu_", torch.sigmoid_: "sigmoid_", torch.tanh_: "tanh_",
     torch.special.expit: "sigmoid", torch.special.erf: "erf",
+    torch.zeros_like: "zeros_like", torch.ones_like: "ones_like", torch.full_like: "full_like",
+    torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.gather: "gather",
     F.relu: "relu", F.relu6: "relu6", F.leaky_relu: "leaky_relu", F.gelu: "gelu", F.silu: "silu",
     F.sigmoid: "sigmoid", F.tanh: "tanh", F.softplus: "softplus", F.elu: "elu", F.selu: "selu",
     F.celu: "celu", F.hardtanh: "hardtanh", F.hardsigmoid: "hardsigmoid", F.hardswish: "hardswish",
@@ -138,7 +148,8 @@ _METHOD_ALIASES: dict[str, str] = {
     "sum": "sum", "mean": "mean", "amax": "amax", "amin": "amin", "prod": "prod", "argmax": "argmax",
     "argmin": "argmin", "logsumexp": "logsumexp", "var": "var", "std": "std", "norm": "norm",
     "softmax": "softmax", "log_softmax": "log_softmax", "max": "max", "min": "min",
-    "matmul": "matmul", "mm": "matmul", "bmm": "matmul",
+    "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "cumsum": "cumsum", "cumprod": "cumprod",
+    "gather": "gather",
 }
 # in-place method spellings: x.relu_(), x.add_(y), ...
 for _name in list(_METHOD_ALIASES):
@@ -215,7 +226,7 @@ def _bind(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, A
     for name, value in zip(names, args):
         bound[name] = value
     for k, v in kwargs.items():
-        if k in ("inplace", "out", "dtype"):
+        if k in ("inplace", "out", "dtype", "reverse") and k not in names:
             if k == "out" and v is not None:
                 return None
             if k == "dtype" and v is not None:

@@ -60,6 +60,9 @@ class Knob:
 
 
 def default_strategy(group: Group) -> str:
+    allowed = group.info.get("allowed", {}).get("strategy")
+    if allowed is not None and len(allowed) == 1:
+        return allowed[0]
     rinfo = group.info["row"]
     n = math.prod(rinfo.full[d] for d in rinfo.dims)
     return "single" if n <= SINGLE_PASS_MAX_N else "looped"

@@ -14,6 +14,8 @@ import random
 from collections import OrderedDict
 from typing import Any
 
+import torch
+
 from kernelevolve.errors import InvalidSpecError, SynthesisError
 
 from ..api import Proposal, ProposalRequest, Transformation
@@ -57,7 +59,8 @@ class OfflineSynthesizer:
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = build_plan(spec, genome, forced_fallback=forced)
             bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
-                   if dtype_of(m) not in FLOAT_DTYPES and g.ops[m].op not in ("argmax", "argmin")}
+                   if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
+            bad |= plan.replan
             if not bad:
                 return plan
             forced = forced | bad

@@ -1,0 +1,61 @@
+"""CUDA path of the judge: compiled Triton kernels, CUDA-event timing with L2 flush,
+compiled-kernel metadata, worker replacement after a device fault. Skipped without a GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ke_evaluator.judge import EvalOptions, Judge
+
+from .sources import candidate, example
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+RELU = "relu_scale_add"
+
+
+@pytest.fixture(scope="module")
+def gpu_judge(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    opts = EvalOptions(device="cuda", correctness_trials=5, max_timing_trials=50,
+                       scratch_dir=str(tmp_path_factory.mktemp("gpu")))
+    with Judge(opts) as judge:
+        yield judge
+
+
+@pytest.mark.parametrize(("name", "spec"), [("ok_relu_scale_add", RELU), ("ok_softmax_rows", "softmax_rows"),
+                                            ("ok_linear_bias_relu", "linear_bias_relu")])
+def test_correct_on_gpu_is_timed_with_events(gpu_judge: Judge, name: str, spec: str) -> None:
+    v = gpu_judge.evaluate(example(spec), candidate(name), candidate_id=name)
+    assert v.status == "correct", v.reason
+    assert v.device == "cuda" and not v.interpreted
+    assert v.evidence["timing"]["l2_flush"] is True
+    assert v.candidate_timing is not None and v.candidate_timing.trials >= 10
+    assert v.speedup > 0
+    assert v.fingerprint["device_name"] and v.fingerprint["cuda"]
+    assert v.diagnosis is not None and v.diagnosis.kernels
+    k = v.diagnosis.kernels[0]
+    assert k.launches >= 1 and k.registers > 0
+    assert v.diagnosis.bound in ("memory", "compute", "latency")
+    json.dumps(v.to_dict())
+
+
+@pytest.mark.parametrize(("name", "status"), [("wrong_math", "incorrect"), ("decoy_kernel_functional", "rejected"),
+                                              ("stale_memory_empty", "incorrect"), ("mutate_input", "incorrect")])
+def test_cheats_on_gpu(gpu_judge: Judge, name: str, status: str) -> None:
+    v = gpu_judge.evaluate(example(RELU), candidate(name), candidate_id=name)
+    assert v.status == status, v.reason
+
+
+def test_device_fault_then_healthy_worker(gpu_judge: Judge) -> None:
+    bad = gpu_judge.evaluate(example(RELU), candidate("segfault_oob"))
+    assert bad.status in ("runtime_error", "crashed"), bad.reason
+    good = gpu_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+    assert good.status == "correct", good.reason
+    assert good.evidence["worker"]["pid"] != bad.evidence["worker"]["pid"]

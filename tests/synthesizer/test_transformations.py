@@ -1,0 +1,77 @@
+"""Every one-step transformation of a seed is a correct candidate, across kernel kinds
+(pointwise, row reductions in both strategies, matmul epilogues)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ke_synthesizer.api import ParentInfo, ProposalRequest
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.check import run_in_subprocess
+
+from .conftest import example_source
+
+# one spec per kernel kind / strategy family, kept small for the interpreter
+EDGE_SPECS = ["silu_clamp_mul", "layernorm", "argmin_mid", "linear_softmax", "cumsum_rows"]
+# row kernels forced onto the chunked strategy with short chunks (several passes per row)
+LOOPED_SPECS = ["softmax_rows", "variance_rows", "layernorm", "argmax_rows", "prod_rows", "rmsnorm",
+                "relu_min_values"]
+
+
+@pytest.fixture(scope="module")
+def edge_results(synth: OfflineSynthesizer) -> dict[str, list[dict]]:
+    jobs, meta = [], {}
+    for name in EDGE_SPECS:
+        src = example_source(name)
+        (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+        parent = ParentInfo("seed", seed.source, seed.transformation, dict(seed.genome))
+        children = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=100, parent=parent))
+        meta[name] = (seed, children)
+        for i, child in enumerate(children):
+            jobs.append({"id": f"{name}/{i}", "spec_source": src, "candidate_source": child.source,
+                         "seeds": [5], "extra": i % 3 == 0})
+    results: dict[str, list[dict]] = {name: [] for name in EDGE_SPECS}
+    for r in run_in_subprocess(jobs):
+        results[r["id"].split("/")[0]].append(r)
+    return {name: (meta[name], results[name]) for name in EDGE_SPECS}  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", EDGE_SPECS)
+def test_all_one_step_children_are_correct(name: str, edge_results) -> None:
+    (seed, children), results = edge_results[name]
+    assert len(children) >= 5
+    assert len({tuple(sorted(c.genome.items())) for c in children}) == len(children)
+    assert all(c.genome != seed.genome for c in children)
+    bad = [(children[int(r["id"].split("/")[1])].transformation, r["error"][-300:], r["trials"])
+           for r in results if not r["ok"]]
+    assert not bad, bad
+
+
+def test_looped_row_strategy_is_correct(synth: OfflineSynthesizer) -> None:
+    jobs = []
+    for name in LOOPED_SPECS:
+        src = example_source(name)
+        (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+        genome = dict(seed.genome)
+        row_keys = [k for k in genome if k.endswith(".strategy")]
+        assert row_keys, name
+        for k in row_keys:
+            genome[k] = "looped"
+            genome[k.replace(".strategy", ".BLOCK_N")] = "256"
+        source, full, _ = synth.lower(synth._capture(src, name), genome)
+        assert "for start in range(0, N, BLOCK_N)" in source
+        assert all(full[k.replace(".strategy", ".BLOCK_N")] == "256" for k in row_keys)
+        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [4]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:], r["trials"]) for r in results if not r["ok"]]
+
+
+def test_space_lists_knobs_per_kernel_kind(synth: OfflineSynthesizer) -> None:
+    space = dict(synth.space(example_source("linear_softmax"), "linear_softmax"))
+    assert space["fusion"][0] == "greedy"
+    assert {"g0.BLOCK_M", "g0.BLOCK_N", "g0.BLOCK_K", "g0.GROUP_M", "g0.num_stages"} <= set(space)
+    assert space["g0.precision"] == ["ieee"]  # tf32 is opt-in per spec
+    assert {"g1.strategy", "g1.BLOCK_M", "g1.num_warps"} <= set(space)
+    assert "g1.BLOCK_N" not in space  # only meaningful for the looped strategy
+    looped = dict(synth.space(example_source("linear_softmax"), "linear_softmax", {"g1.strategy": "looped"}))
+    assert "g1.BLOCK_N" in looped
