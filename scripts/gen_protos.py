@@ -36,7 +36,8 @@ def generate(out: Path) -> list[Path]:
     if code != 0:
         raise SystemExit(f"protoc failed with exit code {code}")
     pkg = out / "kernelevolve" / "v1"
-    (pkg / "__init__.py").write_text('"""Generated from protos/kernelevolve/v1 by scripts/gen_protos.py. Do not edit."""\n')
+    header = '"""Generated from protos/kernelevolve/v1 by scripts/gen_protos.py. Do not edit."""\n'
+    (pkg / "__init__.py").write_text(header)
     return sorted(pkg.glob("*.py*"))
 
 

@@ -19,13 +19,13 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from ke_cli.client import KernelEvolveClient
+from ke_cli.console import CPU_NOTE, Progress, status_name
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
 from kernelevolve.spec import load_spec_file
 from kernelevolve.v1 import common_pb2 as pb
-from ke_cli.client import KernelEvolveClient
-from ke_cli.console import CPU_NOTE, Progress, status_name
 
 log = logging.getLogger("kernelevolve.cli")
 

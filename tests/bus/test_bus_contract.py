@@ -71,7 +71,7 @@ async def test_two_durables_each_see_all_and_shared_durable_splits(bus) -> None:
     await bus.consume(S.evaluation(), "knowledge", lambda e: on(b, e))
     await bus.consume(S.evaluation(), "knowledge", lambda e: on(c, e))  # same durable: shares work
     ids = []
-    for i in range(8):
+    for _i in range(8):
         env = envelope("s1", evaluation_completed=ev.EvaluationCompleted(session_id="s1"))
         ids.append(env.event_id)
         await bus.publish(S.evaluation("s1"), env)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelevolve.config import load_settings
-from kernelevolve.spec import load_spec_file
-from kernelevolve.v1 import common_pb2 as pb
 from ke_cli.client import KernelEvolveClient
 from ke_cli.embedded import start_embedded
 from ke_synthesizer.api import Proposal, ProposalRequest, Transformation
+from kernelevolve.config import load_settings
+from kernelevolve.spec import load_spec_file
+from kernelevolve.v1 import common_pb2 as pb
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.e2e

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ke_cli.client import KernelEvolveClient
 from kernelevolve.bus.nats_server import NatsServer
 from kernelevolve.spec import load_spec_file
 from kernelevolve.store import S3Store
 from kernelevolve.v1 import common_pb2 as pb
-from ke_cli.client import KernelEvolveClient
 from tests.adapters.seaweed import run_seaweedfs
 from tests.conftest import EXAMPLES
 
@@ -78,7 +78,7 @@ def cluster(tmp_path: Path) -> Iterator[dict[str, object]]:
             for p in procs.values():
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
-            for svc, p in procs.items():
+            for _svc, p in procs.items():
                 try:
                     p.wait(timeout=20)
                 except subprocess.TimeoutExpired:
@@ -114,6 +114,16 @@ async def test_five_processes_produce_a_verified_kernel(cluster: dict[str, objec
     assert {"spec.py", "lineage.json", "best_kernel.py", "summary.json"} <= names
     assert sum(n.startswith("candidates/") for n in names) == 3
     assert sum(n.startswith("reports/") for n in names) == 3
+    # The CLI against the running gateway: same flow, run folder exported through the API.
+    out_dir = cluster["logs"].parent / "cli-run"  # type: ignore[attr-defined]
+    proc = subprocess.run([sys.executable, "-m", "ke_cli.main", "optimize", str(EXAMPLES / "row_sum.py"),
+                           "--budget", "2", "--gateway", f"127.0.0.1:{ports['gateway']}",  # type: ignore[index]
+                           "--out", str(out_dir), "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["best"]["status"] == "correct" and summary["evaluated"] == 2
+    assert (out_dir / "best_kernel.py").is_file() and (out_dir / "lineage.json").is_file()
+    assert len(list((out_dir / "reports").glob("*.json"))) == 2
     for svc, p in procs.items():  # type: ignore[union-attr]
         assert p.poll() is None, f"{svc} died"
     # Graceful stop: SIGTERM ends every service with exit code 0.

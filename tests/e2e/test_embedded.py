@@ -12,6 +12,8 @@ import grpc
 import nats
 import pytest
 
+from ke_cli.client import KernelEvolveClient
+from ke_cli.embedded import start_embedded
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, NotFoundError
 from kernelevolve.spec import load_spec_file, make_spec
@@ -19,8 +21,6 @@ from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-from ke_cli.client import KernelEvolveClient
-from ke_cli.embedded import start_embedded
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.e2e

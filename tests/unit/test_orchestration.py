@@ -8,6 +8,11 @@ import json
 
 import pytest
 
+from ke_evaluator.service import EvaluatorService
+from ke_gateway.service import GatewayService
+from ke_gateway.validator import Validation
+from ke_search.service import SearchService
+from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import SearchSettings
@@ -16,11 +21,6 @@ from kernelevolve.spec import make_spec
 from kernelevolve.store import MemoryStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2 as spb
-from ke_evaluator.service import EvaluatorService
-from ke_gateway.service import GatewayService
-from ke_gateway.validator import Validation
-from ke_search.service import SearchService
-from ke_synthesizer.service import SynthesizerService
 from tests.unit.fakes import FakeJudge, FakeSynthesizer
 
 SPEC = make_spec("toy", "import torch\nclass Model(torch.nn.Module):\n    pass\n"

@@ -73,7 +73,7 @@ class JetStreamBus:
                 max_reconnect_attempts=-1,
                 allow_reconnect=True,
             )
-        except (OSError, nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
             raise BusUnavailable(f"cannot connect to NATS at {settings.url}: {exc}") from exc
         js = nc.jetstream()
         try:
@@ -82,7 +82,7 @@ class JetStreamBus:
                 kv = await js.key_value(settings.kv_bucket)
             except js_errors.BucketNotFoundError:
                 kv = await js.create_key_value(bucket=settings.kv_bucket, history=1)
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             await nc.close()
             raise BusUnavailable(f"JetStream not available at {settings.url}: {exc}") from exc
         return cls(nc, settings, kv)
@@ -93,7 +93,7 @@ class JetStreamBus:
         headers = {"Nats-Msg-Id": dedup_id} if dedup_id else None
         try:
             ack = await self._js.publish(subject, envelope.SerializeToString(), headers=headers, timeout=10)
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"publish to {subject} failed: {exc}") from exc
         return int(ack.seq)
 
@@ -118,7 +118,7 @@ class JetStreamBus:
         try:
             sub = await self._js.pull_subscribe(subject_filter, durable=durable, stream=self._settings.stream,
                                                 config=config)
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"cannot create consumer {durable} on {subject_filter}: {exc}") from exc
         task = asyncio.create_task(self._pull_loop(sub, durable, handler, ack_wait_s, concurrency),
                                    name=f"consume:{durable}")
@@ -131,7 +131,7 @@ class JetStreamBus:
         while True:
             try:
                 msgs = await sub.fetch(batch=concurrency, timeout=1.0)  # type: ignore[attr-defined]
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except asyncio.CancelledError:
                 raise
@@ -177,7 +177,7 @@ class JetStreamBus:
         try:
             sub = await self._js.subscribe(subject_filter, stream=self._settings.stream, ordered_consumer=True,
                                            deliver_policy=api.DeliverPolicy.ALL)
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"cannot watch {subject_filter}: {exc}") from exc
         try:
             async for msg in sub.messages:
@@ -196,14 +196,14 @@ class JetStreamBus:
             e = await self._kv.get(key)
         except (js_errors.KeyNotFoundError, js_errors.KeyDeletedError):
             return None
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"kv get {key} failed: {exc}") from exc
         return KeyValueEntry(key, e.value or b"", int(e.revision or 0))
 
     async def kv_put(self, key: str, value: bytes) -> int:
         try:
             return int(await self._kv.put(key, value))
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"kv put {key} failed: {exc}") from exc
 
     async def kv_create(self, key: str, value: bytes) -> int:
@@ -211,7 +211,7 @@ class JetStreamBus:
             return int(await self._kv.create(key, value))
         except js_errors.KeyWrongLastSequenceError as exc:
             raise ConflictError(f"{key} already exists") from exc
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             if "wrong last sequence" in str(exc).lower():
                 raise ConflictError(f"{key} already exists") from exc
             raise BusUnavailable(f"kv create {key} failed: {exc}") from exc
@@ -221,7 +221,7 @@ class JetStreamBus:
             return int(await self._kv.update(key, value, last=revision))
         except js_errors.KeyWrongLastSequenceError as exc:
             raise ConflictError(f"{key} changed since revision {revision}") from exc
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             if "wrong last sequence" in str(exc).lower():
                 raise ConflictError(f"{key} changed since revision {revision}") from exc
             raise BusUnavailable(f"kv update {key} failed: {exc}") from exc
@@ -240,7 +240,7 @@ class JetStreamBus:
                     keys.append(entry.key)
             finally:
                 await watcher.stop()
-        except (nats.errors.Error, asyncio.TimeoutError) as exc:
+        except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"kv keys {prefix} failed: {exc}") from exc
         return sorted(k for k in keys if k.startswith(prefix))
 

@@ -6,14 +6,14 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from ke_evaluator.grpc_server import EvaluatorServicer
+from ke_evaluator.service import EvaluatorService, JudgePort
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import EvaluatorSettings, Settings
 from kernelevolve.grpc_util import start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-from ke_evaluator.grpc_server import EvaluatorServicer
-from ke_evaluator.service import EvaluatorService, JudgePort
 
 
 def detect_hardware_kind(settings: EvaluatorSettings) -> str:

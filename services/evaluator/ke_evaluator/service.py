@@ -10,6 +10,7 @@ import json
 import logging
 from typing import Protocol
 
+from ke_evaluator.verdict import SpecCheck, Verdict
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope
 from kernelevolve.bus.port import EventBus
@@ -18,7 +19,6 @@ from kernelevolve.errors import NotFoundError
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
-from ke_evaluator.verdict import SpecCheck, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
+from ke_gateway.grpc_server import GatewayServicer
+from ke_gateway.service import GatewayService
+from ke_gateway.validator import GrpcSpecValidator, SpecValidator
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-from ke_gateway.grpc_server import GatewayServicer
-from ke_gateway.service import GatewayService
-from ke_gateway.validator import GrpcSpecValidator, SpecValidator
 
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,

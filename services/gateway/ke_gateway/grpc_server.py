@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from ke_gateway.service import GatewayService
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-from ke_gateway.service import GatewayService
 
 
 class GatewayServicer(sgrpc.GatewayServicer):

@@ -8,6 +8,8 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 
+from ke_gateway.validator import SpecValidator
+from ke_search.strategy import make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -19,8 +21,6 @@ from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
-from ke_gateway.validator import SpecValidator
-from ke_search.strategy import make_strategy
 
 log = logging.getLogger(__name__)
 

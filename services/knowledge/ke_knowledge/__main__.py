@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kernelevolve.runtime import serve
 from ke_knowledge.app import start
+from kernelevolve.runtime import serve
 
 
 def main() -> None:

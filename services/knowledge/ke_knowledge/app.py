@@ -5,15 +5,15 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
+from ke_knowledge.base import KnowledgeBase
+from ke_knowledge.grpc_server import KnowledgeServicer
+from ke_knowledge.service import KnowledgeService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 from kernelevolve.vector import embedder_from_settings, index_from_settings
-from ke_knowledge.base import KnowledgeBase
-from ke_knowledge.grpc_server import KnowledgeServicer
-from ke_knowledge.service import KnowledgeService
 
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, index: Any = None,

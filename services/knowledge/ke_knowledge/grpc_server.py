@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 
-from kernelevolve.v1 import services_pb2 as spb
-from kernelevolve.v1 import services_pb2_grpc as sgrpc
 from ke_knowledge.base import KnowledgeBase
 from ke_knowledge.convert import doc_from_proto, doc_to_proto, level_from_proto
+from kernelevolve.v1 import services_pb2 as spb
+from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 
 class KnowledgeServicer(sgrpc.KnowledgeServicer):

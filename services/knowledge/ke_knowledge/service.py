@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import logging
 
+from ke_knowledge.base import KnowledgeBase
+from ke_knowledge.convert import skill_to_proto
+from ke_knowledge.distill import distill_skill
 from kernelevolve.bus.envelope import envelope
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
-from ke_knowledge.base import KnowledgeBase
-from ke_knowledge.convert import skill_to_proto
-from ke_knowledge.distill import distill_skill
 
 log = logging.getLogger(__name__)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from ke_search.service import SearchService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import start_server
@@ -14,7 +15,6 @@ from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-from ke_search.service import SearchService
 
 
 class SearchServicer(sgrpc.SearchServicer):

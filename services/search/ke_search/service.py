@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from google.protobuf import json_format
 
+from ke_search.state import RequestRecord, SearchState, request_of
+from ke_search.strategy import ROOT, make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -24,8 +26,6 @@ from kernelevolve.errors import ConflictError, NotFoundError
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
-from ke_search.state import RequestRecord, SearchState, request_of
-from ke_search.strategy import ROOT, make_strategy
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 
+from ke_synthesizer.service import SynthesizerService, to_proposal_pb
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-from ke_synthesizer.service import SynthesizerService, to_proposal_pb
 
 
 class SynthesizerServicer(sgrpc.SynthesizerServicer):

@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 
+from ke_synthesizer.api import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -22,7 +23,6 @@ from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
-from ke_synthesizer.api import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
 
 log = logging.getLogger(__name__)
 

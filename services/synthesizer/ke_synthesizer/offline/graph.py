@@ -18,6 +18,8 @@ import torch.fx
 from .capture import CapturedSpec, dtype_of, shape_of, tensor_meta
 from .lower_pointwise import PointwiseEmitter
 from .kernel_matmul import matmul_info
+from .kernel_attention import attention_op
+from .kernel_pool import pool_op
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
 
@@ -269,6 +271,15 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
             op = None
         if node in hidden:
             continue  # materialised through the op that replaces it (see overrides)
+        if op is None and node.name not in forced:
+            op = _safe(pool_op, node, gm)
+            if op is not None:
+                add(node, op, None, "pool", shape_of(node) or (), {})
+                continue
+            op = _safe(attention_op, node)
+            if op is not None:
+                add(node, op, None, "attention", shape_of(node) or (), {})
+                continue
         if op is not None and node.name not in forced:
             if _pointwise_ok(node, op, emitter):
                 shape = shape_of(node) or ()
@@ -277,7 +288,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     if g.kind == "pointwise" and g.shape == shape:
                         target = g
                         break
-                    if g.kind == "matmul" and g.shape == shape:
+                    if g.kind in ("matmul", "pool") and g.shape == shape:
                         target = g
                         break
                     if g.kind == "row" and _fits_row(node, op, g, group_of):
@@ -348,7 +359,7 @@ def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: 
         dst.ops[m] = src.ops[m]
         if dst.kind == "row":
             dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
-    if dst.kind == "matmul":  # the dot stays first; merged ops run in its epilogue
+    if dst.kind in ("matmul", "pool"):  # the dot / window stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
     else:
         dst.members = sorted(dst.members + src.members, key=order.__getitem__)

@@ -24,6 +24,16 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "BLOCK_SIZE": ("1024", "256", "512", "2048", "4096"),
         "num_warps": ("4", "1", "2", "8"),
     },
+    "attention": {
+        "BLOCK_M": ("64", "32", "16", "128"),
+        "BLOCK_N": ("64", "32", "16", "128"),
+        "num_warps": ("4", "8", "2"),
+        "num_stages": ("2", "1", "3"),
+    },
+    "pool": {
+        "BLOCK_SIZE": ("1024", "256", "512", "2048"),
+        "num_warps": ("4", "1", "2", "8"),
+    },
     "row": {
         # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction
         "strategy": ("single", "looped"),

@@ -24,13 +24,17 @@ from .codegen import assemble
 from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan, group_outputs
 from .kernel_pointwise import gen_pointwise, launcher_args
 from .kernel_matmul import gen_matmul, matmul_launch_args
+from .kernel_attention import attention_launch_args, gen_attention
+from .kernel_pool import gen_pool, pool_launch_args
 from .kernel_row import gen_row, row_launch_args
 from .space import Knob, complete_genome, knobs
 
 log = logging.getLogger(__name__)
 
-_GENERATORS: dict[str, Any] = {"pointwise": gen_pointwise, "row": gen_row, "matmul": gen_matmul}
-_LAUNCH_ARGS: dict[str, Any] = {"pointwise": launcher_args, "row": row_launch_args, "matmul": matmul_launch_args}
+_GENERATORS: dict[str, Any] = {"pointwise": gen_pointwise, "row": gen_row, "matmul": gen_matmul, "pool": gen_pool,
+                                "attention": gen_attention}
+_LAUNCH_ARGS: dict[str, Any] = {"pointwise": launcher_args, "row": row_launch_args, "matmul": matmul_launch_args,
+                                "pool": pool_launch_args, "attention": attention_launch_args}
 
 
 class OfflineSynthesizer:

@@ -1,0 +1,141 @@
+"""scaled_dot_product_attention as one flash-style kernel: each program owns BLOCK_M
+query rows of one (batch, head), streams key/value blocks and keeps an online softmax
+(running max and sum), so the [Lq, Lk] score matrix never reaches memory.
+
+Covered: no attn_mask, dropout_p == 0, optional is_causal (top-left aligned, as torch),
+optional scale, same leading (batch/head) dims for q, k, v. Anything else stays a
+library call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from .capture import dtype_of, shape_of
+from .lower_pointwise import PointwiseEmitter
+from .ops import NormOp
+
+if TYPE_CHECKING:
+    from .graph import Group, Plan
+
+_NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+
+
+def attention_op(node: torch.fx.Node) -> NormOp | None:
+    if node.op != "call_function" or node.target is not F.scaled_dot_product_attention:
+        return None
+    args = dict(zip(_NAMES, node.args))
+    args.update(node.kwargs)
+    q, k, v = args.get("query"), args.get("key"), args.get("value")
+    shapes = [shape_of(t) for t in (q, k, v)]
+    if any(s is None or len(s) < 2 for s in shapes):
+        return None
+    sq, sk, sv = shapes  # type: ignore[misc]
+    if not (len(sq) == len(sk) == len(sv) and sq[:-2] == sk[:-2] == sv[:-2] and sq[-1] == sk[-1]
+            and sk[-2] == sv[-2]):
+        return None
+    if args.get("attn_mask") is not None or args.get("dropout_p", 0.0) != 0.0 or args.get("enable_gqa", False):
+        return None
+    if not isinstance(args.get("is_causal", False), bool):
+        return None
+    scale = args.get("scale")
+    if scale is not None and not isinstance(scale, (int, float)):
+        return None
+    if any(dtype_of(t) not in (torch.float32, torch.float16, torch.bfloat16) for t in (q, k, v)):
+        return None
+    return NormOp("attention", {"input": q, "key": k, "value": v},
+                  extra={"causal": bool(args.get("is_causal", False)), "scale": scale})
+
+
+def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
+    from .graph import group_outputs
+    from .kernel_pointwise import kernel_name
+
+    node = group.members[0]
+    extra = group.ops[node].extra
+    bm = int(genome.get(f"{group.key}.BLOCK_M", "64"))
+    bn = int(genome.get(f"{group.key}.BLOCK_N", "64"))
+    warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    stages = int(genome.get(f"{group.key}.num_stages", "2"))
+    name = kernel_name(group, "flash")
+    causal = extra["causal"]
+    outs = group_outputs(plan, group)
+    kernel = f'''@triton.jit
+def {name}(
+    q_ptr, k_ptr, v_ptr, o_ptr, LQ, LK, D, DV, sm_scale,
+    q_sb, q_sm, q_sd, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    # Fuses q k^T * scale -> {"causal mask -> " if causal else ""}softmax -> @ v with an online softmax:
+    # scores live only in registers, one pass over K and V per query block.
+    pid_m = tl.program_id(0)
+    bid = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, BLOCK_D)
+    rdv = tl.arange(0, BLOCK_DV)
+    q = tl.load(q_ptr + bid * q_sb + rm[:, None] * q_sm + rd[None, :] * q_sd,
+                mask=(rm[:, None] < LQ) & (rd[None, :] < D), other=0.0).to(tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    {"hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M)  # causal: later keys are all masked" if causal else "hi = LK"}
+    for start in range(0, hi, BLOCK_N):
+        rn = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + bid * k_sb + rn[None, :] * k_sn + rd[:, None] * k_sd,
+                    mask=(rn[None, :] < LK) & (rd[:, None] < D), other=0.0).to(tl.float32)
+        s = tl.dot(q, k, input_precision="ieee") * sm_scale
+        valid = (rn[None, :] < LK){" & (rn[None, :] <= rm[:, None])" if causal else ""}
+        s = tl.where(valid, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # rows that have seen no valid key yet keep a finite reference point
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp(s - m_ref[:, None])
+        alpha = tl.exp(m_i - m_ref)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + bid * v_sb + rn[:, None] * v_sn + rdv[None, :] * v_sd,
+                    mask=(rn[:, None] < LK) & (rdv[None, :] < DV), other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + bid * LQ * DV + rm[:, None] * DV + rdv[None, :], out,
+             mask=(rm[:, None] < LQ) & (rdv[None, :] < DV))
+'''
+    launcher = f"launch_{name}"
+    scale = extra["scale"]
+    scale_src = repr(float(scale)) if scale is not None else "1.0 / math.sqrt(d)"
+    dt = dtype_of(outs[0]) or torch.float32
+    launch = f'''def {launcher}(q, k, v):
+    lead = list(q.shape[:-2])
+    lq, d = q.shape[-2], q.shape[-1]
+    lk, dv = k.shape[-2], v.shape[-1]
+    q3 = q.reshape(-1, lq, d)
+    k3 = k.reshape(-1, lk, d)
+    v3 = v.reshape(-1, lk, dv)
+    bh = q3.shape[0]
+    out = torch.empty((bh, lq, dv), device=q.device, dtype={dt})
+    block_d = max(16, triton.next_power_of_2(d))
+    block_dv = max(16, triton.next_power_of_2(dv))
+    if bh * lq * dv > 0:
+        grid = (triton.cdiv(lq, {bm}), bh)
+        {name}[grid](q3, k3, v3, out, lq, lk, d, dv, {scale_src},
+            q3.stride(0), q3.stride(1), q3.stride(2), k3.stride(0), k3.stride(1), k3.stride(2),
+            v3.stride(0), v3.stride(1), v3.stride(2),
+            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_D=block_d, BLOCK_DV=block_dv, num_warps={warps}, num_stages={stages})
+    return out.reshape(lead + [lq, dv])
+'''
+    return kernel, launch, launcher
+
+
+def attention_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    from .graph import group_outputs
+
+    a = group.ops[group.members[0]].args
+    return [a["input"], a["key"], a["value"]], group_outputs(plan, group)
+
+
+__all__ = ["attention_op", "gen_attention", "attention_launch_args", "math"]
