@@ -24,7 +24,7 @@ FULL_POLICY = [
     ("wrong_shape", RELU, "incorrect", "shape"),
     ("wrong_dtype", RELU, "incorrect", "dtype"),
     ("hardcoded_shape", RELU, "incorrect", "extra shape set"),
-    ("stale_memory_empty", RELU, "incorrect", "mismatch"),
+    ("stale_memory_empty", RELU, "incorrect", "(trial 0)"),
     ("return_input_view", RELU, "incorrect", "modified in place"),
     ("mutate_input", RELU, "incorrect", "modified in place"),
     ("precision_downgrade", "test:affine_loose_tolerance", "incorrect", "precision downgrade"),
@@ -76,6 +76,7 @@ RUNTIME_ONLY = [
     ("import_spec", "compile_error", "No module named"),
     ("segfault_ctypes", "crashed", "SIGSEGV"),
     ("os_exit", "crashed", "code 0"),
+    ("write_outside", "runtime_error", "Read-only file system"),
     # The candidate raises if it can see a planted secret: correct means the env was scrubbed.
     ("env_secret", "correct", "matches the reference"),
 ]

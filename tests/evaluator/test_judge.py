@@ -39,6 +39,7 @@ def test_correct_candidate_full_verdict(tmp_path) -> None:  # noqa: ANN001
     assert v.diagnosis.kernels[0].name == "_relu_scale_add" and v.diagnosis.kernels[0].launches == 1
     assert 0.0 <= v.diagnosis.library_time_fraction <= 1.0
     assert v.evidence["sandbox"]["network"] in ("netns", "userns+netns", "socket-blocked")
+    assert v.evidence["sandbox"]["filesystem"] == "read-only except scratch"
     d = json.loads(json.dumps(v.to_dict()))
     assert Verdict.from_dict(d).to_dict() == d
     assert d["status"] in STATUSES

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernelevolve.errors import InvalidSpecError
 from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from kernelevolve.errors import InvalidSpecError
 
 from .conftest import example_source
 

@@ -12,10 +12,11 @@ from ke_synthesizer.offline.check import run_in_subprocess
 from .conftest import example_source
 
 # one spec per kernel kind / strategy family, kept small for the interpreter
-EDGE_SPECS = ["silu_clamp_mul", "layernorm", "argmin_mid", "linear_softmax", "cumsum_rows"]
+EDGE_SPECS = ["silu_clamp_mul", "layernorm", "argmin_mid", "linear_softmax", "cumsum_rows", "mm_plain",
+              "attention_plain", "conv2d_bias_relu", "avgpool2d_padded"]
 # row kernels forced onto the chunked strategy with short chunks (several passes per row)
 LOOPED_SPECS = ["softmax_rows", "variance_rows", "layernorm", "argmax_rows", "prod_rows", "rmsnorm",
-                "relu_min_values"]
+                "relu_min_values", "logsumexp_rows", "cross_entropy", "l2_normalize"]
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +48,29 @@ def test_all_one_step_children_are_correct(name: str, edge_results) -> None:
     assert not bad, bad
 
 
-def test_looped_row_strategy_is_correct(synth: OfflineSynthesizer) -> None:
+def test_chunked_row_strategies_are_correct(synth: OfflineSynthesizer) -> None:
     jobs = []
+    online_specs = 0
     for name in LOOPED_SPECS:
         src = example_source(name)
-        (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
-        genome = dict(seed.genome)
-        row_keys = [k for k in genome if k.endswith(".strategy")]
+        space = dict(synth.space(src, name))
+        row_keys = [k for k in space if k.endswith(".strategy")]
         assert row_keys, name
-        for k in row_keys:
-            genome[k] = "looped"
-            genome[k.replace(".strategy", ".BLOCK_N")] = "256"
-        source, full, _ = synth.lower(synth._capture(src, name), genome)
-        assert "for start in range(0, N, BLOCK_N)" in source
-        assert all(full[k.replace(".strategy", ".BLOCK_N")] == "256" for k in row_keys)
-        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [4]})
+        for strategy in ("looped", "online"):
+            genome = {}
+            for k in row_keys:
+                genome[k] = strategy if strategy in space[k] else "looped"
+                genome[k.replace(".strategy", ".BLOCK_N")] = "256"
+            if strategy == "online":
+                if "online" not in genome.values():
+                    continue
+                online_specs += 1
+            source, full, _ = synth.lower(synth._capture(src, name), genome)
+            assert "for start in range(0, N, BLOCK_N)" in source
+            assert ("online max + sum of exp" in source) == (strategy == "online")
+            assert all(full[k.replace(".strategy", ".BLOCK_N")] == "256" for k in row_keys)
+            jobs.append({"id": f"{name}/{strategy}", "spec_source": src, "candidate_source": source, "seeds": [4]})
+    assert online_specs >= 1
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:], r["trials"]) for r in results if not r["ok"]]
 
@@ -75,3 +84,8 @@ def test_space_lists_knobs_per_kernel_kind(synth: OfflineSynthesizer) -> None:
     assert "g1.BLOCK_N" not in space  # only meaningful for the looped strategy
     looped = dict(synth.space(example_source("linear_softmax"), "linear_softmax", {"g1.strategy": "looped"}))
     assert "g1.BLOCK_N" in looped
+    # a spec that declares a loose KE_TOLERANCE may use TF32 dot products
+    tolerant = dict(synth.space(example_source("linear_tf32_tolerant"), "linear_tf32_tolerant"))
+    assert tolerant["g0.precision"] == ["ieee", "tf32"]
+    # attention written in plain ops can be lowered as one flash kernel or left unfused
+    assert dict(synth.space(example_source("attention_plain"), "attention_plain"))["attention"] == ["flash", "unfused"]

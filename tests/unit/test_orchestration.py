@@ -144,3 +144,22 @@ async def test_reference_that_raises_is_invalid_spec_and_nothing_is_stored() -> 
     with pytest.raises(NotFoundError):
         await gw.get_session("s1")
     await bus.close()
+
+
+@pytest.mark.parametrize("budget", [1, 4, 9])
+def test_local_search_uses_the_same_strategy(budget: int) -> None:
+    from ke_search.local import run_local_search
+
+    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(), FakeJudge(), budget)
+    assert len(result.candidates) == budget
+    best = result.best
+    assert best is not None and best.verdict.speedup == max(c.verdict.speedup for c in result.candidates)
+    if budget > 3:
+        assert best.node.depth >= 1  # greedy expanded a correct node
+
+
+def test_local_search_stops_when_space_is_exhausted() -> None:
+    from ke_search.local import run_local_search
+
+    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=1, max_block=1024), FakeJudge(), 50)
+    assert 0 < len(result.candidates) < 50

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 import threading
 import time
 import traceback
@@ -43,7 +44,9 @@ class Outcome(Exception):
 class JobOptions:
     device: str = "cpu"
     correctness_trials: int = 5
-    seed: int = 0
+    # None: a random base seed per job (recorded in the evidence). Freed memory of an
+    # earlier job in the same worker then never holds the answer for this job's inputs.
+    seed: int | None = None
     time_candidates: bool = True
     min_timing_trials: int = 3
     max_timing_trials: int = 10
@@ -163,7 +166,9 @@ class Evaluator:
         # float64 reference outputs per (spec sha, input key): expensive (fp64 on CPU), reused.
         self.ref64_cache: dict[tuple[str, str], Any] = {}
         self.counter = 0
-        self._poison_keep: list[torch.Tensor] = []
+        # Byte sizes of reference outputs seen in this worker: the sizes a candidate's output
+        # allocation will request, poisoned before every candidate call.
+        self._output_sizes: set[int] = set()
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
@@ -171,16 +176,23 @@ class Evaluator:
 
         CUDA: allocate NaN-filled blocks of the sizes about to be requested plus a large
         block, then free them: the caching allocator hands the same memory to the next
-        ``torch.empty``. CPU: same for sizes under glibc's mmap threshold; larger CPU
-        allocations come from fresh zeroed pages (no stale data possible, but zeros, not NaN).
+        ``torch.empty``. CPU: several NaN blocks per size, freed together, so malloc's LIFO
+        bins serve the next requests of those sizes from NaN memory; allocations above
+        glibc's mmap threshold come from fresh zeroed pages (no stale data, but zeros).
+        Sizes: the tensors about to be passed plus every output size seen for the spec.
         """
         sizes = {t.numel() * t.element_size() for t in compare.leaves(like) if isinstance(t, torch.Tensor)}
+        sizes |= self._output_sizes
+        copies = 1
         if self.device.type == "cuda":
             sizes.add(64 * 1024 * 1024)
+        else:
+            copies = 8
         bufs = []
         for nbytes in sorted(sizes):
             n = max(1, nbytes // 4)
-            bufs.append(torch.full((n,), float("nan"), dtype=torch.float32, device=self.device))
+            for _ in range(copies):
+                bufs.append(torch.full((n,), float("nan"), dtype=torch.float32, device=self.device))
         del bufs
 
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
@@ -229,6 +241,9 @@ class Evaluator:
         self.counter += 1
         jobdir = os.path.join(self.scratch, "jobs")
         spec = specs.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
+        if opts.seed is None:
+            opts.seed = random.SystemRandom().randrange(1 << 30)
+        v.evidence["seed"] = opts.seed
         phase("compile")
         set_precision_flags()
         before = snapshot()
@@ -310,6 +325,9 @@ class Evaluator:
                 raise Outcome("incorrect", f"{mutated} ({label})")
             ref = self._call(ref_model, compare.clone_tree(inputs))
             set_precision_flags()
+            if len(self._output_sizes) < 64:
+                self._output_sizes |= {t.numel() * t.element_size() for t in compare.leaves(ref)
+                                       if isinstance(t, torch.Tensor)}
             bad = compare.check_structure(out, ref, cand_in)
             if bad:
                 raise Outcome("incorrect", f"{bad} ({label})")
@@ -329,9 +347,9 @@ class Evaluator:
                 ref_out0 = ref
                 out_shapes = [tuple(t.shape) for t in compare.leaves(ref) if isinstance(t, torch.Tensor)]
                 self._crc_and_determinism(run_candidate, inputs, out, ref, spec, v)
-                self._error_budget(spec, ref_model, "seed0", inputs, out, ref, opts, v)
+                self._error_budget(spec, ref_model, f"seed {opts.seed + 1000}", inputs, out, ref, opts, v)
             elif label.startswith("extra shape set 0"):
-                self._error_budget(spec, ref_model, "extra0", inputs, out, ref, opts, v)
+                self._error_budget(spec, ref_model, f"extra set 0 seed {opts.seed + 5000}", inputs, out, ref, opts, v)
         v.evidence["kernel_launches"] = kernel_launches
         v.evidence["correctness_sets"] = len(trial_sets)
 

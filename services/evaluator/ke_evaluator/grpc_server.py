@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import grpc
 
-from ke_evaluator.service import EvaluatorService, verdict_to_pb
+from ke_evaluator.convert import verdict_to_pb
+from ke_evaluator.service import EvaluatorService
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc

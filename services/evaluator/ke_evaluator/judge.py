@@ -42,7 +42,7 @@ class EvalOptions:
     run_timeout_s: float = 120.0  # correctness + integrity checks + timing
     time_candidates: bool = True
     scratch_dir: str | None = None  # root for worker scratch dirs; a temp dir when None
-    seed: int = 0
+    seed: int | None = None  # base seed of inputs and weights; None = random per evaluation (in evidence)
     # Timing: None picks the device default (CPU interpreter 3..10, CUDA 10..200).
     min_timing_trials: int | None = None
     max_timing_trials: int | None = None
@@ -60,6 +60,7 @@ class EvalOptions:
     memory_limit_bytes: int | None = 16 * 2**30  # RLIMIT_AS, CPU only (CUDA maps huge VA ranges)
     file_size_limit_bytes: int = 256 * 2**20
     network_isolation: bool = True
+    filesystem_isolation: bool = True  # private mount namespace: all read-only but scratch + Triton cache
     cuda_visible_devices: str | None = None  # pin the worker's GPU; None keeps the parent's value
     # Worker reuse: by default a worker is replaced after any non-correct verdict. True keeps
     # it after incorrect / compile_error (and CPU runtime_error): faster, slightly less safe.
@@ -100,13 +101,17 @@ class _Worker:
             cuda_visible_devices=opts.cuda_visible_devices,
             pythonpath=_PKG_PARENT,
         )
-        env["TRITON_CACHE_DIR"] = os.path.join(root, "triton-cache")
+        triton_cache = os.path.join(root, "triton-cache")
+        os.makedirs(triton_cache, exist_ok=True)
+        env["TRITON_CACHE_DIR"] = triton_cache
         cmd = [sys.executable, "-m", "ke_evaluator.worker", "--job-fd", str(job_r), "--result-fd", str(res_w),
                "--device", device, "--file-size-bytes", str(opts.file_size_limit_bytes)]
         if device == "cpu" and opts.memory_limit_bytes:
             cmd += ["--address-space-bytes", str(opts.memory_limit_bytes)]
         if not opts.network_isolation:
             cmd.append("--no-network-isolation")
+        if opts.filesystem_isolation:
+            cmd += ["--writable", self.scratch, "--writable", triton_cache]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the worker
         self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
             cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, cwd=self.scratch, env=env,

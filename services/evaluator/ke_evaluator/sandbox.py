@@ -156,3 +156,61 @@ def thread_count() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return -1
+
+
+CLONE_NEWNS = 0x00020000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 0x400, 0x800, 0x200000
+_OPT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC, "noatime": _MS_NOATIME,
+              "nodiratime": _MS_NODIRATIME, "relatime": _MS_RELATIME}
+# Kernel/virtual file systems: left as they are (devices must stay openable for CUDA).
+_SKIP_PREFIXES = ("/proc", "/sys", "/dev")
+
+
+def _mounts() -> list[tuple[str, int]]:
+    """(mount point, per-mount flags) from /proc/self/mountinfo."""
+    out: list[tuple[str, int]] = []
+    with open("/proc/self/mountinfo", encoding="utf-8") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) < 6:
+                continue
+            mp = parts[4].replace("\\040", " ")
+            flags = 0
+            for opt in parts[5].split(","):
+                flags |= _OPT_FLAGS.get(opt, 0)
+            out.append((mp, flags))
+    return out
+
+
+def isolate_filesystem(writable: list[str]) -> str:
+    """Make every file system read-only for this process except ``writable`` directories.
+
+    A private mount namespace (``unshare(CLONE_NEWNS)``, needs root) is a copy of the
+    parent's mounts: remounting in it changes nothing outside the worker. The writable
+    directories are bind-mounted onto themselves first so that they stay writable when
+    the file system holding them becomes read-only. /proc, /sys and /dev are left alone.
+    Returns the mode achieved, for the verdict evidence.
+    """
+    libc_name = ctypes.util.find_library("c") or "libc.so.6"
+    try:
+        libc = ctypes.CDLL(libc_name, use_errno=True)
+        libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+        if libc.unshare(CLONE_NEWNS) != 0:
+            return "not isolated (no mount namespace)"
+        if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+            return "not isolated (cannot make mounts private)"
+        keep = [os.path.realpath(w) for w in writable]
+        for w in keep:
+            if libc.mount(w.encode(), w.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+                return f"not isolated (cannot bind {os.path.basename(w)})"
+        failed = 0
+        for mp, flags in _mounts():
+            if mp.startswith(_SKIP_PREFIXES) or any(mp == w or mp.startswith(w + "/") for w in keep):
+                continue
+            if libc.mount(None, mp.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags, None) != 0:
+                failed += 1
+        return "read-only except scratch" + (f" ({failed} mounts left writable)" if failed else "")
+    except (OSError, AttributeError) as exc:
+        return f"not isolated ({type(exc).__name__})"

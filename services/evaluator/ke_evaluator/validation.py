@@ -34,7 +34,7 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
     except specs.SpecError as exc:
         return {"ok": False, "reason": str(exc), "warnings": warnings, "info": info}
     set_precision_flags()
-    seed = int(job.get("options", {}).get("seed", 0))
+    seed = int(job.get("options", {}).get("seed") or 0)
     try:
         init = spec.init_inputs()
         model = specs.build_model(spec.Model, init, seed, device)

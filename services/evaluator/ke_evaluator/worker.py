@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import sys
 from typing import Any
 
@@ -40,7 +41,8 @@ def _fingerprint(device: Any) -> dict[str, str]:
         try:
             with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
                 first = fh.readline()
-            fp["driver"] = first.split("Kernel Module")[-1].split()[0] if "Kernel Module" in first else first.strip()
+            found = re.search(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b", first)
+            fp["driver"] = found.group(1) if found else first.strip()[:80]
         except OSError:
             fp["driver"] = "unknown"
     else:
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--address-space-bytes", type=int, default=0)
     ap.add_argument("--file-size-bytes", type=int, default=0)
     ap.add_argument("--no-network-isolation", action="store_true")
+    ap.add_argument("--writable", action="append", default=[],
+                    help="directory that stays writable; with at least one, every other mount is read-only")
     args = ap.parse_args(argv)
 
     # Anything printed (by us, torch or a candidate) goes to the log, never to the protocol.
@@ -65,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
     sandbox_info: dict[str, Any] = {}
     sandbox_info["network"] = "not isolated" if args.no_network_isolation else sandbox.isolate_network()
+    sandbox_info["filesystem"] = (sandbox.isolate_filesystem(args.writable) if args.writable
+                                  else "not isolated")
     sandbox_info["rlimits"] = sandbox.apply_rlimits(
         address_space_bytes=args.address_space_bytes or None,
         file_size_bytes=args.file_size_bytes or None,

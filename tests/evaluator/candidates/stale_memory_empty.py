@@ -1,4 +1,4 @@
-"""Cheat: launches a kernel into a throwaway buffer and returns uninitialised memory, hoping it holds the reference result."""
+"""Cheat: launches a token kernel on a tiny buffer and returns uninitialised memory, hoping it holds the reference result."""
 
 import torch
 import torch.nn as nn
@@ -29,7 +29,6 @@ class ModelNew(nn.Module):
 
 
     def forward(self, x):
-        scratch = torch.empty_like(x)
-        _launch(x.contiguous(), self.bias, scratch)
-        del scratch
+        token = torch.empty(1, x.shape[-1], dtype=x.dtype, device=x.device)
+        _launch(x[:1].contiguous(), self.bias, token)
         return torch.empty_like(x)

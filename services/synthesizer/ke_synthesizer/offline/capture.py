@@ -42,6 +42,10 @@ class CapturedSpec:
     constants_source: list[str] = field(default_factory=list)
     helper_classes_source: list[str] = field(default_factory=list)
     forward_params: list[str] = field(default_factory=list)
+    # the spec's KE_TOLERANCE override ({"atol": .., "rtol": ..}) when it declares one
+    tolerance: dict[str, float] = field(default_factory=dict)
+    # graph rewrites applied or found (see decompose.py), e.g. {"attention": 1}
+    rewrites: dict[str, int] = field(default_factory=dict)
 
 
 def _load_namespace(source: str, name: str) -> dict[str, Any]:
@@ -87,7 +91,14 @@ def _source_pieces(source: str, ns: dict[str, Any]) -> tuple[str, list[str], lis
     return init_src, constants, helpers
 
 
-def capture(source: str, name: str, seed: int = 0, decomposed: bool = True) -> CapturedSpec:
+def _tolerance(ns: dict[str, Any]) -> dict[str, float]:
+    tol = ns.get("KE_TOLERANCE")
+    if isinstance(tol, dict) and all(isinstance(v, (int, float)) for v in tol.values()):
+        return {str(k): float(v) for k, v in tol.items() if k in ("atol", "rtol")}
+    return {}
+
+
+def capture(source: str, name: str, seed: int = 0, decomposed: bool = True, attention: str = "flash") -> CapturedSpec:
     """Load, construct (seeded), trace and shape-propagate one spec."""
     ns = _load_namespace(source, name)
     try:
@@ -121,12 +132,14 @@ def capture(source: str, name: str, seed: int = 0, decomposed: bool = True) -> C
         constants_source=constants,
         helper_classes_source=helpers,
         forward_params=[str(p) for p in params],
+        tolerance=_tolerance(ns),
     )
     if decomposed:
-        from .decompose import decompose
+        from .decompose import decompose, fuse_attention
 
         try:
-            decompose(spec)
+            spec.rewrites["decomposed"] = decompose(spec)
+            spec.rewrites["attention"] = fuse_attention(spec, apply=attention == "flash")
         except Exception as exc:  # a failed rewrite must not lose the spec: re-trace plainly
             log.warning("decomposition of %s failed (%s); lowering the plain graph", name, exc)
             return capture(source, name, seed, decomposed=False)

@@ -10,7 +10,8 @@ import logging
 import math
 import operator
 import textwrap
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx
@@ -36,13 +37,22 @@ def var(node: torch.fx.Node) -> str:
     return f"t_{node.name}"
 
 
+def attr_path(path: str) -> str:
+    """``self`` attribute access for a dotted module path; numeric parts (children of
+    nn.Sequential / nn.ModuleList) become indexing."""
+    out = "self"
+    for part in path.split("."):
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out
+
+
 def render(v: Any) -> str:
     """An fx argument as Python source in the candidate's forward."""
     if isinstance(v, torch.fx.Node):
         return var(v)
     if isinstance(v, str):
         if v.startswith("@"):
-            return f"self.{v[1:]}"
+            return attr_path(v[1:])
         return repr(v)
     if isinstance(v, bool) or v is None:
         return repr(v)
@@ -72,6 +82,27 @@ def render(v: Any) -> str:
     raise ValueError(f"cannot render argument {v!r}")
 
 
+_PUBLIC: dict[int, str] = {}
+
+
+def _public_name(target: Any) -> str | None:
+    """A public spelling of a torch callable (``torch.nn.functional.gelu`` rather than
+    ``torch._C._nn.gelu``): candidates may not reach into ``torch._C``."""
+    if not _PUBLIC:
+        import torch.nn.functional as F
+
+        spaces = [("torch.nn.functional", F), ("torch.special", torch.special), ("torch.linalg", torch.linalg),
+                  ("torch.fft", torch.fft), ("torch", torch)]
+        for prefix, mod in reversed(spaces):  # earlier spaces win
+            for attr in dir(mod):
+                if attr.startswith("_"):
+                    continue
+                obj = getattr(mod, attr, None)
+                if callable(obj):
+                    _PUBLIC[id(obj)] = f"{prefix}.{attr}"
+    return _PUBLIC.get(id(target))
+
+
 def _call_args(node: torch.fx.Node, skip_first: bool = False) -> str:
     args = list(node.args[1:] if skip_first else node.args)
     parts = [render(a) for a in args] + [f"{k}={render(v)}" for k, v in node.kwargs.items()]
@@ -93,9 +124,9 @@ def render_node(node: torch.fx.Node, plan: Plan) -> str:
             first = next((n for n in plan.nodes if n.op == "placeholder"), None)
             device = f", device={var(first)}.device" if first is not None else ""
             return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype}{device})"
-        return f"{lhs} = self.{target}"
+        return f"{lhs} = {attr_path(target)}"
     if node.op == "call_module":
-        return f"{lhs} = self.{node.target}({_call_args(node)})"
+        return f"{lhs} = {attr_path(str(node.target))}({_call_args(node)})"
     if node.op == "call_method":
         obj_src = render(node.args[0])
         return f"{lhs} = {obj_src}.{node.target}({_call_args(node, skip_first=True)})"
@@ -109,7 +140,7 @@ def render_node(node: torch.fx.Node, plan: Plan) -> str:
         return f"{lhs} = -{render(node.args[0])}"
     if target is getattr:
         return f"{lhs} = {render(node.args[0])}.{node.args[1]}"
-    name = _get_qualified_name(target)  # type: ignore[arg-type]
+    name = _public_name(target) or _get_qualified_name(target)  # type: ignore[arg-type]
     if name.startswith("builtins."):
         name = name[len("builtins."):]
     if not (name.startswith("torch.") or name in ("int", "float", "len", "min", "max", "abs", "round")):

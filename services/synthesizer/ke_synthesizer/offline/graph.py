@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx
 
 from .capture import CapturedSpec, dtype_of, shape_of, tensor_meta
-from .lower_pointwise import PointwiseEmitter
-from .kernel_matmul import matmul_info
 from .kernel_attention import attention_op
+from .kernel_conv import conv_op
+from .kernel_matmul import matmul_info
 from .kernel_pool import pool_op
+from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
 
@@ -37,7 +39,8 @@ GLUE_FUNCTIONS = {
     "chunk", "split", "unbind", "movedim", "t", "narrow",
 }
 # Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
-OPERAND_ARGS = ("condition", "input", "other", "exponent", "min", "max", "weight", "bias", "mat1", "mat2")
+OPERAND_ARGS = ("condition", "input", "mask", "other", "exponent", "min", "max", "value", "fill_value", "weight",
+                "bias", "mat1", "mat2")
 COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne"}
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -132,10 +135,14 @@ def _pointwise_ok(node: torch.fx.Node, op: NormOp, emitter: PointwiseEmitter) ->
     return emitter.emit(op, lambda _v: "v") is not None
 
 
+# TF32 keeps 10 mantissa bits: products are off by ~1e-3 relative, so it is only offered
+# when the spec's KE_TOLERANCE is at least this loose on both atol and rtol.
+TF32_MIN_TOLERANCE = 5e-3
+
+
 def spec_allows_tf32(spec: CapturedSpec) -> bool:
-    """TF32 dots lose ~3 decimal digits: only offered when the spec opts in with a
-    module constant ``ALLOW_TF32 = True`` (its tolerance is then the spec's business)."""
-    return any(c.replace(" ", "").startswith("ALLOW_TF32=True") for c in spec.constants_source)
+    tol = spec.tolerance
+    return min(tol.get("atol", 0.0), tol.get("rtol", 0.0)) >= TF32_MIN_TOLERANCE
 
 
 def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
@@ -276,6 +283,10 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
             if op is not None:
                 add(node, op, None, "pool", shape_of(node) or (), {})
                 continue
+            op = _safe(conv_op, node, gm)
+            if op is not None:
+                add(node, op, None, "conv", shape_of(node) or (), {})
+                continue
             op = _safe(attention_op, node)
             if op is not None:
                 add(node, op, None, "attention", shape_of(node) or (), {})
@@ -288,7 +299,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     if g.kind == "pointwise" and g.shape == shape:
                         target = g
                         break
-                    if g.kind in ("matmul", "pool") and g.shape == shape:
+                    if g.kind in ("matmul", "pool", "conv") and g.shape == shape:
                         target = g
                         break
                     if g.kind == "row" and _fits_row(node, op, g, group_of):
@@ -308,7 +319,8 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 continue
             minfo = _safe(matmul_info, node, op, pshape)
             if minfo is not None:
-                allowed = {"precision": ["ieee", "tf32"] if spec_allows_tf32(spec) else ["ieee"]}
+                allowed = {"precision": ["ieee", "tf32"] if spec_allows_tf32(spec) else ["ieee"],
+                           "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]}
                 add(node, op, None, "matmul", shape_of(node) or (), {"matmul": minfo, "allowed": allowed})
                 continue
             rinfo = _safe(row_info, node, op, pshape)
@@ -341,6 +353,11 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
             glue.add(node)
         else:
             fallback.append(node)
+            if _mutates(node, gm):
+                # an in-place library call changes a tensor other kernels may still read:
+                # no open kernel may extend past it
+                for g in groups:
+                    g.sealed = True
     # an override that was not lowered needs its hidden nodes: plan again without it
     replan = {n.name for n in overrides if n not in group_of}
     fallback.sort(key=nodes.index)
@@ -359,7 +376,7 @@ def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: 
         dst.ops[m] = src.ops[m]
         if dst.kind == "row":
             dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
-    if dst.kind in ("matmul", "pool"):  # the dot / window stays first; merged ops run in its epilogue
+    if dst.kind in ("matmul", "pool", "conv"):  # the dot / window stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
     else:
         dst.members = sorted(dst.members + src.members, key=order.__getitem__)
@@ -379,6 +396,17 @@ def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | N
         if any(op.args.get("input") is x for op in g.ops.values()):
             return g
     return None
+
+
+def _mutates(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
+    if node.op == "call_method":
+        return str(node.target).endswith("_") and not str(node.target).startswith("__")
+    if node.op == "call_function":
+        name = getattr(node.target, "__name__", "")
+        return bool(node.kwargs.get("inplace")) or (name.endswith("_") and not name.startswith("__"))
+    if node.op == "call_module":
+        return bool(getattr(gm.get_submodule(str(node.target)), "inplace", False))
+    return False
 
 
 def _safe(analyse: Callable[..., Any], *args: Any) -> Any:

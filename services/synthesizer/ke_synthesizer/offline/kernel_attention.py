@@ -9,7 +9,6 @@ library call.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,7 +28,7 @@ _NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale
 def attention_op(node: torch.fx.Node) -> NormOp | None:
     if node.op != "call_function" or node.target is not F.scaled_dot_product_attention:
         return None
-    args = dict(zip(_NAMES, node.args))
+    args = dict(zip(_NAMES, node.args, strict=False))
     args.update(node.kwargs)
     q, k, v = args.get("query"), args.get("key"), args.get("value")
     shapes = [shape_of(t) for t in (q, k, v)]
@@ -44,8 +43,9 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
     if not isinstance(args.get("is_causal", False), bool):
         return None
     scale = args.get("scale")
-    if scale is not None and not isinstance(scale, (int, float)):
-        return None
+    if scale is not None and not isinstance(scale, (int, float)) and not (
+            isinstance(scale, torch.fx.Node) and shape_of(scale) is None):
+        return None  # a tensor scale: library call
     if any(dtype_of(t) not in (torch.float32, torch.float16, torch.bfloat16) for t in (q, k, v)):
         return None
     return NormOp("attention", {"input": q, "key": k, "value": v},
@@ -107,9 +107,12 @@ def {name}(
 '''
     launcher = f"launch_{name}"
     scale = extra["scale"]
-    scale_src = repr(float(scale)) if scale is not None else "1.0 / math.sqrt(d)"
+    if isinstance(scale, torch.fx.Node):
+        scale_src = "scale"  # computed at run time by the forward (e.g. 1 / sqrt(head_dim))
+    else:
+        scale_src = repr(float(scale)) if scale is not None else "1.0 / math.sqrt(d)"
     dt = dtype_of(outs[0]) or torch.float32
-    launch = f'''def {launcher}(q, k, v):
+    launch = f'''def {launcher}(q, k, v{", scale" if isinstance(scale, torch.fx.Node) else ""}):
     lead = list(q.shape[:-2])
     lq, d = q.shape[-2], q.shape[-1]
     lk, dv = k.shape[-2], v.shape[-1]
@@ -134,8 +137,8 @@ def {name}(
 def attention_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
     from .graph import group_outputs
 
-    a = group.ops[group.members[0]].args
-    return [a["input"], a["key"], a["value"]], group_outputs(plan, group)
+    op = group.ops[group.members[0]]
+    a = op.args
+    scale = [op.extra["scale"]] if isinstance(op.extra["scale"], torch.fx.Node) else []
+    return [a["input"], a["key"], a["value"], *scale], group_outputs(plan, group)
 
-
-__all__ = ["attention_op", "gen_attention", "attention_launch_args", "math"]

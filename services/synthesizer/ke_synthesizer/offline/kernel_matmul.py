@@ -106,11 +106,15 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     mm = group.members[0]
     info = group.info["matmul"]
     key = group.key
-    bm, bn, bk = (int(genome.get(f"{key}.{k}", d)) for k, d in (("BLOCK_M", "64"), ("BLOCK_N", "64"), ("BLOCK_K", "32")))
+    defaults = (("BLOCK_M", "64"), ("BLOCK_N", "64"), ("BLOCK_K", "32"))
+    bm, bn, bk = (int(genome.get(f"{key}.{k}", d)) for k, d in defaults)
     gm_ = int(genome.get(f"{key}.GROUP_M", "8"))
     warps = int(genome.get(f"{key}.num_warps", "4"))
     stages = int(genome.get(f"{key}.num_stages", "3"))
     precision = genome.get(f"{key}.precision", "ieee")
+    # split-K: SPLIT_K programs share one output tile, each summing a slice of K and
+    # adding it atomically; only offered when the epilogue is linear (bias / alpha)
+    split_k = int(genome.get(f"{key}.SPLIT_K", "1"))
 
     # epilogue operands: bias/addmm input and external operands of fused pointwise ops
     ext: list[Any] = []
@@ -136,6 +140,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     head = "acc" if info["alpha"] == 1.0 else f"acc * {info['alpha']!r}"
     if info["bias"] is not None:
         bias = val(info["bias"])
+        if split_k > 1:
+            bias = f"tl.where(sid == 0, {bias}, 0.0)"  # the bias is added by one split only
         head = f"{head} + {bias}" if info["beta"] == 1.0 else f"{head} + {info['beta']!r} * {bias}"
     epi.append(f"v_{mm.name} = {head}")
     for m in group.members[1:]:
@@ -164,11 +170,13 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "@triton.jit",
         f"def {name}(",
         f"    {', '.join(sig)},",
-        "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,",
+        "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,"
+        + (" SPLIT_K: tl.constexpr," if split_k > 1 else ""),
         "):",
         f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
         "    pid = tl.program_id(0)",
         "    bid = tl.program_id(1)",
+        *(["    sid = tl.program_id(2)  # which K slice this program sums"] if split_k > 1 else []),
         "    # grouped ordering: GROUP_M row-tiles advance together so B tiles are reused",
         "    num_pid_m = tl.cdiv(M, BLOCK_M)",
         "    num_pid_n = tl.cdiv(N, BLOCK_N)",
@@ -182,7 +190,9 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "    rk = tl.arange(0, BLOCK_K)",
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
-        "    for k0 in range(0, K, BLOCK_K):",
+        *(["    k_per = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",
+           "    for k0 in range(sid * k_per, tl.minimum(K, (sid + 1) * k_per), BLOCK_K):"] if split_k > 1 else
+          ["    for k0 in range(0, K, BLOCK_K):"]),
         "        kk = k0 + rk",
         "        a = tl.load(a_ptr + bid * a_sb + rm[:, None] * a_sm + kk[None, :] * a_sk,",
         "                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
@@ -195,7 +205,10 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     ]
     k_lines += ["    " + line for line in loads + epi]
     for j, m in enumerate(outs):
-        k_lines.append(f"    tl.store(out{j}_ptr + bid * M * N + rows * N + cols, v_{m.name}, mask=mask)")
+        if split_k > 1:
+            k_lines.append(f"    tl.atomic_add(out{j}_ptr + bid * M * N + rows * N + cols, v_{m.name}, mask=mask)")
+        else:
+            k_lines.append(f"    tl.store(out{j}_ptr + bid * M * N + rows * N + cols, v_{m.name}, mask=mask)")
     kernel = "\n".join(k_lines) + "\n"
 
     launcher = f"launch_{name}"
@@ -207,7 +220,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         ll.append(f"    e{i} = e{i}.expand(out_shape).reshape(bt, m, n)")
         call.append(f"e{i}")
     for j, o in enumerate(outs):
-        ll.append(f"    out{j} = torch.empty((bt, m, n), device=a.device, dtype={dtype_of(o) or torch.float32})")
+        alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
+        ll.append(f"    out{j} = {alloc}((bt, m, n), device=a.device, dtype={dtype_of(o) or torch.float32})")
         call.append(f"out{j}")
     call += ["m", "n", "k", "a3.stride(0) if bt > 1 else 0", "a3.stride(1)", "a3.stride(2)",
              "b3.stride(0) if bt > 1 else 0", "b3.stride(1)", "b3.stride(2)"]
@@ -215,9 +229,11 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     call += [f"s{i}" for i in range(len(scalars))]
     ll += [
         "    if bt * m * n > 0:",
-        f"        grid = (triton.cdiv(m, {bm}) * triton.cdiv(n, {bn}), bt)",
+        f"        grid = (triton.cdiv(m, {bm}) * triton.cdiv(n, {bn}), bt{', ' + str(split_k) if split_k > 1 else ''})",
         f"        {name}[grid]({', '.join(call)},",
-        f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={gm_}, num_warps={warps}, num_stages={stages})",
+        f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={gm_},"
+        + (f" SPLIT_K={split_k}," if split_k > 1 else "")
+        + f" num_warps={warps}, num_stages={stages})",
         f"    return {', '.join(f'out{j}.reshape(out_shape)' for j in range(len(outs)))}",
     ]
     return kernel, "\n".join(ll) + "\n", launcher

@@ -40,7 +40,7 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
     if node.op == "call_function" and node.target in _FUNCS:
         kind, nd = _FUNCS[node.target]  # type: ignore[index]
         names = _ARGS[kind]
-        args = dict(zip(names, node.args))
+        args = dict(zip(names, node.args, strict=False))
         args.update(node.kwargs)
     elif node.op == "call_module" and type(gm.get_submodule(str(node.target))) in _MODULES:
         mod = gm.get_submodule(str(node.target))

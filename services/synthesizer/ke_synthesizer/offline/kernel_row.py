@@ -19,8 +19,8 @@ import torch
 import torch.fx
 
 from .capture import dtype_of, shape_of
-from .graph import Group, Plan, group_outputs, node_inputs
-from .kernel_pointwise import TL_DTYPES, kernel_name, load_cast, operand_shape
+from .graph import Group, Plan, group_outputs
+from .kernel_pointwise import kernel_name, load_cast
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
 
@@ -32,7 +32,8 @@ def _prod_combine(a, b):
     return a * b
 '''
 
-_NEUTRAL = {"pick": "0.0", "cumsum": "0.0", "cumsum_rev": "0.0", "cumprod": "1.0", "cumprod_rev": "1.0", "sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
+_NEUTRAL = {"pick": "0.0", "cumsum": "0.0", "cumsum_rev": "0.0", "cumprod": "1.0", "cumprod_rev": "1.0",
+            "sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
             "argmax": 'float("-inf")', "argmin": 'float("inf")'}
 
 
@@ -83,7 +84,7 @@ class _RowBuilder:
                     extra["index"] = self.value(op.args["index"], "row")
                 self.micros += expand_composite(op, f"v_{m.name}", x, extra, self.new)
                 continue
-            expr = self.emitter.emit(op, lambda v: self.value(v, layout))
+            expr = self.emitter.emit(op, lambda v, lay=layout: self.value(v, lay))
             if expr is None:
                 raise ValueError(f"cannot emit {op.op}")
             known = {mi.name for mi in self.micros}
@@ -163,11 +164,52 @@ def _chunk_loop(b: _RowBuilder, roots: list[str], tail: list[str], head: list[st
     return lines
 
 
-def _looped_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:
+def online_pairs(micros: list[Micro]) -> dict[str, Micro]:
+    """max m over x followed by sum s of exp(x - m): {m.name: s}. Such pairs can be
+    computed in one pass with a running max that rescales the running sum."""
+    by_name = {mi.name: mi for mi in micros}
+    pairs: dict[str, Micro] = {}
+    for s in micros:
+        if s.reduce != "sum":
+            continue
+        e = by_name.get(s.src)
+        if e is None or e.layout != "full" or e.reduce or len(e.deps) != 2:
+            continue
+        x, m = e.deps
+        mm = by_name.get(m)
+        if mm is not None and mm.reduce == "max" and mm.src == x and e.expr == f"tl.exp({x} - {m})":
+            pairs[m] = s
+    return pairs
+
+
+def _online_pass(b: _RowBuilder, m: Micro, s: Micro) -> list[str]:
+    am, as_ = f"acc_{m.name}", f"acc_{s.name}"
+    head = [f"{am} = tl.full([BLOCK_M, BLOCK_N], float(\"-inf\"), tl.float32)",
+            f"{as_} = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)"]
+    tail = [f"xv = tl.where(mask, {m.src}, float(\"-inf\"))",
+            f"m_new = tl.maximum({am}, xv)",
+            "m_ref = tl.where(m_new == float(\"-inf\"), 0.0, m_new)  # lanes with nothing seen yet",
+            f"{as_} = {as_} * tl.exp({am} - m_ref) + tl.exp(xv - m_ref)",
+            f"{am} = m_new"]
+    final = [f"{m.name} = tl.max({am}, axis=1)[:, None]",
+             f"m_row = tl.where({m.name} == float(\"-inf\"), 0.0, {m.name})",
+             f"{s.name} = tl.sum({as_} * tl.exp({am} - m_row), axis=1)[:, None]"]
+    return ["# online max + sum of exp: one pass, the running sum is rescaled as the max grows"] + \
+        _chunk_loop(b, [m.src], tail, head) + final
+
+
+def _looped_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]], online: bool = False) -> list[str]:
     lines: list[str] = []
+    pairs = online_pairs(b.micros) if online else {}
+    fused_sums = {s.name for s in pairs.values()}
     for mi in b.micros:
         if mi.layout == "full":
             continue  # recomputed inside each pass that needs it
+        if mi.name in fused_sums:
+            continue  # computed by the online pass of its max
+        if mi.name in pairs:
+            lines += _online_pass(b, mi, pairs[mi.name])
+            continue
         if not mi.reduce:
             lines += _micro_line(b, mi)
             continue
@@ -181,7 +223,8 @@ def _looped_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[
             cmp = ">" if mi.reduce == "argmax" else "<"
             head.append(f"{acc}_i = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)")
             tail = [f"cand = {masked}", f"better = cand {cmp} {acc}",
-                    f"{acc}_i = tl.where(better, cols + 0 * {acc}_i, {acc}_i)", f"{acc} = tl.where(better, cand, {acc})"]
+                    f"{acc}_i = tl.where(better, cols + 0 * {acc}_i, {acc}_i)",
+                    f"{acc} = tl.where(better, cand, {acc})"]
             fin = "max" if mi.reduce == "argmax" else "min"
             final = [f"best = tl.{fin}({acc}, axis=1)[:, None]",
                      f"{mi.name} = tl.min(tl.where({acc} == best, {acc}_i, 2147483647), axis=1)[:, None]"]
@@ -218,15 +261,16 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         sig += [f"in{i}_sm", f"in{i}_sn"] if layout == "full" else [f"in{i}_sm"]
     sig += [f"s{i}" for i in range(len(b.scalars))]
     fused = " -> ".join(group.ops[m].op for m in group.members)
-    how = ("whole rows in registers, one read of the input" if strategy == "single"
-           else "rows walked in BLOCK_N chunks, one pass per reduction")
+    how = {"single": "whole rows in registers, one read of the input",
+           "looped": "rows walked in BLOCK_N chunks, one pass per reduction",
+           "online": "rows walked in BLOCK_N chunks, max and exp-sum in one online pass"}[strategy]
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},",
              "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,", "):",
              f"    # Fuses {fused} over dims {list(rinfo.dims)} ({how}).",
              "    pid = tl.program_id(0)",
              "    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]",
              "    rmask = rows < M"]
-    body = _single_body(b, outs) if strategy == "single" else _looped_body(b, outs)
+    body = _single_body(b, outs) if strategy == "single" else _looped_body(b, outs, online=strategy == "online")
     lines += ["    " + line for line in body]
     kernel = "\n".join(lines) + "\n"
     if "_prod_combine" in emitter.helpers:
@@ -278,7 +322,7 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     ll.append("        grid = (triton.cdiv(m, block_m),)")
     ll.append(f"        {name}[grid]({', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n, num_warps={warps})")
     rets = []
-    for j, (m, layout) in enumerate(outs):
+    for j, (_m, layout) in enumerate(outs):
         if layout == "full":
             if identity:
                 rets.append(f"out{j}.reshape(full)")

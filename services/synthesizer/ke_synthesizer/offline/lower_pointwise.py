@@ -9,7 +9,8 @@ within fp32 rounding.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .ops import NormOp
 
@@ -60,6 +61,8 @@ class PointwiseEmitter:
         x = val(a["input"]) if "input" in a and name != "where" else ""
         if name == "identity":
             return x
+        if name == "masked_fill":
+            return f"tl.where({val(a['mask'])}, {val(a['value'])}, {x})"
         if name == "zeros_like":
             return f"tl.zeros_like({x})"
         if name == "ones_like":

@@ -8,8 +8,9 @@ library call (a fallback node) in the candidate.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx
@@ -39,6 +40,7 @@ SIGNATURES: dict[str, list[tuple[str, Any]]] = {
     "hardshrink": [("input", _REQ), ("lambd", 0.5)],
     "threshold": [("input", _REQ), ("threshold", _REQ), ("value", _REQ)],
     "zeros_like": [("input", _REQ)],
+    "masked_fill": [("input", _REQ), ("mask", _REQ), ("value", _REQ)],
     "ones_like": [("input", _REQ)],
     "full_like": [("input", _REQ), ("fill_value", _REQ)],
     # scans (reverse=True only arises from flip -> scan -> flip, see graph._scan_overrides)
@@ -82,7 +84,7 @@ POINTWISE_UNARY = {n for n, sig in SIGNATURES.items() if len(sig) >= 1 and n in 
     "abs", "exp", "log", "sqrt", "rsqrt", "neg", "reciprocal", "sin", "cos", "square", "erf", "sign",
     "logsigmoid", "tanhshrink", "log1p", "expm1", "identity", "exp2", "log2", "floor", "ceil",
     "leaky_relu", "gelu", "softplus", "elu", "celu", "hardtanh", "softshrink", "hardshrink", "threshold",
-    "zeros_like", "ones_like", "full_like",
+    "zeros_like", "ones_like", "full_like", "masked_fill",
 )}
 POINTWISE = POINTWISE_UNARY | {
     "add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "where", "clamp", "clamp_min",
@@ -119,7 +121,8 @@ _FUNCTION_ALIASES: dict[Callable[..., Any], str] = {
     torch.log2: "log2", torch.floor: "floor", torch.ceil: "ceil", torch.selu: "selu", torch.celu: "celu",
     torch.relu_: "relu_", torch.sigmoid_: "sigmoid_", torch.tanh_: "tanh_",
     torch.special.expit: "sigmoid", torch.special.erf: "erf",
-    torch.zeros_like: "zeros_like", torch.ones_like: "ones_like", torch.full_like: "full_like",
+    torch.masked_fill: "masked_fill", torch.zeros_like: "zeros_like", torch.ones_like: "ones_like",
+    torch.full_like: "full_like",
     torch.cumsum: "cumsum", torch.cumprod: "cumprod", torch.gather: "gather",
     F.relu: "relu", F.relu6: "relu6", F.leaky_relu: "leaky_relu", F.gelu: "gelu", F.silu: "silu",
     F.sigmoid: "sigmoid", F.tanh: "tanh", F.softplus: "softplus", F.elu: "elu", F.selu: "selu",
@@ -149,7 +152,7 @@ _METHOD_ALIASES: dict[str, str] = {
     "argmin": "argmin", "logsumexp": "logsumexp", "var": "var", "std": "std", "norm": "norm",
     "softmax": "softmax", "log_softmax": "log_softmax", "max": "max", "min": "min",
     "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "cumsum": "cumsum", "cumprod": "cumprod",
-    "gather": "gather",
+    "gather": "gather", "masked_fill": "masked_fill",
 }
 # in-place method spellings: x.relu_(), x.add_(y), ...
 for _name in list(_METHOD_ALIASES):
@@ -223,7 +226,7 @@ def _bind(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, A
     names = [n for n, _ in sig]
     if len(args) > len(names):
         return None
-    for name, value in zip(names, args):
+    for name, value in zip(names, args, strict=False):
         bound[name] = value
     for k, v in kwargs.items():
         if k in ("inplace", "out", "dtype", "reverse") and k not in names:
@@ -257,6 +260,13 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
         name = _METHOD_ALIASES.get(str(node.target))
         inplace_kw = False
     else:
+        return None
+    if name is None and node.op == "call_function" and node.target in (F.dropout, torch.dropout):
+        # dropout draws random numbers unless it cannot drop anything
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+        training = node.args[2] if len(node.args) > 2 else node.kwargs.get("training", True)
+        if p == 0 or training is False:
+            return NormOp("identity", {"input": node.args[0] if node.args else node.kwargs.get("input")})
         return None
     if name is None:
         return None

@@ -30,13 +30,21 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "num_warps": ("4", "8", "2"),
         "num_stages": ("2", "1", "3"),
     },
+    "conv": {
+        "BLOCK_M": ("64", "32", "128"),
+        "BLOCK_N": ("32", "16", "64"),
+        "BLOCK_K": ("32", "16", "64"),
+        "num_warps": ("4", "2", "8"),
+        "num_stages": ("2", "3"),
+    },
     "pool": {
         "BLOCK_SIZE": ("1024", "256", "512", "2048"),
         "num_warps": ("4", "1", "2", "8"),
     },
     "row": {
-        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction
-        "strategy": ("single", "looped"),
+        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction;
+        # online: looped with max + sum(exp(x - max)) fused into one pass (softmax family)
+        "strategy": ("single", "looped", "online"),
         "BLOCK_M": ("4", "1", "2", "8", "16"),
         "BLOCK_N": ("1024", "256", "512", "2048"),
         "num_warps": ("4", "1", "2", "8"),
@@ -50,6 +58,8 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "num_stages": ("3", "2", "4"),
         # fp32 dot precision; tf32 only when the spec opts in (see graph.spec_allows_tf32)
         "precision": ("ieee", "tf32"),
+        # K split across programs with atomic adds (linear epilogues only)
+        "SPLIT_K": ("1", "2", "4"),
     },
 }
 
@@ -75,7 +85,24 @@ def default_strategy(group: Group) -> str:
         return allowed[0]
     rinfo = group.info["row"]
     n = math.prod(rinfo.full[d] for d in rinfo.dims)
-    return "single" if n <= SINGLE_PASS_MAX_N else "looped"
+    if n <= SINGLE_PASS_MAX_N:
+        return "single"
+    return "online" if group.info.get("online") else "looped"
+
+
+def _mark_online(plan: Plan, group: Group) -> None:
+    """Record whether the row group has a max / sum-of-exp pair (softmax family)."""
+    if "online" in group.info:
+        return
+    from .kernel_row import _RowBuilder, online_pairs
+    from .lower_pointwise import PointwiseEmitter
+
+    try:
+        builder = _RowBuilder(plan, group, PointwiseEmitter())
+        builder.build()
+        group.info["online"] = bool(online_pairs(builder.micros))
+    except (ValueError, KeyError):  # the generator will demote this group anyway
+        group.info["online"] = False
 
 
 def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
@@ -83,12 +110,21 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
     genome (BLOCK_N of a single-pass row kernel) are left out."""
     genome = genome or {}
     out = [Knob(k, k, "", v) for k, v in GLOBAL_KNOBS.items()]
+    if plan.spec.rewrites.get("attention"):
+        # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
+        out.append(Knob("attention", "attention", "", ("flash", "unfused")))
     for g in plan.groups:
+        if g.kind == "row":
+            _mark_online(plan, g)
         for name, choices in GROUP_KNOBS.get(g.kind, {}).items():
             choices = tuple(_filter(g.kind, name, choices, g.info))
             if g.kind == "row" and name == "strategy":
                 d = default_strategy(g)
                 choices = (d,) + tuple(c for c in choices if c != d)
+            if g.kind == "matmul" and name == "SPLIT_K" and len(g.members) > 1:
+                continue  # a non-linear epilogue cannot be applied to partial sums
+            if g.kind == "row" and name == "strategy" and not g.info.get("online"):
+                choices = tuple(c for c in choices if c != "online")
             if g.kind == "row" and name == "BLOCK_N":
                 strategy = genome.get(f"{g.key}.strategy", default_strategy(g))
                 if strategy == "single":

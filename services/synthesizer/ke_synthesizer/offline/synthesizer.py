@@ -22,9 +22,10 @@ from ..api import Proposal, ProposalRequest, Transformation
 from .capture import CapturedSpec, capture, dtype_of
 from .codegen import assemble
 from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan, group_outputs
-from .kernel_pointwise import gen_pointwise, launcher_args
-from .kernel_matmul import gen_matmul, matmul_launch_args
 from .kernel_attention import attention_launch_args, gen_attention
+from .kernel_conv import conv_launch_args, gen_conv
+from .kernel_matmul import gen_matmul, matmul_launch_args
+from .kernel_pointwise import gen_pointwise, launcher_args
 from .kernel_pool import gen_pool, pool_launch_args
 from .kernel_row import gen_row, row_launch_args
 from .space import Knob, complete_genome, knobs
@@ -32,9 +33,10 @@ from .space import Knob, complete_genome, knobs
 log = logging.getLogger(__name__)
 
 _GENERATORS: dict[str, Any] = {"pointwise": gen_pointwise, "row": gen_row, "matmul": gen_matmul, "pool": gen_pool,
-                                "attention": gen_attention}
+                                "attention": gen_attention, "conv": gen_conv}
 _LAUNCH_ARGS: dict[str, Any] = {"pointwise": launcher_args, "row": row_launch_args, "matmul": matmul_launch_args,
-                                "pool": pool_launch_args, "attention": attention_launch_args}
+                                "pool": pool_launch_args, "attention": attention_launch_args,
+                                "conv": conv_launch_args}
 
 
 class OfflineSynthesizer:
@@ -43,16 +45,19 @@ class OfflineSynthesizer:
     name = "offline"
 
     def __init__(self, cache_size: int = 32) -> None:
-        self._cache: OrderedDict[tuple[str, str], CapturedSpec] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, str], CapturedSpec] = OrderedDict()
         self._cache_size = cache_size
 
     # ---- front end -------------------------------------------------------------
-    def _capture(self, source: str, name: str) -> CapturedSpec:
-        key = (hashlib.sha256(source.encode()).hexdigest(), name)
+    def _capture(self, source: str, name: str, genome: dict[str, str] | None = None) -> CapturedSpec:
+        """The captured graph for a genome: the ``attention`` knob picks whether plain-op
+        attention chains are rewritten into one flash-attention call."""
+        attention = (genome or {}).get("attention", "flash")
+        key = (hashlib.sha256(source.encode()).hexdigest(), name, attention)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        spec = capture(source, name)
+        spec = capture(source, name, attention=attention)
         self._cache[key] = spec
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
@@ -60,6 +65,7 @@ class OfflineSynthesizer:
 
     # ---- lowering --------------------------------------------------------------
     def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str]) -> Plan:
+        spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = build_plan(spec, genome, forced_fallback=forced)
             bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
@@ -87,7 +93,8 @@ class OfflineSynthesizer:
             return src, full, tuple(n.name for n in plan.fallback)
         raise SynthesisError(f"{spec.name}: lowering did not converge")
 
-    def space(self, spec_source: str, spec_name: str = "spec", genome: dict[str, str] | None = None) -> list[tuple[str, list[str]]]:
+    def space(self, spec_source: str, spec_name: str = "spec",
+              genome: dict[str, str] | None = None) -> list[tuple[str, list[str]]]:
         """The transformation space at a genome (default genome when None): one entry per
         knob, (genome key, choices). Group keys depend on the fusion choice."""
         spec = self._capture(spec_source, spec_name)
@@ -105,7 +112,8 @@ class OfflineSynthesizer:
             return self._seeds(spec, request, count, rng)
         return self._children(spec, request, count, rng)
 
-    def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation, desc: str) -> tuple[Proposal, dict[str, str]]:
+    def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation,
+                  desc: str) -> tuple[Proposal, dict[str, str]]:
         src, full, fb = self.lower(spec, genome)
         return Proposal(source=src, transformation=t, genome=full, fallback_nodes=fb, description=desc), full
 

@@ -1,0 +1,146 @@
+"""Evaluator throughput on a GPU: our Judge (warm sandboxed workers, strict protocol)
+against a process-per-candidate harness (bench/baseline_harness.py), on the same
+candidates. Also times a few candidates twice to show the spread of our timings.
+
+    python bench/eval_throughput.py --out DIR [--specs a,b,c] [--per-spec N]
+
+Writes DIR/eval_throughput.json and prints a short table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, fingerprint, gpu_variant, write_json
+
+DEFAULT_SPECS = ("relu_scale_add", "gelu_tanh_chain", "softmax_rows", "layernorm", "row_sum", "rmsnorm",
+                 "linear_bias_relu", "silu_clamp_mul")
+
+MUTANT = """
+
+# --- benchmark mutant: shifts the output, so every harness must call it incorrect ---
+_bench_forward = ModelNew.forward
+
+
+def _bench_shifted_forward(self, *args):
+    return _bench_forward(self, *args) + 0.5
+
+
+ModelNew.forward = _bench_shifted_forward
+"""
+
+
+def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
+    from ke_synthesizer.api import ParentInfo, ProposalRequest
+    from ke_synthesizer.offline import OfflineSynthesizer
+
+    synth = OfflineSynthesizer()
+    out = []
+    for name in names:
+        source = gpu_variant((ROOT / "examples" / "ops" / f"{name}.py").read_text())
+        seeds = synth.propose(ProposalRequest(spec_source=source, spec_name=name, count=max(1, per_spec // 2),
+                                              hardware_kind="nvidia"))
+        props = list(seeds)
+        if seeds:
+            p = seeds[0]
+            parent = ParentInfo(candidate_id="seed", source=p.source, transformation=p.transformation,
+                                genome=dict(p.genome))
+            props += synth.propose(ProposalRequest(spec_source=source, spec_name=name, parent=parent,
+                                                   count=per_spec - len(seeds), hardware_kind="nvidia"))
+        for i, p in enumerate(props[:per_spec]):
+            out.append({"spec": name, "spec_source": source, "id": f"{name}-{i}", "source": p.source})
+        if props:
+            out.append({"spec": name, "spec_source": source, "id": f"{name}-mutant", "source": props[0].source + MUTANT})
+    return out
+
+
+def run_ours(cands: list[dict[str, str]]) -> tuple[float, dict[str, dict]]:
+    from ke_evaluator.judge import EvalOptions, Judge
+
+    results = {}
+    t0 = time.perf_counter()
+    with Judge(EvalOptions(device="cuda")) as judge:
+        for c in cands:
+            v = judge.evaluate(c["spec_source"], c["source"], c["id"])
+            results[c["id"]] = {"status": v.status, "reason": v.reason[:200], "speedup": v.speedup,
+                                "candidate_ms": v.candidate_timing.median_ms if v.candidate_timing else None,
+                                "ci": [v.candidate_timing.ci_low_ms, v.candidate_timing.ci_high_ms]
+                                if v.candidate_timing else None,
+                                "trials": v.candidate_timing.trials if v.candidate_timing else 0}
+    return time.perf_counter() - t0, results
+
+
+def run_baseline(cands: list[dict[str, str]], workdir: Path) -> tuple[float, dict[str, dict]]:
+    import json
+
+    results = {}
+    t0 = time.perf_counter()
+    for c in cands:
+        spec_file = workdir / f"{c['id']}_spec.py"
+        cand_file = workdir / f"{c['id']}_cand.py"
+        spec_file.write_text(c["spec_source"])
+        cand_file.write_text(c["source"])
+        proc = subprocess.run([sys.executable, str(Path(__file__).parent / "baseline_harness.py"), str(spec_file),
+                               str(cand_file)], capture_output=True, text=True, timeout=600)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        results[c["id"]] = json.loads(lines[-1]) if lines else {"status": "crashed", "reason": proc.stderr[-300:]}
+    return time.perf_counter() - t0, results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results")))
+    ap.add_argument("--specs", default=",".join(DEFAULT_SPECS))
+    ap.add_argument("--per-spec", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=5, help="correct candidates timed twice, in fresh workers")
+    args = ap.parse_args()
+    names = [s for s in args.specs.split(",") if s]
+    cands = make_candidates(names, args.per_spec)
+    ours_s, ours = run_ours(cands)
+    with tempfile.TemporaryDirectory() as tmp:
+        base_s, base = run_baseline(cands, Path(tmp))
+    agree, stricter, disagree = 0, [], []
+    for c in cands:
+        a, b = ours[c["id"]]["status"] == "correct", base[c["id"]]["status"] == "correct"
+        if a == b:
+            agree += 1
+        elif b and not a:
+            stricter.append({"id": c["id"], "ours": ours[c["id"]]["status"], "reason": ours[c["id"]]["reason"]})
+        else:
+            disagree.append({"id": c["id"], "ours": ours[c["id"]], "baseline": base[c["id"]]})
+    # Timing spread: the same candidate judged again (fresh Judge, fresh workers).
+    correct = [c for c in cands if ours[c["id"]]["status"] == "correct"][: args.repeat]
+    _, again = run_ours(correct)
+    spread = [{"id": c["id"], "first_ms": ours[c["id"]]["candidate_ms"], "second_ms": again[c["id"]]["candidate_ms"],
+               "diff_pct": 100 * abs(again[c["id"]]["candidate_ms"] - ours[c["id"]]["candidate_ms"])
+               / ours[c["id"]]["candidate_ms"]} for c in correct if again[c["id"]]["candidate_ms"]]
+    n = len(cands)
+    summary = {
+        "date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "candidates": n, "specs": names,
+        "ours_seconds": ours_s, "baseline_seconds": base_s,
+        "ours_per_gpu_minute": 60 * n / ours_s, "baseline_per_gpu_minute": 60 * n / base_s,
+        "throughput_ratio": base_s / ours_s, "verdict_agreement": agree,
+        "ours_stricter": stricter, "disagreements": disagree, "timing_spread": spread,
+        "ours": ours, "baseline": base,
+    }
+    write_json(args.out / "eval_throughput.json", summary)
+    print(f"device {summary['fingerprint'].get('gpu')}  torch {summary['fingerprint']['torch']}  "
+          f"triton {summary['fingerprint']['triton']}")
+    print(f"candidates {n}: ours {ours_s:.1f}s ({summary['ours_per_gpu_minute']:.1f}/min)  "
+          f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  ratio {summary['throughput_ratio']:.2f}x")
+    print(f"correct/not-correct agreement {agree}/{n}; ours stricter on {len(stricter)}; other disagreements "
+          f"{len(disagree)}")
+    for s in stricter + disagree:
+        print("  ", s)
+    for s in spread:
+        print(f"  spread {s['id']}: {s['first_ms']:.4f} vs {s['second_ms']:.4f} ms ({s['diff_pct']:.1f}%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Offline-synthesizer benchmark on a GPU: per spec, the greedy search with a budget of
+candidates (synthesizer + judge, the same strategy as the search service), then the best
+candidate re-timed side by side with eager PyTorch and torch.compile (default mode).
+
+    python bench/search_bench.py --out DIR [--budget 64] [--specs a,b|all] [--shard K/N]
+
+Writes DIR/search_<shard>.json and prints a short table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from common import ROOT, fingerprint, gpu_variant, load_module, write_json
+
+
+def copy_bandwidth_gbps() -> float:
+    """Measured device-to-device copy bandwidth (bytes read + written), the memory roofline."""
+    import torch
+    import triton.testing
+
+    x = torch.randn(256 * 2**20, device="cuda")  # 1 GiB
+    y = torch.empty_like(x)
+    ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=50, rep=300, return_mode="median")
+    return 2 * x.numel() * 4 / (ms * 1e-3) / 1e9
+
+
+def tensor_bytes(objs: Any) -> int:
+    import torch
+
+    if isinstance(objs, torch.Tensor):
+        return objs.numel() * objs.element_size()
+    if isinstance(objs, (list, tuple)):
+        return sum(tensor_bytes(o) for o in objs)
+    return 0
+
+
+def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
+    """Best vs eager vs torch.compile in one process, same inputs, do_bench (L2 flushed per rep)."""
+    import torch
+    import triton.testing
+
+    spec = load_module("bench_spec", spec_source)
+    cand = load_module("bench_cand", cand_source)
+    init = spec.get_init_inputs()
+    torch.manual_seed(1234)
+    ref = spec.Model(*init).cuda()
+    torch.manual_seed(1234)
+    new = cand.ModelNew(*init).cuda()
+    if set(new.state_dict()) == set(ref.state_dict()):
+        new.load_state_dict(ref.state_dict())
+    torch.manual_seed(7)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in spec.get_inputs()]
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        expected = ref(*inputs)
+        got = new(*inputs)
+        err = (got.double() - expected.double()).abs().max().item() if isinstance(got, torch.Tensor) else math.nan
+        out["final_max_abs_error"] = err
+        out["eager_ms"] = triton.testing.do_bench(lambda: ref(*inputs), warmup=25, rep=200, return_mode="median")
+        out["best_ms"] = triton.testing.do_bench(lambda: new(*inputs), warmup=25, rep=200, return_mode="median")
+        t0 = time.perf_counter()
+        try:
+            compiled = torch.compile(ref)
+            compiled(*inputs)
+            out["compile_s"] = time.perf_counter() - t0
+            out["compile_ms"] = triton.testing.do_bench(lambda: compiled(*inputs), warmup=25, rep=200,
+                                                        return_mode="median")
+        except Exception as exc:  # a compile failure is data, not the end of the benchmark
+            out["compile_error"] = repr(exc)[:300]
+        out["bytes"] = tensor_bytes(inputs) + tensor_bytes(expected) + sum(
+            p.numel() * p.element_size() for p in ref.parameters())
+    torch._dynamo.reset()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results")))
+    ap.add_argument("--budget", type=int, default=64)
+    ap.add_argument("--specs", default="all")
+    ap.add_argument("--shard", default="1/1")
+    ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
+    args = ap.parse_args()
+    from ke_evaluator.judge import EvalOptions, Judge
+    from ke_search.local import run_local_search
+    from ke_synthesizer.offline import OfflineSynthesizer
+
+    all_specs = sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py"))
+    names = all_specs if args.specs == "all" else [s for s in args.specs.split(",") if s]
+    k, n = (int(x) for x in args.shard.split("/"))
+    names = names[k - 1 :: n]
+    started = time.perf_counter()
+    bw = copy_bandwidth_gbps()
+    rows = []
+    synth = OfflineSynthesizer()
+    with Judge(EvalOptions(device="cuda")) as judge:
+        for name in names:
+            if time.perf_counter() - started > args.time_limit_s:
+                rows.append({"spec": name, "skipped": "time limit of this run"})
+                continue
+            source = gpu_variant((ROOT / "examples" / "ops" / f"{name}.py").read_text())
+            row: dict[str, Any] = {"spec": name}
+            try:
+                check = judge.validate_spec(source, name)
+                if not check.ok:
+                    row["spec_error"] = check.reason
+                    rows.append(row)
+                    continue
+                res = run_local_search(source, name, synth, judge, args.budget)
+                statuses: dict[str, int] = {}
+                for c in res.candidates:
+                    statuses[c.verdict.status] = statuses.get(c.verdict.status, 0) + 1
+                row.update(evaluated=len(res.candidates), search_s=res.seconds, statuses=statuses)
+                best = res.best
+                if best is not None:
+                    row.update(best_id=best.node.node_id, best_transformation=best.proposal.transformation.name,
+                               best_genome=best.proposal.genome, judge_speedup=best.verdict.speedup,
+                               fallback_nodes=list(best.proposal.fallback_nodes))
+                    row.update(final_timing(source, best.proposal.source))
+                    row["speedup_vs_eager"] = row["eager_ms"] / row["best_ms"]
+                    if "compile_ms" in row:
+                        row["speedup_vs_compile"] = row["compile_ms"] / row["best_ms"]
+                    row["achieved_gbps"] = row["bytes"] / (row["best_ms"] * 1e-3) / 1e9
+                    row["fraction_of_copy_bw"] = row["achieved_gbps"] / bw
+            except Exception:
+                row["bench_error"] = traceback.format_exc()[-800:]
+            rows.append(row)
+            print(_line(row), flush=True)
+    result = {"date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "budget": args.budget,
+              "copy_bandwidth_gbps": bw, "shard": args.shard, "rows": rows}
+    write_json(args.out / f"search_{k}of{n}.json", result)
+    print(f"copy bandwidth {bw:.0f} GB/s; {result['fingerprint']}")
+
+
+def _line(r: dict[str, Any]) -> str:
+    if "speedup_vs_eager" not in r:
+        return f"{r['spec']:<28} no correct candidate  {r.get('statuses') or r.get('spec_error') or r.get('bench_error', '')[-200:]}"
+    comp = f"{r['speedup_vs_compile']:.2f}x" if "speedup_vs_compile" in r else "n/a"
+    return (f"{r['spec']:<28} eager {r['eager_ms']:.4f}ms best {r['best_ms']:.4f}ms  "
+            f"vs eager {r['speedup_vs_eager']:.2f}x  vs compile {comp}  {r['fraction_of_copy_bw']*100:.0f}% bw")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""Convolution (1-D / 2-D, groups=1) as an implicit GEMM: output pixels are the rows
+(M = N * OH * OW), output channels the columns, and the reduction runs over
+Cin * KH * KW, gathering input patches on the fly (no im2col buffer). The bias and
+following pointwise ops of the output's shape run as an epilogue on the accumulator.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .capture import dtype_of, shape_of
+from .lower_pointwise import PointwiseEmitter, literal
+from .ops import NormOp
+
+if TYPE_CHECKING:
+    from .graph import Group, Plan
+
+_FUNCS = {F.conv1d: 1, F.conv2d: 2}
+_MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
+
+
+def _tuple(v: Any, nd: int) -> tuple[int, ...] | None:
+    if isinstance(v, int):
+        return (v,) * nd
+    if isinstance(v, (list, tuple)) and len(v) == nd and all(isinstance(i, int) for i in v):
+        return tuple(v)
+    return None
+
+
+def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
+    if node.op == "call_function" and node.target in _FUNCS:
+        nd = _FUNCS[node.target]  # type: ignore[index]
+        names = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
+        a = dict(zip(names, node.args, strict=False))
+        a.update(node.kwargs)
+    elif node.op == "call_module" and type(gm.get_submodule(str(node.target))) in _MODULES:
+        mod = gm.get_submodule(str(node.target))
+        nd = _MODULES[type(mod)]
+        if mod.padding_mode != "zeros" or len(node.args) != 1:
+            return None
+        t = str(node.target)
+        a = {"input": node.args[0], "weight": f"@{t}.weight", "bias": f"@{t}.bias" if mod.bias is not None else None,
+             "stride": mod.stride, "padding": mod.padding, "dilation": mod.dilation, "groups": mod.groups}
+    else:
+        return None
+    x = a.get("input")
+    xs = shape_of(x)
+    if xs is None or len(xs) != nd + 2 or dtype_of(x) != torch.float32 or a.get("groups", 1) != 1:
+        return None
+    pad = a.get("padding", 0)
+    if pad == "valid":
+        pad = 0
+    s, p, d = _tuple(a.get("stride", 1), nd), _tuple(pad, nd), _tuple(a.get("dilation", 1), nd)
+    if s is None or p is None or d is None:
+        return None
+    if nd == 1:
+        s, p, d = (1,) + s, (0,) + p, (1,) + d
+    return NormOp("conv", {"input": x, "weight": a["weight"], "bias": a.get("bias")},
+                  extra={"nd": nd, "s": s, "p": p, "d": d})
+
+
+def _operands(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    from .graph import node_inputs
+
+    ext: list[Any] = []
+    scalars: list[torch.fx.Node] = []
+    for m in group.members[1:]:
+        for v in node_inputs(group.ops[m]):
+            if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+                continue
+            if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+                if v not in ext:
+                    ext.append(v)
+            elif isinstance(v, torch.fx.Node) and v not in scalars:
+                scalars.append(v)
+    return ext, scalars
+
+
+def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
+    from .graph import group_outputs
+    from .kernel_pointwise import kernel_name, load_cast
+
+    conv = group.members[0]
+    op = group.ops[conv]
+    e = op.extra
+    (sh, sw), (ph, pw), (dh, dw) = e["s"], e["p"], e["d"]
+    key = group.key
+    bm, bn, bk = (int(genome.get(f"{key}.{k}", dflt)) for k, dflt in (("BLOCK_M", "64"), ("BLOCK_N", "32"),
+                                                                      ("BLOCK_K", "32")))
+    warps = int(genome.get(f"{key}.num_warps", "4"))
+    stages = int(genome.get(f"{key}.num_stages", "2"))
+    ext, scalars = _operands(plan, group)
+    outs = group_outputs(plan, group)
+    has_bias = op.args.get("bias") is not None
+    name = kernel_name(group, "conv")
+
+    def val(v: Any) -> str:
+        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+            return f"v_{v.name}"
+        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            return f"e{ext.index(v)}"
+        if isinstance(v, torch.fx.Node):
+            return f"s{scalars.index(v)}"
+        lit = literal(v)
+        if lit is None:
+            raise ValueError(f"unsupported operand {v!r}")
+        return lit
+
+    sig = ["x_ptr", "w_ptr"] + (["bias_ptr"] if has_bias else []) + [f"e{i}_ptr" for i in range(len(ext))]
+    sig += [f"out{j}_ptr" for j in range(len(outs))]
+    sig += ["NB", "CIN", "H", "W", "COUT", "KH", "KW", "OH", "OW"] + [f"s{i}" for i in range(len(scalars))]
+    fused = " -> ".join("conv" if m is conv else group.ops[m].op for m in group.members)
+    lines = [
+        "@triton.jit", f"def {name}(", f"    {', '.join(sig)},",
+        "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,", "):",
+        f"    # Fuses {fused}: implicit GEMM, rows = output pixels, columns = output channels,",
+        f"    # reduction over (cin, kh, kw) with stride {sh}x{sw}, padding {ph}x{pw}, dilation {dh}x{dw}.",
+        "    pid_m = tl.program_id(0)",
+        "    pid_n = tl.program_id(1)",
+        "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "    M = NB * OH * OW",
+        "    K = CIN * KH * KW",
+        "    n_idx = rm // (OH * OW)",
+        "    oh = (rm // OW) % OH",
+        "    ow = rm % OW",
+        "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        "    for k0 in range(0, K, BLOCK_K):",
+        "        rk = k0 + tl.arange(0, BLOCK_K)",
+        "        ci = rk // (KH * KW)",
+        "        kh = (rk // KW) % KH",
+        "        kw = rk % KW",
+        f"        ih = oh[:, None] * {sh} - {ph} + kh[None, :] * {dh}",
+        f"        iw = ow[:, None] * {sw} - {pw} + kw[None, :] * {dw}",
+        "        a_mask = (rm[:, None] < M) & (rk[None, :] < K) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)",
+        "        a = tl.load(x_ptr + ((n_idx[:, None] * CIN + ci[None, :]) * H + ih) * W + iw, mask=a_mask, other=0.0)",
+        "        b = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rk[:, None] < K) & (rn[None, :] < COUT),",
+        "                    other=0.0)",
+        '        acc += tl.dot(a, b, input_precision="ieee")',
+        "    rows = rm[:, None]",
+        "    cols = rn[None, :]",
+        "    mask = (rows < M) & (cols < COUT)",
+        "    # NCHW offset of (pixel, channel)",
+        "    out_off = (n_idx[:, None] * COUT + cols) * (OH * OW) + (oh[:, None] * OW + ow[:, None])",
+    ]
+    head = "acc"
+    if has_bias:
+        lines.append("    bias = tl.load(bias_ptr + cols, mask=cols < COUT, other=0.0)")
+        head = "acc + bias"
+    lines.append(f"    v_{conv.name} = {head}")
+    for i, v in enumerate(ext):
+        dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
+        lines.append(f"    e{i} = tl.load(e{i}_ptr + out_off, mask=mask, other=0){load_cast(dt)}")
+    for m in group.members[1:]:
+        expr = emitter.emit(group.ops[m], val)
+        if expr is None:
+            raise ValueError(f"cannot emit {group.ops[m].op}")
+        lines.append(f"    v_{m.name} = {expr}")
+    for j, m in enumerate(outs):
+        lines.append(f"    tl.store(out{j}_ptr + out_off, v_{m.name}, mask=mask)")
+    kernel = "\n".join(lines) + "\n"
+
+    launcher = f"launch_{name}"
+    params = ["x", "w"] + (["bias"] if has_bias else []) + [f"e{i}" for i in range(len(ext))]
+    params += [f"s{i}" for i in range(len(scalars))]
+    ll = [f"def {launcher}({', '.join(params)}):"]
+    if e["nd"] == 1:
+        ll += ["    nb, cin, w_in = x.shape", "    h = 1", "    cout, _, kw = w.shape", "    kh = 1"]
+    else:
+        ll += ["    nb, cin, h, w_in = x.shape", "    cout, _, kh, kw = w.shape"]
+    ll += [f"    oh = (h + 2 * {ph} - {dh} * (kh - 1) - 1) // {sh} + 1",
+           f"    ow = (w_in + 2 * {pw} - {dw} * (kw - 1) - 1) // {sw} + 1",
+           f"    shape = [nb, cout, {'ow' if e['nd'] == 1 else 'oh, ow'}]",
+           "    x = x.contiguous()",
+           "    w = w.contiguous()"]
+    call = ["x", "w"] + (["bias"] if has_bias else [])
+    for i in range(len(ext)):
+        ll.append(f"    e{i} = e{i}.expand(shape).contiguous()")
+        call.append(f"e{i}")
+    for j, m in enumerate(outs):
+        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
+        call.append(f"out{j}")
+    call += ["nb", "cin", "h", "w_in", "cout", "kh", "kw", "oh", "ow"] + [f"s{i}" for i in range(len(scalars))]
+    ll += ["    if nb * cout * oh * ow > 0:",
+           f"        grid = (triton.cdiv(nb * oh * ow, {bm}), triton.cdiv(cout, {bn}))",
+           f"        {name}[grid]({', '.join(call)},",
+           f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={warps}, num_stages={stages})",
+           f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"]
+    return kernel, "\n".join(ll) + "\n", launcher
+
+
+def conv_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    from .graph import group_outputs
+
+    a = group.ops[group.members[0]].args
+    ext, scalars = _operands(plan, group)
+    head = [a["input"], a["weight"]] + ([a["bias"]] if a.get("bias") is not None else [])
+    return head + ext + scalars, group_outputs(plan, group)
