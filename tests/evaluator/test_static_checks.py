@@ -111,3 +111,25 @@ def test_syntax_error_and_missing_model_are_not_policy_findings() -> None:
     assert not bad.ok and bad.syntax_error.startswith("syntax error at line 1")
     missing = check_candidate(HEADER)
     assert not missing.ok and "ModelNew" in missing.syntax_error and not missing.findings
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def make():\n    memo = {}\n    def f(k, v):\n        memo[k] = v\n    return f",
+        "def make():\n    memo = []\n    return lambda v: memo.append(v)",
+        "class C:\n    store = {}\n    def put(self, k, v):\n        type(self).store[k] = v",
+        "def f(x):\n    object.__setattr__(x, 'a', 1)",
+        "import operator\ng = operator.attrgetter('__globals__')",
+    ],
+    ids=["closure-dict", "closure-list-lambda", "class-attribute", "object-setattr", "attrgetter"],
+)
+def test_indirect_state_and_attribute_tricks(body: str) -> None:
+    report = check_candidate(_src(body))
+    assert not report.ok, body
+
+
+def test_local_containers_are_fine() -> None:
+    body = "def grid(n, blocks):\n    out = []\n    for b in blocks:\n        out.append(n // b)\n    d = {}\n" \
+           "    d['k'] = out\n    return d\n"
+    assert check_candidate(_src(body)).ok

@@ -7,6 +7,7 @@ crashed writer leaves either the old object or the new one, never a torn file.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import logging
 import os
 import tempfile
@@ -67,7 +68,7 @@ class FolderStore:
         validate_prefix(prefix)
         return await asyncio.to_thread(self._list, prefix)
 
-    def _list(self, prefix: str) -> list[str]:
+    def _list(self, prefix: str) -> builtins.list[str]:  # `list` here is the method above
         # Walk only the deepest folder the prefix pins down, not the whole root.
         folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start = self.root.joinpath(*folder.split("/")) if folder else self.root

@@ -52,6 +52,11 @@ class EvalOptions:
     error_budget_factor: float = 10.0  # candidate error vs fp64 <= this x eager error (+ ulp floor)
     check_kernel_dependency: bool = True
     profile_library_time: bool = True
+    # Output strides must equal the reference's (a contiguous answer to a non-contiguous
+    # reference is accepted). False: a stride mismatch is only a warning.
+    strict_strides: bool = True
+    # GPU only: also time torch.compile of the reference (verdict.compile_baseline_timing).
+    compile_baseline: bool = False
     # The AST policy (static_checks). Turning it off leaves only the runtime defenses:
     # meant for testing those layers, never for production.
     enforce_static_policy: bool = True
@@ -101,9 +106,13 @@ class _Worker:
             cuda_visible_devices=opts.cuda_visible_devices,
             pythonpath=_PKG_PARENT,
         )
+        # Compiler caches shared by successive workers (writable inside the file-system jail).
         triton_cache = os.path.join(root, "triton-cache")
+        inductor_cache = os.path.join(root, "inductor-cache")
         os.makedirs(triton_cache, exist_ok=True)
+        os.makedirs(inductor_cache, exist_ok=True)
         env["TRITON_CACHE_DIR"] = triton_cache
+        env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
         cmd = [sys.executable, "-m", "ke_evaluator.worker", "--job-fd", str(job_r), "--result-fd", str(res_w),
                "--device", device, "--file-size-bytes", str(opts.file_size_limit_bytes)]
         if device == "cpu" and opts.memory_limit_bytes:
@@ -111,7 +120,7 @@ class _Worker:
         if not opts.network_isolation:
             cmd.append("--no-network-isolation")
         if opts.filesystem_isolation:
-            cmd += ["--writable", self.scratch, "--writable", triton_cache]
+            cmd += ["--writable", self.scratch, "--writable", triton_cache, "--writable", inductor_cache]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the worker
         self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
             cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, cwd=self.scratch, env=env,
@@ -354,7 +363,10 @@ class Judge:
             return SpecCheck(ok=bool(p.get("ok")), reason=str(p.get("reason", "")),
                              warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})))
 
-    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "") -> Verdict:
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                 fresh_worker: bool = False) -> Verdict:
+        """Judge one candidate. ``fresh_worker=True`` runs it in a newly started worker (use it
+        to re-time finalists: a lucky timing in a warm worker should not make an elite)."""
         if not isinstance(spec_source, str) or not isinstance(candidate_source, str):
             raise InvalidArgumentError("spec_source and candidate_source must be strings")
         pre = _spec_precheck(spec_source)
@@ -375,6 +387,8 @@ class Judge:
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
                    "candidate_source": candidate_source, "candidate_id": candidate_id,
                    "options": self._job_options()}
+            if fresh_worker and self._worker is not None and self._worker.jobs > 0:
+                self._replace_worker()
             reply, worker = self._send(msg)
             if reply.kind == "result" and "spec_error" in reply.payload:
                 self._replace_worker()

@@ -121,6 +121,13 @@ _BANNED_ATTRS: dict[str, str] = {
     "knobs": "changes Triton runtime knobs",
 }
 
+_BANNED_ATTRS.update({
+    "attrgetter": "computed attribute access (operator.attrgetter)",
+    "methodcaller": "computed attribute access (operator.methodcaller)",
+})
+# Dunder attributes a kernel wrapper may reasonably touch; any other is object internals.
+_ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__len__", "__getitem__"})
+
 _SUBCLASS_BAN_BASES = {"Model"}
 _TENSOR_BASES = {"Tensor", "Parameter"}
 
@@ -244,7 +251,10 @@ class _Checker(ast.NodeVisitor):
             self.add(node, _BANNED_NAMES[node.id], node.id)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _BANNED_ATTRS:
+        if node.attr.startswith("__") and node.attr.endswith("__") and node.attr not in _ALLOWED_DUNDERS \
+                and node.attr not in _BANNED_ATTRS:
+            self.add(node, "dunder attribute access (object internals)", _dotted(node) or node.attr)
+        elif node.attr in _BANNED_ATTRS:
             # ``self.stream`` / ``self.seed`` on the candidate's own module are harmless; any
             # other root counts, since a module is easily aliased to a local (``c = torch.cuda``).
             root = _root_name(node)
@@ -334,42 +344,60 @@ _MUTATORS = frozenset({"update", "append", "setdefault", "extend", "insert", "ad
 _CACHE_DECORATORS = frozenset({"lru_cache", "cache", "cached_property"})
 
 
-def _state_findings(tree: ast.Module) -> list[Finding]:
-    """Mutable state written from forward-time code: the carrier of result caches.
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """Nodes of one function body, not descending into nested functions/classes/lambdas."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return out
 
-    A candidate may set attributes in ``__init__``; anywhere else, writing ``self.x``,
-    ``self.x[k]``, a module-level container, or calling a mutator on them means results can
-    survive between calls (keyed on pointers or values), which the timing loop would reward.
+
+def _state_findings(tree: ast.Module) -> list[Finding]:
+    """Mutable state written from call-time code: the carrier of result caches.
+
+    A candidate may set attributes in ``__init__``. In any other function, writing through
+    a name the function does not own -- ``self.x``, ``self.x[k]``, a module-level or
+    closure container -- or calling a mutator on it means results can survive between
+    calls (keyed on pointers or values), which the timing loop would reward.
     """
     found: list[Finding] = []
-    module_names: set[str] = set()
+    methods_init: set[int] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for item in cls.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__init__":
+                methods_init.add(id(item))
+    skip: set[int] = set()
     for node in tree.body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                module_names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        if _is_main_guard(node):
+            skip.update(id(n) for n in ast.walk(node))
 
-    def visit_fn(fn: ast.FunctionDef | ast.AsyncFunctionDef, in_class: bool) -> None:
-        for dec in fn.decorator_list:
-            d = _dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
-            if d.split(".")[-1] in _CACHE_DECORATORS:
-                found.append(Finding("result caching (memoising decorator)", dec.lineno, d))
-        if in_class and fn.name == "__init__":
-            return
-        local: set[str] = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
-        for sub in ast.walk(fn):
-            if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                local.add(sub.id)
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or id(fn) in skip:
+            continue
+        if not isinstance(fn, ast.Lambda):
+            for dec in fn.decorator_list:
+                d = _dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
+                if d.split(".")[-1] in _CACHE_DECORATORS:
+                    found.append(Finding("result caching (memoising decorator)", dec.lineno, d))
+        if id(fn) in methods_init:
+            continue
+        own = _own_nodes(fn)
+        args = fn.args
+        local = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        local |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        local |= {n.id for n in own if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        local.discard("self")  # self's attributes outlive the call
 
-        def stateful(expr: ast.AST) -> str | None:
+        def foreign(expr: ast.AST) -> bool:
             root = _root_name(expr)
-            if root == "self" and isinstance(expr, (ast.Attribute, ast.Subscript)):
-                return ast.unparse(expr)[:80]
-            if root in module_names and root not in local and isinstance(expr, (ast.Subscript, ast.Attribute)):
-                return root
-            return None
+            return isinstance(expr, (ast.Attribute, ast.Subscript)) and (root is None or root not in local)
 
-        for sub in ast.walk(fn):
+        for sub in own:
             targets: list[ast.expr] = []
             if isinstance(sub, ast.Assign):
                 targets = sub.targets
@@ -378,27 +406,16 @@ def _state_findings(tree: ast.Module) -> list[Finding]:
             elif isinstance(sub, ast.Delete):
                 targets = sub.targets
             for t in targets:
-                what = stateful(t)
-                if what:
-                    found.append(Finding("mutable state written outside __init__ (result caching)",
-                                         sub.lineno, what))
+                for elt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                    if foreign(elt):
+                        found.append(Finding("mutable state written outside __init__ (result caching)",
+                                             sub.lineno, ast.unparse(elt)[:80]))
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
                 holder = sub.func.value
                 root = _root_name(holder)
-                if (root == "self" and isinstance(holder, (ast.Attribute, ast.Subscript))) or (
-                        root in module_names and root not in local):
+                if root is None or root not in local:
                     found.append(Finding("mutable state written outside __init__ (result caching)",
                                          sub.lineno, f"{ast.unparse(holder)[:60]}.{sub.func.attr}(...)"))
-
-    for node in tree.body:
-        if _is_main_guard(node):
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            visit_fn(node, in_class=False)
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    visit_fn(item, in_class=True)
     return found
 
 

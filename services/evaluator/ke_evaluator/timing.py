@@ -114,30 +114,38 @@ def interleaved(
     timer: Timer,
     policy: TimingPolicy,
 ) -> tuple[list[float], list[float]]:
+    base, cand = interleaved_many([baseline, candidate], input_sets, timer, policy)
+    return base, cand
+
+
+def interleaved_many(
+    fns: list[Callable[[list[Any]], Any]],
+    input_sets: list[list[Any]],
+    timer: Timer,
+    policy: TimingPolicy,
+) -> list[list[float]]:
+    """Time each contestant once per round, the starting contestant rotating every round."""
     for _ in range(max(0, policy.warmup)):
         for inputs in input_sets:
-            baseline(inputs)
-            candidate(inputs)
+            for fn in fns:
+                fn(inputs)
     if timer.cuda:
         torch.cuda.synchronize()
-    base_s: list[float] = []
-    cand_s: list[float] = []
+    samples: list[list[float]] = [[] for _ in fns]
     t_start = _perf_counter()
     k = 0
+    n = len(fns)
     while True:
         inputs = input_sets[k % len(input_sets)]
-        if k % 2 == 0:
-            base_s.append(timer.time_call(lambda: baseline(inputs)))
-            cand_s.append(timer.time_call(lambda: candidate(inputs)))
-        else:
-            cand_s.append(timer.time_call(lambda: candidate(inputs)))
-            base_s.append(timer.time_call(lambda: baseline(inputs)))
+        for j in range(n):
+            idx = (k + j) % n
+            samples[idx].append(timer.time_call(lambda f=fns[idx]: f(inputs)))
         k += 1
         if k >= policy.max_trials:
             break
         if k >= policy.min_trials:
-            if ci_tight(base_s, policy.ci_target) and ci_tight(cand_s, policy.ci_target):
+            if all(ci_tight(s, policy.ci_target) for s in samples):
                 break
             if _perf_counter() - t_start > policy.budget_s:
                 break
-    return base_s, cand_s
+    return samples

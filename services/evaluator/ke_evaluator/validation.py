@@ -79,6 +79,9 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
                           if isinstance(b, torch.Tensor)):
         warnings.append("get_inputs() returns the same values for every seed: fresh-input checks are void")
 
+    for i, x in enumerate(in_tensors):
+        if x.is_floating_point() and x.numel() > 1 and bool((x == x.flatten()[0]).all()):
+            warnings.append(f"input {i} is constant ({float(x.flatten()[0]):g}): never time or check on such data")
     # Signal floor: answers that carry no information must fail the tolerance check.
     weak: list[str] = []
     zeros = compare.map_tree(out, torch.zeros_like)

@@ -92,6 +92,9 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
     # Free-form evidence (static-check findings, launch counts, sandbox notes).
     evidence: dict[str, Any] = field(default_factory=dict)
+    # Optional torch.compile baseline (GPU only, EvalOptions.compile_baseline).
+    compile_baseline_timing: Timing | None = None
+    speedup_vs_compile: float = 0.0
 
     @property
     def is_correct(self) -> bool:
@@ -105,7 +108,7 @@ class Verdict:
         d = dict(data)
         if d.get("correctness") is not None:
             d["correctness"] = Correctness(**d["correctness"])
-        for key in ("candidate_timing", "baseline_timing"):
+        for key in ("candidate_timing", "baseline_timing", "compile_baseline_timing"):
             if d.get(key) is not None:
                 d[key] = Timing(**d[key])
         if d.get("diagnosis") is not None:

@@ -84,6 +84,8 @@ class Plan:
     skipped: set[torch.fx.Node] = field(default_factory=set)
     # override nodes that must be planned again as plain nodes (see build_plan)
     replan: set[str] = field(default_factory=set)
+    # fusion boundaries that can be toggled: genome key (epilogue.<node> / prologue.<node>) -> node
+    fusion_knobs: dict[str, str] = field(default_factory=dict)
 
 
 def node_inputs(op: NormOp) -> list[Any]:
@@ -241,6 +243,8 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     glue: set[torch.fx.Node] = set()
     fuse = genome.get("fusion", "greedy") != "none"
     order = {n: i for i, n in enumerate(nodes)}
+    # per-boundary fusion choices met while planning: genome key -> anchor node name
+    fusion_knobs: dict[str, str] = {}
 
     def seal_consumed(node: torch.fx.Node, joined: Group | None) -> None:
         for inp in node.all_input_nodes:
@@ -300,8 +304,12 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                         target = g
                         break
                     if g.kind in ("matmul", "pool", "conv") and g.shape == shape:
-                        target = g
-                        break
+                        key = f"epilogue.{g.members[0].name}"
+                        fusion_knobs[key] = g.members[0].name
+                        if genome.get(key, "fused") == "fused":
+                            target = g
+                            break
+                        continue
                     if g.kind == "row" and _fits_row(node, op, g, group_of):
                         target = g
                         break
@@ -310,6 +318,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     # value (e.g. a comparison mask) never has to round-trip memory
                     for p in producer_groups(node):
                         if p is target or p.kind != "pointwise" or p.shape != shape:
+                            continue
+                        if target.kind in ("matmul", "pool", "conv") and \
+                                genome.get(f"epilogue.{target.members[0].name}", "fused") != "fused":
                             continue
                         if target.kind != "row" or target.info["row"].layout_of(shape) is not None:
                             _merge(p, target, group_of, order)
@@ -331,6 +342,10 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     if group_of.get(x) is not g:  # type: ignore[call-overload]
                         continue
                     if g.kind == "pointwise" and g.shape == rinfo.full:
+                        key = f"prologue.{node.name}"
+                        fusion_knobs[key] = node.name
+                        if genome.get(key, "fused") != "fused":
+                            break
                         # a pointwise prologue becomes part of the row kernel
                         g.kind = "row"
                         g.info["row"] = RowInfo(rinfo.full, rinfo.dims, "full")
@@ -366,7 +381,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
         g.gid = i
     skipped = {n for n in nodes if n.op != "output" and n not in group_of and n not in glue
                and n not in fallback and n.op != "placeholder"}
-    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped, replan)
+    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped, replan, fusion_knobs)
 
 
 def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int]) -> None:

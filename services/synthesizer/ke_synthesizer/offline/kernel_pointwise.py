@@ -93,6 +93,15 @@ def kernel_name(group: Group, prefix: str) -> str:
     return f"{prefix}_{body or 'copy'}_{group.gid}"
 
 
+def persistent(lines: list[str], at: int, extent: str, block: str, tile: str) -> list[str]:
+    """Turn a one-tile-per-program kernel body (from line ``at``, the program_id line)
+    into a grid-stride loop: a fixed number of programs walk all tiles."""
+    head, body = lines[:at], lines[at + 1:]
+    loop = [f"    # persistent: programs stride over the {extent} / {block} tiles",
+            f"    for {tile} in range(tl.program_id(0), tl.cdiv({extent}, {block}), tl.num_programs(0)):"]
+    return head + loop + ["    " + line for line in body]
+
+
 def load_cast(dtype: torch.dtype | None) -> str:
     return ".to(tl.float32)" if dtype in TL_DTYPES else ""
 
@@ -150,6 +159,9 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines.append(f"    v_{m.name} = {expr}")
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
+    programs = genome.get(f"{group.key}.programs", "grid")
+    if programs != "grid":
+        lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
     kernel = "\n".join(lines) + "\n"
 
     # Launcher: computes the runtime output shape, allocates, picks the block, launches.
@@ -177,7 +189,10 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     call_args += scalars
     ll.append(f"    block = min({block}, triton.next_power_of_2(max(n, 1)))")
     ll.append("    if n > 0:")
-    ll.append("        grid = (triton.cdiv(n, block),)")
+    if programs == "grid":
+        ll.append("        grid = (triton.cdiv(n, block),)")
+    else:
+        ll.append(f"        grid = (min(triton.cdiv(n, block), {int(programs)}),)  # persistent programs")
     ll.append(f"        {name}[grid]({', '.join(call_args)}, BLOCK_SIZE=block, num_warps={warps})")
     ll.append(f"    return {', '.join(f'out{j}' for j in range(len(outs)))}")
     return kernel, "\n".join(ll) + "\n", launcher

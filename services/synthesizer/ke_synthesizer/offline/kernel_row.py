@@ -20,7 +20,7 @@ import torch.fx
 
 from .capture import dtype_of, shape_of
 from .graph import Group, Plan, group_outputs
-from .kernel_pointwise import kernel_name, load_cast
+from .kernel_pointwise import kernel_name, load_cast, persistent
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
 
@@ -272,6 +272,9 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
              "    rmask = rows < M"]
     body = _single_body(b, outs) if strategy == "single" else _looped_body(b, outs, online=strategy == "online")
     lines += ["    " + line for line in body]
+    programs = genome.get(f"{group.key}.programs", "grid")
+    if programs != "grid":
+        lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "M", "BLOCK_M", "pid")
     kernel = "\n".join(lines) + "\n"
     if "_prod_combine" in emitter.helpers:
         emitter.helpers.discard("_prod_combine")
@@ -319,7 +322,10 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         ll.append(f"    block_n = min({block_n}, triton.next_power_of_2(max(n, 1)))")
     ll.append(f"    block_m = max(1, min({block_m}, {MAX_TILE} // block_n, triton.next_power_of_2(max(m, 1))))")
     ll.append("    if m > 0:")
-    ll.append("        grid = (triton.cdiv(m, block_m),)")
+    if programs == "grid":
+        ll.append("        grid = (triton.cdiv(m, block_m),)")
+    else:
+        ll.append(f"        grid = (min(triton.cdiv(m, block_m), {int(programs)}),)  # persistent programs")
     ll.append(f"        {name}[grid]({', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n, num_warps={warps})")
     rets = []
     for j, (_m, layout) in enumerate(outs):

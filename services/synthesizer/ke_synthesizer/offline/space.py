@@ -23,6 +23,8 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
     "pointwise": {
         "BLOCK_SIZE": ("1024", "256", "512", "2048", "4096"),
         "num_warps": ("4", "1", "2", "8"),
+        # grid: one program per tile; N: N persistent programs stride over the tiles
+        "programs": ("grid", "128", "512"),
     },
     "attention": {
         "BLOCK_M": ("64", "32", "16", "128"),
@@ -48,6 +50,7 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "BLOCK_M": ("4", "1", "2", "8", "16"),
         "BLOCK_N": ("1024", "256", "512", "2048"),
         "num_warps": ("4", "1", "2", "8"),
+        "programs": ("grid", "128", "512"),
     },
     "matmul": {
         "BLOCK_M": ("64", "32", "128", "16"),
@@ -110,6 +113,10 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
     genome (BLOCK_N of a single-pass row kernel) are left out."""
     genome = genome or {}
     out = [Knob(k, k, "", v) for k, v in GLOBAL_KNOBS.items()]
+    for key, anchor in sorted(plan.fusion_knobs.items()):
+        # fuse the pointwise ops after a matmul / conv / pool (epilogue) or before a
+        # reduction (prologue) into its kernel, or give them a kernel of their own
+        out.append(Knob(key, key.split(".")[0], anchor, ("fused", "separate")))
     if plan.spec.rewrites.get("attention"):
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
         out.append(Knob("attention", "attention", "", ("flash", "unfused")))
