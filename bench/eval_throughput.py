@@ -56,7 +56,8 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
         for i, p in enumerate(props[:per_spec]):
             out.append({"spec": name, "spec_source": source, "id": f"{name}-{i}", "source": p.source})
         if props:
-            out.append({"spec": name, "spec_source": source, "id": f"{name}-mutant", "source": props[0].source + MUTANT})
+            out.append({"spec": name, "spec_source": source, "id": f"{name}-mutant",
+                        "source": props[0].source + MUTANT})
     return out
 
 
@@ -133,7 +134,8 @@ def main() -> None:
     print(f"device {summary['fingerprint'].get('gpu')}  torch {summary['fingerprint']['torch']}  "
           f"triton {summary['fingerprint']['triton']}")
     print(f"candidates {n}: ours {ours_s:.1f}s ({summary['ours_per_gpu_minute']:.1f}/min)  "
-          f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  ratio {summary['throughput_ratio']:.2f}x")
+          f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  "
+          f"ratio {summary['throughput_ratio']:.2f}x")
     print(f"correct/not-correct agreement {agree}/{n}; ours stricter on {len(stricter)}; other disagreements "
           f"{len(disagree)}")
     for s in stricter + disagree:

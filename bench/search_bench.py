@@ -141,7 +141,8 @@ def main() -> None:
 
 def _line(r: dict[str, Any]) -> str:
     if "speedup_vs_eager" not in r:
-        return f"{r['spec']:<28} no correct candidate  {r.get('statuses') or r.get('spec_error') or r.get('bench_error', '')[-200:]}"
+        why = r.get("statuses") or r.get("spec_error") or r.get("skipped") or r.get("bench_error", "")[-200:]
+        return f"{r['spec']:<28} no correct candidate  {why}"
     comp = f"{r['speedup_vs_compile']:.2f}x" if "speedup_vs_compile" in r else "n/a"
     return (f"{r['spec']:<28} eager {r['eager_ms']:.4f}ms best {r['best_ms']:.4f}ms  "
             f"vs eager {r['speedup_vs_eager']:.2f}x  vs compile {comp}  {r['fraction_of_copy_bw']*100:.0f}% bw")

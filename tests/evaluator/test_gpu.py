@@ -59,3 +59,14 @@ def test_device_fault_then_healthy_worker(gpu_judge: Judge) -> None:
     good = gpu_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
     assert good.status == "correct", good.reason
     assert good.evidence["worker"]["pid"] != bad.evidence["worker"]["pid"]
+
+
+def test_compile_baseline_on_gpu(tmp_path) -> None:  # noqa: ANN001
+    opts = EvalOptions(device="cuda", correctness_trials=2, max_timing_trials=30, compile_baseline=True,
+                       scratch_dir=str(tmp_path))
+    with Judge(opts) as judge:
+        v = judge.evaluate(example("softmax_rows"), candidate("ok_softmax_rows"))
+    assert v.status == "correct", v.reason
+    assert v.evidence["compile_baseline"] == "torch.compile (inductor)"
+    assert v.compile_baseline_timing is not None and v.compile_baseline_timing.trials >= 10
+    assert v.speedup_vs_compile > 0

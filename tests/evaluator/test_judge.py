@@ -53,6 +53,9 @@ def test_worker_replaced_after_crash_next_candidate_unaffected(tmp_path) -> None
         after = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
         wrong = judge.evaluate(example(RELU), candidate("wrong_math"))
         again = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+        retimed = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), fresh_worker=True)
+    assert retimed.status == "correct"
+    assert retimed.evidence["worker"]["pid"] != again.evidence["worker"]["pid"]
     assert [first.status, crash.status, after.status, wrong.status, again.status] == [
         "correct", "crashed", "correct", "incorrect", "correct"]
     pids = [v.evidence["worker"]["pid"] for v in (first, crash, after, wrong, again)]
@@ -60,7 +63,7 @@ def test_worker_replaced_after_crash_next_candidate_unaffected(tmp_path) -> None
     assert pids[2] != pids[1]  # ... which was replaced
     assert pids[3] == pids[2]  # a correct verdict keeps the worker warm
     assert pids[4] != pids[3]  # default policy: any failure replaces it
-    assert judge.workers_started == 3
+    assert judge.workers_started == 4
 
 
 def test_spec_validation_of_examples(judge: Judge) -> None:
