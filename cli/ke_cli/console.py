@@ -27,6 +27,7 @@ class Progress:
     best: float = 0.0
     best_id: str = ""
     interpreted: bool = False
+    first: dict[str, float] = field(default_factory=dict)
 
     def line(self, text: str) -> None:
         if not self.quiet:
@@ -47,11 +48,19 @@ class Progress:
             r = env.evaluation_completed.result
             self.interpreted = self.interpreted or r.interpreted
             status = status_name(r.status)
+            self.first[r.candidate_id] = r.speedup
             if r.status == pb.EVALUATION_STATUS_CORRECT and r.speedup > self.best:
                 self.best, self.best_id = r.speedup, r.candidate_id
             detail = f"{r.speedup:.2f}x" if r.status == pb.EVALUATION_STATUS_CORRECT else r.reason[:80]
             best = f"best {self.best:.2f}x ({self.best_id})" if self.best_id else "no correct candidate yet"
             self.line(f"  evaluated  {r.candidate_id:<10} {status:<13} {detail:<40} "
                       f"[{self.evaluated}/{self.budget}; {best}]")
+        elif kind == "retime_requested":
+            self.line(f"  re-timing  {env.retime_requested.candidate.candidate_id:<10} finalist, in a fresh worker")
+        elif kind == "candidate_retimed":
+            r = env.candidate_retimed.result
+            was = self.first.get(r.candidate_id, 0.0)
+            now = f"{r.speedup:.2f}x" if r.status == pb.EVALUATION_STATUS_CORRECT else status_name(r.status)
+            self.line(f"  re-timed   {r.candidate_id:<10} {now} (first {was:.2f}x)")
         elif kind == "skill_distilled":
             self.line(f"  skill      {env.skill_distilled.skill.title}")

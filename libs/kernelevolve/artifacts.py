@@ -3,6 +3,7 @@
     <prefix>spec.py                 the operator spec as submitted
     <prefix>candidates/<cid>.py     every candidate's source
     <prefix>reports/<cid>.json      every evaluation report
+    <prefix>retimes/<cid>.json      a finalist's second evaluation, in a fresh worker
     <prefix>lineage.json            the search tree: parent → child, transformation, status, fitness
     <prefix>best_kernel.py          the best correct candidate (drop-in ModelNew)
     <prefix>summary.json            the session's final summary
@@ -33,6 +34,9 @@ class Artifacts:
 
     def report(self, cid: str) -> str:
         return f"{self.prefix}reports/{cid}.json"
+
+    def retime_report(self, cid: str) -> str:
+        return f"{self.prefix}retimes/{cid}.json"
 
     @property
     def lineage(self) -> str:

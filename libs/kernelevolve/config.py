@@ -75,6 +75,10 @@ class SearchSettings:
     default_budget: int = 8
     max_inflight: int = 2
     max_budget: int = 10000
+    # Finalists judged again in a fresh worker before one is called best (0: none).
+    finalists: int = 1
+    # At most this many re-timings per session (a re-timed finalist may drop below another).
+    max_retimes: int = 3
 
 
 @dataclass(frozen=True)

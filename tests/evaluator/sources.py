@@ -15,7 +15,9 @@ PLANTED_SECRETS = {"OPENAI_API_KEY": "sk-planted-by-tests", "KE_TEST_SECRET_TOKE
 
 
 def candidate(name: str) -> str:
-    return (CANDIDATES / f"{name}.py").read_text()
+    # A source that does not parse is kept as .txt so that linters and compileall skip it.
+    path = CANDIDATES / f"{name}.py"
+    return (path if path.exists() else CANDIDATES / f"{name}.txt").read_text()
 
 
 def example(name: str) -> str:

@@ -20,6 +20,8 @@ FULL_POLICY = [
     ("ok_linear_bias_relu", "linear_bias_relu", "correct", "matches the reference"),
     ("ok_partial_fallback_linear", "linear_bias_relu", "correct", "matches the reference"),
     ("ok_affine", "test:affine_loose_tolerance", "correct", "matches the reference"),
+    ("ok_autotuned_heuristics", RELU, "correct", "matches the reference"),
+    ("ok_nondeterministic_noise", RELU, "correct", "matches the reference"),
     ("wrong_math", RELU, "incorrect", "mismatch"),
     ("wrong_shape", RELU, "incorrect", "shape"),
     ("wrong_dtype", RELU, "incorrect", "dtype"),
@@ -50,6 +52,7 @@ FULL_POLICY = [
     ("exec_string", RELU, "rejected", "exec"),
     ("torch_compile_fallback", RELU, "rejected", "torch.compile"),
     ("numpy_compute", RELU, "rejected", "array library"),
+    ("global_forward_hook", RELU, "rejected", "global module hooks"),
     ("syntax_error", RELU, "compile_error", "syntax error"),
     ("missing_modelnew", RELU, "compile_error", "ModelNew"),
     ("import_error", RELU, "compile_error", "no_such_primitive"),
@@ -72,7 +75,8 @@ RUNTIME_ONLY = [
     ("inspect_frame", "rejected", "does not depend"),
     ("exec_string", "rejected", "does not depend"),
     ("numpy_compute", "rejected", "does not depend"),
-    ("socket_open", "runtime_error", "unreachable"),
+    ("global_forward_hook", "rejected", "global_module_hooks"),
+    ("socket_open", "runtime_error", "candidate forward raised"),
     ("import_spec", "compile_error", "No module named"),
     ("segfault_ctypes", "crashed", "SIGSEGV"),
     ("os_exit", "crashed", "code 0"),
@@ -87,10 +91,11 @@ def _spec(name: str) -> str:
 
 
 def test_every_candidate_file_is_covered_and_documented() -> None:
-    files = {p.stem for p in CANDIDATES.glob("*.py")}
+    paths = list(CANDIDATES.glob("*.py")) + list(CANDIDATES.glob("*.txt"))
+    files = {p.stem for p in paths}
     covered = {c for c, *_ in FULL_POLICY} | {"hang_first_call", "hang_later_call"}
     assert files == covered
-    for p in CANDIDATES.glob("*.py"):
+    for p in paths:
         first = p.read_text().splitlines()[0]
         assert first.startswith('"""') and first.endswith('"""') and len(first) > 12, p.name
     cheats = [c for c, _, status, _ in FULL_POLICY if status != "correct"]
@@ -114,6 +119,8 @@ def test_full_policy(judge: Judge, name: str, spec: str, status: str, reason: st
 
 @pytest.mark.parametrize(("name", "status", "reason"), RUNTIME_ONLY, ids=[c[0] for c in RUNTIME_ONLY])
 def test_runtime_defenses_without_static_policy(runtime_judge: Judge, name: str, status: str, reason: str) -> None:
+    if name == "write_outside" and runtime_judge.sandbox_info.get("filesystem") != "read-only except scratch":
+        pytest.skip("no mount namespace here (needs root): the file-system jail is not available")
     v = runtime_judge.evaluate(example(RELU), candidate(name), candidate_id=name)
     assert v.status == status, v.reason
     assert reason in v.reason

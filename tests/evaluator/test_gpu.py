@@ -30,7 +30,8 @@ def gpu_judge(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 
 
 @pytest.mark.parametrize(("name", "spec"), [("ok_relu_scale_add", RELU), ("ok_softmax_rows", "softmax_rows"),
-                                            ("ok_linear_bias_relu", "linear_bias_relu")])
+                                            ("ok_linear_bias_relu", "linear_bias_relu"),
+                                            ("ok_autotuned_heuristics", RELU)])
 def test_correct_on_gpu_is_timed_with_events(gpu_judge: Judge, name: str, spec: str) -> None:
     v = gpu_judge.evaluate(example(spec), candidate(name), candidate_id=name)
     assert v.status == "correct", v.reason

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 from ke_evaluator.judge import EvalOptions, Judge
 from ke_evaluator.verdict import STATUSES, Verdict
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 
 from .sources import candidate, example, spec_for_tests
 
@@ -35,11 +35,12 @@ def test_correct_candidate_full_verdict(tmp_path) -> None:  # noqa: ANN001
     for key in ("python", "torch", "triton", "numpy", "device_name"):
         assert v.fingerprint.get(key)
     assert v.diagnosis is not None and v.diagnosis.bound == "memory"
-    assert v.diagnosis.bytes_moved == 2 * 64 * 257 * 4  # x in, y out (float32)
+    assert v.diagnosis.bytes_moved == (2 * 64 * 257 + 257) * 4  # x in, y out, bias (float32)
     assert v.diagnosis.kernels[0].name == "_relu_scale_add" and v.diagnosis.kernels[0].launches == 1
     assert 0.0 <= v.diagnosis.library_time_fraction <= 1.0
     assert v.evidence["sandbox"]["network"] in ("netns", "userns+netns", "socket-blocked")
-    assert v.evidence["sandbox"]["filesystem"] == "read-only except scratch"
+    fs = v.evidence["sandbox"]["filesystem"]
+    assert fs == "read-only except scratch" or fs.startswith("not isolated")  # the latter without root
     d = json.loads(json.dumps(v.to_dict()))
     assert Verdict.from_dict(d).to_dict() == d
     assert d["status"] in STATUSES
@@ -86,7 +87,8 @@ def test_spec_validation_of_examples(judge: Judge) -> None:
          "lacks get_init_inputs"),
         ("raise RuntimeError('boom')\nModel = get_inputs = get_init_inputs = None\n", "raised on import"),
         ("import torch.nn as nn\n\nclass Model(nn.Module):\n    def __init__(self, a):\n        super().__init__()\n"
-         "\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n", "Model(*get_init_inputs()) raised"),
+         "\ndef get_inputs():\n    return []\n\ndef get_init_inputs():\n    return []\n",
+         "Model(*get_init_inputs()) raised"),
         (spec_for_tests("raises"), "reference raised when run"),
         ("import torch\nModel = 3\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
          "not a torch.nn.Module"),
@@ -132,10 +134,28 @@ def test_misuse_raises_invalid_argument() -> None:
         judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
 
 
-def test_auto_device_resolves_to_cpu_without_cuda() -> None:
+def test_auto_device_resolves_and_cuda_requires_a_gpu() -> None:
     torch = pytest.importorskip("torch")
     judge = Judge(EvalOptions(device="auto"))
     try:
         assert judge.device == ("cuda" if torch.cuda.is_available() else "cpu")
     finally:
         judge.close()
+    if not torch.cuda.is_available():
+        with pytest.raises(InvalidArgumentError, match="no CUDA device"):
+            Judge(EvalOptions(device="cuda"))
+
+
+def test_nondeterminism_within_tolerance_is_reported(judge: Judge) -> None:
+    v = judge.evaluate(example(RELU), candidate("ok_nondeterministic_noise"))
+    assert v.status == "correct", v.reason
+    assert v.evidence["deterministic"] == "within tolerance"
+    assert any("nondeterministic" in w for w in v.warnings)
+
+
+def test_library_ops_are_reported(judge: Judge) -> None:
+    fused = judge.evaluate(example("linear_bias_relu"), candidate("ok_linear_bias_relu"))
+    fallback = judge.evaluate(example("linear_bias_relu"), candidate("ok_partial_fallback_linear"))
+    assert fused.status == fallback.status == "correct"
+    assert not any(op in fused.evidence["library_ops"] for op in ("aten::mm", "aten::matmul"))
+    assert any(op in fallback.evidence["library_ops"] for op in ("aten::mm", "aten::matmul"))

@@ -62,6 +62,12 @@ BANNED = [
     ("torch.manual_seed(0)", "reseeds"),
     ("from os import environ", "environment"),
     ("from contextlib import suppress", "not on the allowlist"),
+    ("f = torch.utils.cpp_extension.load_inline", "native code"),
+    ("p = torch.multiprocessing.Process", "thread or process creation"),
+    ("from torch.utils._python_dispatch import TorchDispatchMode", "dispatch interception"),
+    ("class M:\n    def __torch_function__(self, *a):\n        pass", "dispatch interception"),
+    ("lib = torch.library.Library('aten', 'IMPL')", "torch.library"),
+    ("torch.nn.modules.module.register_module_forward_hook(print)", "global module hooks"),
 ]
 
 

@@ -88,7 +88,7 @@ def test_interleaved_timing_stops_early_when_tight() -> None:
 
 def test_child_environment_scrubs_secrets(tmp_path) -> None:  # noqa: ANN001
     parent = {"PATH": "/usr/bin", "OPENAI_API_KEY": "x", "AWS_REGION": "eu", "GITHUB_TOKEN": "t",
-              "TRITON_CACHE_DIR": "c", "TRITON_API_KEY": "k", "HOME": "/root", "MY_PASSWORD": "p",
+              "TRITON_CACHE_DIR": "c", "TRITON_API_KEY": "k", "HOME": "parent-home", "MY_PASSWORD": "p",
               "CUDA_VISIBLE_DEVICES": "3", "RANDOM_SETTING": "1", "LANG": "C.UTF-8"}
     env = sandbox.child_environment(parent, scratch_dir=str(tmp_path), device="cpu", cuda_visible_devices=None,
                                     pythonpath="pkg")
@@ -122,3 +122,22 @@ def test_flop_counter_on_matmul() -> None:
     a = torch.randn(8, 16)
     b = torch.randn(16, 4)
     assert diagnosis.count_flops(lambda: a @ b) == 2 * 8 * 16 * 4
+
+
+def test_timing_rounds_see_new_values_in_the_same_buffers() -> None:
+    sets = [[torch.randn(8)], [torch.randn(8)]]
+    sources = [[t.clone() for t in s] for s in sets]
+    seen: list[tuple[int, float]] = []
+
+    def refresh(idx: int, k: int) -> None:
+        sets[idx][0].copy_(sources[idx][0]).mul_(1.0 + (k + 1) * 2.0**-12)
+
+    def fn(inputs: list[torch.Tensor]) -> None:
+        seen.append((inputs[0].data_ptr(), float(inputs[0].sum())))
+
+    policy = timing.TimingPolicy(min_trials=6, max_trials=6, warmup=0)
+    timing.interleaved_many([fn, fn], sets, timing.Timer(torch.device("cpu")), policy, refresh=refresh)
+    assert len(seen) == 12
+    assert len({ptr for ptr, _ in seen}) == 2  # the same two buffers throughout
+    per_round = [seen[i][1] for i in range(0, 12, 2)]
+    assert len(set(per_round)) == 6  # every round had new values

@@ -16,7 +16,8 @@ EDGE_SPECS = ["silu_clamp_mul", "layernorm", "argmin_mid", "linear_softmax", "cu
               "attention_plain", "conv2d_bias_relu", "avgpool2d_padded"]
 # row kernels forced onto the chunked strategy with short chunks (several passes per row)
 LOOPED_SPECS = ["softmax_rows", "variance_rows", "layernorm", "argmax_rows", "prod_rows", "rmsnorm",
-                "relu_min_values", "logsumexp_rows", "cross_entropy", "l2_normalize"]
+                "relu_min_values", "logsumexp_rows", "cross_entropy", "l2_normalize", "mse_plain", "col_mean",
+                "spatial_mean"]
 
 
 @pytest.fixture(scope="module")
@@ -50,27 +51,28 @@ def test_all_one_step_children_are_correct(name: str, edge_results) -> None:
 
 def test_chunked_row_strategies_are_correct(synth: OfflineSynthesizer) -> None:
     jobs = []
-    online_specs = 0
+    used = {"online": 0, "split": 0}
     for name in LOOPED_SPECS:
         src = example_source(name)
         space = dict(synth.space(src, name))
         row_keys = [k for k in space if k.endswith(".strategy")]
         assert row_keys, name
-        for strategy in ("looped", "online"):
+        for strategy in ("looped", "online", "split"):
             genome = {}
             for k in row_keys:
                 genome[k] = strategy if strategy in space[k] else "looped"
                 genome[k.replace(".strategy", ".BLOCK_N")] = "256"
-            if strategy == "online":
-                if "online" not in genome.values():
+            if strategy != "looped":
+                if strategy not in genome.values():
                     continue
-                online_specs += 1
+                used[strategy] += 1
             source, full, _ = synth.lower(synth._capture(src, name), genome)
-            assert "for start in range(0, N, BLOCK_N)" in source
+            assert ("for start in range(0, N, BLOCK_N)" in source) == (set(genome.values()) != {"split", "256"})
             assert ("online max + sum of exp" in source) == (strategy == "online")
+            assert ("tl.atomic_add(acc_ptr + rows" in source) == (strategy == "split")
             assert all(full[k.replace(".strategy", ".BLOCK_N")] == "256" for k in row_keys)
             jobs.append({"id": f"{name}/{strategy}", "spec_source": src, "candidate_source": source, "seeds": [4]})
-    assert online_specs >= 1
+    assert used["online"] >= 2 and used["split"] >= 2
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:], r["trials"]) for r in results if not r["ok"]]
 
@@ -89,3 +91,33 @@ def test_space_lists_knobs_per_kernel_kind(synth: OfflineSynthesizer) -> None:
     assert tolerant["g0.precision"] == ["ieee", "tf32"]
     # attention written in plain ops can be lowered as one flash kernel or left unfused
     assert dict(synth.space(example_source("attention_plain"), "attention_plain"))["attention"] == ["flash", "unfused"]
+
+
+def test_persistent_programs_cover_every_tile(synth: OfflineSynthesizer) -> None:
+    # more tiles than programs, so each program walks several tiles
+    cases = {"silu_clamp_mul": {"g0.programs": "128", "g0.BLOCK_SIZE": "256"},  # 281 tiles
+             "max_mid_dim": {"g0.programs": "128", "g0.BLOCK_M": "1"}}  # 768 rows
+    jobs = []
+    for name, genome in cases.items():
+        src = example_source(name)
+        source, full, _ = synth.lower(synth._capture(src, name), genome)
+        assert full["g0.programs"] == "128"
+        assert "tl.num_programs(0)" in source and "# persistent programs" in source
+        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [6]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:]) for r in results if not r["ok"]]
+
+
+def test_fusion_boundaries_are_knobs(synth: OfflineSynthesizer) -> None:
+    jobs = []
+    for name, key in (("linear_bias_relu", "epilogue.linear"), ("rmsnorm", "prologue.mean")):
+        src = example_source(name)
+        space = dict(synth.space(src, name))
+        assert space[key] == ["fused", "separate"]
+        fused, _, _ = synth.lower(synth._capture(src, name), {})
+        split, full, _ = synth.lower(synth._capture(src, name), {key: "separate"})
+        assert full[key] == "separate"
+        assert split.count("@triton.jit") == fused.count("@triton.jit") + 1
+        jobs.append({"id": name, "spec_source": src, "candidate_source": split, "seeds": [2]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:]) for r in results if not r["ok"]]

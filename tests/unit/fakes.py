@@ -46,7 +46,8 @@ class FakeJudge:
     def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck:
         return SpecCheck(ok=self.spec_ok, reason="" if self.spec_ok else "reference raised ValueError")
 
-    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "") -> Verdict:
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                 fresh_worker: bool = False) -> Verdict:
         self.evaluated.append(candidate_id)
         if "BAD" in candidate_source:
             return Verdict(status="incorrect", reason="max abs error 1.0 > atol", candidate_id=candidate_id)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from ke_evaluator.service import EvaluatorService
+from ke_evaluator.verdict import Verdict
 from ke_gateway.service import GatewayService
 from ke_gateway.validator import Validation
 from ke_search.service import SearchService
@@ -36,9 +37,9 @@ class JudgeValidator:
         return Validation(c.ok, c.reason)
 
 
-async def _system(synth: FakeSynthesizer, judge: FakeJudge):
+async def _system(synth: FakeSynthesizer, judge: FakeJudge, finalists: int = 1):
     bus, store, subjects = MemoryBus(redeliver_delay_s=0.01), MemoryStore(), Subjects("ke")
-    search = SearchService(bus, store, subjects, "sessions/{session_id}/")
+    search = SearchService(bus, store, subjects, finalists=finalists)
     await search.subscribe()
     await SynthesizerService(bus, store, subjects, synth).subscribe()
     await EvaluatorService(bus, store, subjects, judge, "cpu").subscribe()
@@ -68,8 +69,11 @@ async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflig
     assert kinds.count("evaluation_completed") == budget
     assert kinds[-1] == "session_completed"
     assert final.status == pb.SESSION_STATUS_COMPLETED and final.evaluated == budget
-    assert sorted(judge.evaluated) == sorted({e.candidate_generated.candidate.candidate_id for e in events
-                                              if e.WhichOneof("payload") == "candidate_generated"})
+    generated = [e.candidate_generated.candidate.candidate_id for e in events
+                 if e.WhichOneof("payload") == "candidate_generated"]
+    retimed = [e.candidate_retimed.result.candidate_id for e in events if e.WhichOneof("payload") == "candidate_retimed"]
+    assert sorted(judge.evaluated) == sorted(generated + retimed)  # each once, the finalist once more
+    assert len(retimed) == 1 and retimed[0] == final.best_candidate_id
     nodes = await gw.list_nodes(final.session_id)
     best = max(nodes, key=lambda n: n.fitness)
     assert final.best_speedup == pytest.approx(best.fitness)
@@ -163,3 +167,37 @@ def test_local_search_stops_when_space_is_exhausted() -> None:
 
     result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=1, max_block=1024), FakeJudge(), 50)
     assert 0 < len(result.candidates) < 50
+
+
+class NoisyJudge(FakeJudge):
+    """The first evaluation of block 512 is a lucky outlier; in a fresh worker it is ordinary."""
+
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                 fresh_worker: bool = False) -> Verdict:
+        v = super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+        if "block=512" in candidate_source and v.is_correct and not fresh_worker:
+            v.speedup *= 10  # noise made an elite
+        return v
+
+
+@pytest.mark.parametrize("finalists", [0, 1, 2])
+async def test_finalists_are_retimed_before_one_is_called_best(finalists: int) -> None:
+    judge = NoisyJudge()
+    bus, store, gw = await _system(FakeSynthesizer(max_children=3, max_block=1024), judge, finalists=finalists)
+    final, events = await _run(gw, budget=7, max_inflight=1)
+    kinds = [e.WhichOneof("payload") for e in events]
+    assert kinds.count("candidate_generated") == kinds.count("evaluation_completed") == 7
+    nodes = {n.node_id: n for n in await gw.list_nodes(final.session_id)}
+    lucky = [n for n in nodes.values() if "512" in n.transformation.params.get("block", "")]
+    assert lucky
+    if finalists == 0:
+        assert kinds.count("retime_requested") == 0
+        assert final.best_candidate_id == lucky[0].node_id  # the outlier wins unchecked
+        return
+    assert kinds.count("retime_requested") == kinds.count("candidate_retimed") >= 1
+    best = nodes[final.best_candidate_id]
+    assert best.retimed  # whatever is called best was confirmed in a fresh worker
+    assert lucky[0].retimed and lucky[0].first_fitness == pytest.approx(10 * lucky[0].fitness)
+    assert final.best_speedup == pytest.approx(best.fitness)
+    assert kinds.index("session_completed") > max(i for i, k in enumerate(kinds) if k == "candidate_retimed")
+    await bus.close()

@@ -8,6 +8,8 @@
     ke.<session>.exhausted            CandidateRequestExhausted  synthesizer → search
     ke.<session>.evaluation           EvaluationCompleted     evaluator → search, knowledge
     ke.<session>.skill                SkillDistilled          knowledge → watchers
+    ke.<session>.retime.<hw>          RetimeRequested         search  → evaluators of <hw>
+    ke.<session>.retimed              CandidateRetimed        evaluator → search
 
 The session id comes second so that one filter (``ke.<session>.>``) follows a session
 and one wildcard (``ke.*.candidate.<hw>``) feeds a hardware pool's work queue.
@@ -61,6 +63,12 @@ class Subjects:
 
     def skill(self, sid: str = "*") -> str:
         return f"{self.prefix}.{sid}.skill"
+
+    def retime(self, sid: str = "*", hardware: str = "*") -> str:
+        return f"{self.prefix}.{sid}.retime.{hardware}"
+
+    def retimed(self, sid: str = "*") -> str:
+        return f"{self.prefix}.{sid}.retimed"
 
 
 class Keys:

@@ -238,7 +238,7 @@ class EvaluationResult(_message.Message):
     def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason")
+    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +250,8 @@ class Node(_message.Message):
     SOURCE_KEY_FIELD_NUMBER: _ClassVar[int]
     REPORT_KEY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    RETIMED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FITNESS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_id: str
     transformation: Transformation
@@ -261,7 +263,9 @@ class Node(_message.Message):
     source_key: str
     report_key: str
     reason: str
-    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    retimed: bool
+    first_fitness: float
+    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ...) -> None: ...
 
 class Session(_message.Message):
     __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight")

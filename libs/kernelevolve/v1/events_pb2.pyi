@@ -78,6 +78,24 @@ class SessionCompleted(_message.Message):
     best_source_key: str
     def __init__(self, session: _Optional[_Union[_common_pb2.Session, _Mapping]] = ..., best_source_key: _Optional[str] = ...) -> None: ...
 
+class RetimeRequested(_message.Message):
+    __slots__ = ("session_id", "candidate", "hardware")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    candidate: _common_pb2.Candidate
+    hardware: _common_pb2.HardwareTarget
+    def __init__(self, session_id: _Optional[str] = ..., candidate: _Optional[_Union[_common_pb2.Candidate, _Mapping]] = ..., hardware: _Optional[_Union[_common_pb2.HardwareTarget, _Mapping]] = ...) -> None: ...
+
+class CandidateRetimed(_message.Message):
+    __slots__ = ("session_id", "result")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    result: _common_pb2.EvaluationResult
+    def __init__(self, session_id: _Optional[str] = ..., result: _Optional[_Union[_common_pb2.EvaluationResult, _Mapping]] = ...) -> None: ...
+
 class SessionCancelRequested(_message.Message):
     __slots__ = ("session_id",)
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -85,7 +103,7 @@ class SessionCancelRequested(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested")
+    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +116,8 @@ class Envelope(_message.Message):
     SKILL_DISTILLED_FIELD_NUMBER: _ClassVar[int]
     SESSION_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     SESSION_CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    RETIME_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_RETIMED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     session_id: str
     occurred_at: _timestamp_pb2.Timestamp
@@ -110,4 +130,6 @@ class Envelope(_message.Message):
     skill_distilled: SkillDistilled
     session_completed: SessionCompleted
     session_cancel_requested: SessionCancelRequested
-    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ...) -> None: ...
+    retime_requested: RetimeRequested
+    candidate_retimed: CandidateRetimed
+    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ...) -> None: ...

@@ -6,8 +6,9 @@ Worker side: imports torch only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -89,7 +90,7 @@ def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool 
     if len(out_leaves) != len(ref_leaves):
         return f"output structure differs: {len(out_leaves)} leaves vs reference {len(ref_leaves)}"
     in_tensors = [t for t in leaves(inputs) if isinstance(t, torch.Tensor)]
-    for i, (o, r) in enumerate(zip(out_leaves, ref_leaves)):
+    for i, (o, r) in enumerate(zip(out_leaves, ref_leaves, strict=False)):
         where = f"output[{i}]" if len(ref_leaves) > 1 else "output"
         if isinstance(r, torch.Tensor):
             if type(o) is not torch.Tensor:
@@ -121,7 +122,7 @@ def compare_values(out: Any, ref: Any, tol_override: dict[str, float] | None) ->
     worst_abs = 0.0
     worst_rel = 0.0
     details: dict[str, Any] = {}
-    for i, (o, r) in enumerate(zip(leaves(out), leaves(ref))):
+    for i, (o, r) in enumerate(zip(leaves(out), leaves(ref), strict=False)):
         if not isinstance(r, torch.Tensor):
             continue
         atol, rtol = tolerance_for(r.dtype, tol_override)
@@ -146,9 +147,10 @@ def compare_values(out: Any, ref: Any, tol_override: dict[str, float] | None) ->
         finite = torch.isfinite(r64)
         diff = (o64 - r64).abs().masked_fill(~finite, 0.0)
         limit = atol + rtol * r64.abs().masked_fill(~finite, 0.0)
-        max_abs = float(diff.max())
+        # Clamped so that the report stays strict JSON when the candidate produced inf.
+        max_abs = min(float(diff.max()), 1e308)
         rel = diff / r64.abs().clamp_min(1e-12)
-        max_rel = float(rel.masked_fill(~finite, 0.0).max())
+        max_rel = min(float(rel.masked_fill(~finite, 0.0).max()), 1e308)
         worst_abs = max(worst_abs, max_abs)
         worst_rel = max(worst_rel, max_rel)
         bad = diff > limit
@@ -171,7 +173,7 @@ def max_error(out: Any, ref: Any) -> tuple[float, float]:
     """(max |out-ref|, max |ref|) over all floating leaves, in float64."""
     worst = 0.0
     scale = 0.0
-    for o, r in zip(leaves(out), leaves(ref)):
+    for o, r in zip(leaves(out), leaves(ref), strict=False):
         if isinstance(r, torch.Tensor) and r.is_floating_point() and r.numel():
             o64 = o.detach().to(torch.float64).cpu()
             r64 = r.detach().to(torch.float64).cpu()
@@ -183,7 +185,7 @@ def max_error(out: Any, ref: Any) -> tuple[float, float]:
 
 
 def bitwise_equal(a: Any, b: Any) -> bool:
-    for x, y in zip(leaves(a), leaves(b)):
+    for x, y in zip(leaves(a), leaves(b), strict=False):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False
@@ -201,7 +203,7 @@ def bitwise_equal(a: Any, b: Any) -> bool:
 
 
 def inputs_unchanged(before: list[Any], after: list[Any]) -> str:
-    for i, (b, a) in enumerate(zip(before, after)):
+    for i, (b, a) in enumerate(zip(before, after, strict=False)):
         if isinstance(b, torch.Tensor):
             if a.shape != b.shape or not bitwise_equal([a], [b]):
                 return f"input {i} was modified in place by the candidate"

@@ -1,6 +1,6 @@
 """Roofline diagnosis: bytes and FLOPs of the operator, achieved rates, bound class.
 
-Bytes = sum of input and output tensor sizes (the minimum traffic of any implementation);
+Bytes = inputs + parameters/buffers + outputs (the minimum traffic of any implementation);
 FLOPs from ``torch.utils.flop_counter.FlopCounterMode`` on the reference (it counts
 matmul/conv-like ops; pointwise ops count as 0, which is right for bound classification).
 Worker side: torch only.
@@ -9,8 +9,9 @@ Worker side: torch only.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -105,14 +106,23 @@ def classify(
     }
 
 
+# Allocation/view/metadata ops: not computation, left out of the library-op report.
+_BOOKKEEPING = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view", "aten::reshape",
+                "aten::_reshape_alias", "aten::as_strided", "aten::contiguous", "aten::detach", "aten::alias",
+                "aten::t", "aten::transpose", "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze",
+                "aten::slice", "aten::select", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
+                "aten::stride", "aten::size", "aten::numel", "aten::is_nonzero", "aten::item",
+                "aten::_local_scalar_dense", "aten::to", "aten::_to_copy", "aten::flatten")
+
+
 def library_time_fraction(
     fn: Callable[[], Any], device_type: str, own_kernels: set[str]
-) -> tuple[float, dict[str, float]]:
+) -> tuple[float, dict[str, float], dict[str, int]]:
     """Share of the call's time spent in torch library ops, via torch.profiler.
 
     CPU: self CPU time of aten ops / wall time of the call (the interpreter's own work is
     numpy, not aten). CUDA: device time of kernels that are not the candidate's
-    Triton kernels / all device time. Returns (fraction, per-kernel device ms on CUDA).
+    Triton kernels / all device time. Returns (fraction, per-kernel device ms on CUDA, torch op call counts).
     """
     try:
         from torch.profiler import ProfilerActivity, profile
@@ -126,6 +136,7 @@ def library_time_fraction(
             wall_us = (time.perf_counter() - t0) * 1e6
         events = prof.key_averages()
         per_kernel: dict[str, float] = {}
+        ops = {e.key: int(e.count) for e in events if e.key.startswith("aten::") and e.key not in _BOOKKEEPING}
         if device_type == "cuda":
             total = 0.0
             lib = 0.0
@@ -137,8 +148,8 @@ def library_time_fraction(
                 per_kernel[e.key] = per_kernel.get(e.key, 0.0) + dev_us / 1000.0
                 if not any(e.key.startswith(k) for k in own_kernels):
                     lib += dev_us
-            return (lib / total if total else 0.0), per_kernel
+            return (lib / total if total else 0.0), per_kernel, ops
         lib = sum(float(e.self_cpu_time_total) for e in events if e.key.startswith("aten::"))
-        return (min(1.0, lib / wall_us) if wall_us > 0 else 0.0), per_kernel
+        return (min(1.0, lib / wall_us) if wall_us > 0 else 0.0), per_kernel, ops
     except Exception:  # noqa: BLE001 - best effort
-        return 0.0, {}
+        return 0.0, {}, {}

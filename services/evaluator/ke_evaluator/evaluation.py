@@ -17,15 +17,15 @@ from __future__ import annotations
 import copy
 import os
 import random
-import threading
-import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from . import compare, diagnosis, launches, sandbox, specs, timing
+from . import compare, diagnosis, launches, specs, timing
+from .integrity import GlobalState, set_precision_flags, snapshot, state_violations
 from .verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
 PhaseFn = Callable[[str], None]
@@ -65,80 +65,6 @@ class JobOptions:
         return cls(**known)
 
 
-@dataclass
-class GlobalState:
-    """What a candidate must leave as it found it."""
-
-    flags: dict[str, str] = field(default_factory=dict)
-    py_threads: int = 0
-    os_threads: int = 0
-    timers: dict[str, int] = field(default_factory=dict)
-
-
-def set_precision_flags() -> None:
-    """Explicit, identical numerics for reference and candidate: no TF32 anywhere."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-
-
-def _timer_objects() -> dict[str, Any]:
-    objs: dict[str, Any] = {
-        "time.perf_counter": time.perf_counter,
-        "time.perf_counter_ns": time.perf_counter_ns,
-        "time.time": time.time,
-        "time.monotonic": time.monotonic,
-        "torch.cuda.synchronize": torch.cuda.synchronize,
-        "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.Event.record": torch.cuda.Event.record,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
-    }
-    from triton.runtime.jit import JITFunction
-
-    objs["triton.JITFunction.run"] = JITFunction.run
-    try:
-        from triton.runtime.interpreter import InterpretedFunction
-
-        objs["triton.InterpretedFunction.run"] = InterpretedFunction.run
-    except ImportError:
-        pass
-    return objs
-
-
-def snapshot() -> GlobalState:
-    return GlobalState(
-        flags={
-            "cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32),
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "default_dtype": str(torch.get_default_dtype()),
-            "grad_enabled": str(torch.is_grad_enabled()),
-        },
-        py_threads=threading.active_count(),
-        os_threads=sandbox.thread_count(),
-        timers={k: id(v) for k, v in _timer_objects().items()},
-    )
-
-
-def state_violations(before: GlobalState, after: GlobalState, count_os_threads: bool = True) -> list[str]:
-    """Differences that mean the candidate changed the process. OS threads are counted only
-    where nothing legitimate starts them lazily: on CUDA, Triton's compiler and the driver
-    start native threads on first use, so there only Python threads count."""
-    out: list[str] = []
-    for k, v in before.flags.items():
-        if after.flags.get(k) != v:
-            out.append(f"changed global flag {k}: {v} -> {after.flags.get(k)}")
-    for k, v in before.timers.items():
-        if after.timers.get(k) != v:
-            out.append(f"replaced timing/launch function {k}")
-    if after.py_threads > before.py_threads:
-        out.append(f"started threads ({before.py_threads} -> {after.py_threads} Python threads)")
-    elif count_os_threads and before.os_threads >= 0 and after.os_threads > before.os_threads:
-        out.append(f"started native threads ({before.os_threads} -> {after.os_threads} OS threads)")
-    return out
-
-
 def _exc_summary(exc: BaseException, limit: int = 6) -> str:
     """``Type: message`` plus the candidate's own frames (file paths are the worker's, useless
     to a reader; line numbers inside candidate.py are what a synthesizer can act on)."""
@@ -166,10 +92,12 @@ class Evaluator:
         self.spec_cache: dict[str, specs.LoadedSpec] = {}
         # float64 reference outputs per (spec sha, input key): expensive (fp64 on CPU), reused.
         self.ref64_cache: dict[tuple[str, str], Any] = {}
+        self.flops_cache: dict[tuple[str, str], float] = {}
         self.counter = 0
         # Byte sizes of reference outputs seen in this worker: the sizes a candidate's output
         # allocation will request, poisoned before every candidate call.
         self._output_sizes: set[int] = set()
+        self._before: GlobalState | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
@@ -248,6 +176,7 @@ class Evaluator:
         phase("compile")
         set_precision_flags()
         before = snapshot()
+        self._before = before
         init = spec.init_inputs()
         ref_model = specs.build_model(spec.Model, init, opts.seed, dev)
 
@@ -264,7 +193,8 @@ class Evaluator:
             raise Outcome("compile_error", "candidate does not define ModelNew")
         if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
             raise Outcome("compile_error", "ModelNew is not a torch.nn.Module subclass")
-        if issubclass(cls, spec.Model) or any(getattr(c, "__module__", "") == spec.module.__name__ for c in cls.__mro__):
+        spec_mod = spec.module.__name__
+        if issubclass(cls, spec.Model) or any(getattr(c, "__module__", "") == spec_mod for c in cls.__mro__):
             raise Outcome("rejected", "ModelNew inherits from the reference Model")
         try:
             cand_model = specs.build_model(cls, init, opts.seed, dev)
@@ -284,6 +214,9 @@ class Evaluator:
             except Exception as exc:  # noqa: BLE001
                 status = "compile_error" if _is_compile_error(exc) else "runtime_error"
                 raise Outcome(status, f"candidate forward raised ({label}): {_exc_summary(exc)}") from None
+            # After every candidate call, before anything of ours runs again (the reference
+            # included): flags, hooks, modes, timers and threads must be as they were.
+            self._check_state(before)
             if recorder.total_own() == 0:
                 foreign = f"; other kernels launched: {sorted(recorder.foreign)}" if recorder.foreign else ""
                 raise Outcome("rejected", f"no Triton kernel defined by the candidate launched ({label}){foreign}")
@@ -311,7 +244,7 @@ class Evaluator:
             if idx == 0:
                 cand_in, out = first_in, first_out
             elif idx == 1 and _same_shapes(persistent, inputs):
-                for dst, src in zip(compare.leaves(persistent), compare.leaves(inputs)):
+                for dst, src in zip(compare.leaves(persistent), compare.leaves(inputs), strict=False):
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src)
                 cand_in = persistent
@@ -341,7 +274,8 @@ class Evaluator:
             cmp = compare.compare_values(out, ref, spec.tolerance)
             corr.atol = cmp.details.get("atol", corr.atol)
             corr.rtol = cmp.details.get("rtol", corr.rtol)
-            corr.details.append({"set": label, "ok": cmp.ok, "max_abs_error": cmp.max_abs, "max_rel_error": cmp.max_rel})
+            corr.details.append({"set": label, "ok": cmp.ok, "max_abs_error": cmp.max_abs,
+                                 "max_rel_error": cmp.max_rel})
             corr.trials += 1
             worst_abs, worst_rel = max(worst_abs, cmp.max_abs), max(worst_rel, cmp.max_rel)
             corr.max_abs_error, corr.max_rel_error = worst_abs, worst_rel
@@ -364,17 +298,25 @@ class Evaluator:
         self._check_state(before)
 
         # ---- timing and diagnosis ---------------------------------------------------------
-        bytes_moved = diagnosis.tensor_bytes(inputs0) + diagnosis.tensor_bytes(ref_out0)
-        flops = diagnosis.count_flops(lambda: self._call(ref_model, compare.clone_tree(inputs0)))
-        set_precision_flags()
+        # Minimum traffic of any implementation: read inputs and weights once, write outputs once.
+        weights = list(ref_model.parameters()) + list(ref_model.buffers())
+        bytes_moved = (diagnosis.tensor_bytes(inputs0) + diagnosis.tensor_bytes(weights)
+                       + diagnosis.tensor_bytes(ref_out0))
+        fkey = (spec.sha, str([tuple(t.shape) for t in compare.leaves(inputs0) if isinstance(t, torch.Tensor)]))
+        if fkey not in self.flops_cache:
+            self.flops_cache[fkey] = diagnosis.count_flops(lambda: self._call(ref_model, compare.clone_tree(inputs0)))
+            set_precision_flags()
+        flops = self.flops_cache[fkey]
         diag = Diagnosis(bytes_moved=float(bytes_moved), flops=flops)
         diag.kernels = [KernelInfo(name=k, launches=n, registers=kernel_meta[k][0], shared_bytes=kernel_meta[k][1],
                                    spills=kernel_meta[k][2]) for k, n in kernel_launches.items()]
         v.evidence["output_shapes"] = out_shapes
         if opts.profile_library_time:
-            frac, per_kernel = diagnosis.library_time_fraction(
+            frac, per_kernel, ops = diagnosis.library_time_fraction(
                 lambda: self._call(cand_model, compare.clone_tree(inputs0)), dev.type, set(kernel_launches))
             diag.library_time_fraction = frac
+            # Torch ops the candidate calls per forward (fallback nodes, decoys): for the search.
+            v.evidence["library_ops"] = ops
             for ki in diag.kernels:
                 ki.time_ms = sum(t for name, t in per_kernel.items() if name.startswith(ki.name))
             if frac > 0.5:
@@ -415,7 +357,7 @@ class Evaluator:
         first call (bitwise, or within the spec tolerance for atomics-style nondeterminism)."""
         again_in = compare.clone_tree(inputs)
         out2 = run_candidate(again_in, "repeat after the reference ran")
-        for a, b in zip(compare.leaves(out1), compare.leaves(out2)):
+        for a, b in zip(compare.leaves(out1), compare.leaves(out2), strict=False):
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and compare.overlaps(a, b):
                 raise Outcome("rejected", "returned the same output memory on two calls (a cached or persistent "
                                           "result): each call must return new memory")
@@ -497,6 +439,11 @@ class Evaluator:
                 v.evidence["compile_baseline"] = "skipped: torch.compile output differs from eager"
                 return None
             v.evidence["compile_baseline"] = "torch.compile (inductor)"
+            # Inductor starts compile-worker threads of its own: count from here on.
+            if self._before is not None:
+                now = snapshot()
+                self._before.py_threads = max(self._before.py_threads, now.py_threads)
+                self._before.os_threads = max(self._before.os_threads, now.os_threads)
             return compiled
         except Exception as exc:  # noqa: BLE001 - the baseline is optional
             v.evidence["compile_baseline"] = f"skipped: torch.compile failed ({type(exc).__name__}: {exc})"[:300]
@@ -527,7 +474,18 @@ class Evaluator:
                     return compiled(*inputs)
 
             contestants.append(comp)
-        samples = timing.interleaved_many(contestants, sets, timer, policy)
+        sources = [compare.clone_tree(s) for s in sets]
+
+        def refresh(idx: int, k: int) -> None:
+            # Same buffers, new values every round (the source values scaled by a round-unique
+            # factor): a cache keyed on pointers or on input values never hits while timed.
+            scale = 1.0 + (k + 1) * 2.0**-12
+            with torch.no_grad():
+                for dst, src in zip(compare.leaves(sets[idx]), compare.leaves(sources[idx]), strict=False):
+                    if isinstance(dst, torch.Tensor) and dst.is_floating_point():
+                        dst.copy_(src).mul_(scale)
+
+        samples = timing.interleaved_many(contestants, sets, timer, policy, refresh=refresh)
         v.baseline_timing = Timing(**timing.summarize(samples[0]))
         v.candidate_timing = Timing(**timing.summarize(samples[1]))
         if v.candidate_timing.median_ms > 0:
@@ -536,7 +494,8 @@ class Evaluator:
             v.compile_baseline_timing = Timing(**timing.summarize(samples[2]))
             if v.candidate_timing.median_ms > 0:
                 v.speedup_vs_compile = v.compile_baseline_timing.median_ms / v.candidate_timing.median_ms
-        v.evidence["timing"] = {"input_sets": len(sets), "l2_flush": dev.type == "cuda",
+        v.evidence["timing"] = {"input_sets": len(sets), "fresh_values_each_round": True,
+                                "l2_flush": dev.type == "cuda",
                                 "clock": "cuda events + device synchronize" if dev.type == "cuda"
                                 else "time.perf_counter"}
 
@@ -545,7 +504,7 @@ def _same_shapes(a: list[Any], b: list[Any]) -> bool:
     la, lb = compare.leaves(a), compare.leaves(b)
     if len(la) != len(lb):
         return False
-    for x, y in zip(la, lb):
+    for x, y in zip(la, lb, strict=False):
         if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
             return False
         if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype):

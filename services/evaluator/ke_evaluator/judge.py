@@ -237,14 +237,17 @@ class _Worker:
 def resolve_device(device: str) -> str:
     if device not in ("auto", "cpu", "cuda"):
         raise InvalidArgumentError(f"EvalOptions.device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    if device != "auto":
+    if device == "cpu":
         return device
     try:
         import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        available = torch.cuda.is_available()
     except ImportError:
-        return "cpu"
+        available = False
+    if device == "cuda" and not available:
+        raise InvalidArgumentError("EvalOptions.device='cuda' but no CUDA device is available")
+    return "cuda" if available else "cpu"
 
 
 class Judge:
@@ -264,6 +267,8 @@ class Judge:
         self._worker: _Worker | None = None
         self._closed = False
         self.fingerprint: dict[str, str] = {}
+        # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
+        self.sandbox_info: dict[str, Any] = {}
         self.workers_started = 0
 
     @staticmethod
@@ -294,9 +299,12 @@ class Judge:
             self._closed = True
 
     def warm_up(self) -> None:
-        """Start the worker now (imports torch/triton) so the first evaluation does not wait."""
+        """Start the worker now and wait until it is ready (torch/triton imported)."""
         with self._lock:
-            self._ensure_worker()
+            worker = self._ensure_worker()
+            if not worker.wait_ready(self.opts.startup_timeout_s) and worker.ready is not None:
+                self.fingerprint = dict(worker.ready.get("fingerprint", {}))
+                self.sandbox_info = dict(worker.ready.get("sandbox", {}))
 
     def _ensure_worker(self) -> _Worker:
         if self._closed:
@@ -339,6 +347,7 @@ class Judge:
                 return _Reply("crashed", reason=f"evaluation worker failed to start: {why}"), worker
         assert worker.ready is not None
         self.fingerprint = dict(worker.ready.get("fingerprint", {}))
+        self.sandbox_info = dict(worker.ready.get("sandbox", {}))
         reply = worker.request(msg, self.opts.compile_timeout_s, self.opts.run_timeout_s)
         return reply, worker
 

@@ -12,7 +12,7 @@ import ctypes.util
 import os
 import resource
 import socket
-from typing import Mapping
+from collections.abc import Mapping
 
 # Variables a worker may inherit. Everything else is dropped: the candidate runs
 # arbitrary code and must not see credentials or service configuration.

@@ -39,36 +39,53 @@ class EvaluatorService:
         await self._bus.consume(self._subjects.candidate(hardware=self.hardware_kind),
                                 f"evaluator-{self.hardware_kind}", self.on_candidate, ack_wait_s=60.0,
                                 max_deliver=3)
+        await self._bus.consume(self._subjects.retime(hardware=self.hardware_kind),
+                                f"evaluator-{self.hardware_kind}-retime", self.on_retime, ack_wait_s=60.0,
+                                max_deliver=3)
 
     async def validate_spec(self, spec: pb.OperatorSpec) -> SpecCheck:
         async with self._lock:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
-    async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str) -> Verdict:
+    async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
+                       fresh_worker: bool = False) -> Verdict:
         async with self._lock:
-            return await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id)
+            return await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker)
 
     async def on_candidate(self, env: ev.Envelope) -> None:
         cand = env.candidate_generated.candidate
         sid, cid = cand.session_id, cand.candidate_id
-        session = await self._session(sid)
-        art = Artifacts(session.artifact_prefix)
-        report_key = art.report(cid)
-        if await self._store.exists(report_key):
-            # Redelivered after we wrote the report: publish the same verdict again (deduplicated).
-            verdict = Verdict.from_dict(json.loads(await self._store.get(report_key)))
-        else:
-            source = (await self._store.get(cand.source_key)).decode()
-            log.info("evaluating", extra={"session_id": sid, "candidate_id": cid})
-            verdict = await self.evaluate(session.spec, source, cid)
-            verdict.candidate_id = cid
-            await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
-        result = verdict_to_pb(verdict, self.hardware_kind, report_key)
-        log.info("evaluated", extra={"session_id": sid, "candidate_id": cid, "status": verdict.status,
-                                     "speedup": verdict.speedup})
+        result = await self._judge_once(cand, retime=False)
         done = ev.EvaluationCompleted(session_id=sid, result=result)
         await self._bus.publish(self._subjects.evaluation(sid), envelope(sid, evaluation_completed=done),
                                 dedup_id=f"eval-{sid}-{cid}")
+
+    async def on_retime(self, env: ev.Envelope) -> None:
+        cand = env.retime_requested.candidate
+        sid, cid = cand.session_id, cand.candidate_id
+        result = await self._judge_once(cand, retime=True)
+        done = ev.CandidateRetimed(session_id=sid, result=result)
+        await self._bus.publish(self._subjects.retimed(sid), envelope(sid, candidate_retimed=done),
+                                dedup_id=f"retimed-{sid}-{cid}")
+
+    async def _judge_once(self, cand: pb.Candidate, retime: bool) -> pb.EvaluationResult:
+        """Judge a candidate, or re-publish the stored verdict when this is a redelivery."""
+        sid, cid = cand.session_id, cand.candidate_id
+        session = await self._session(sid)
+        art = Artifacts(session.artifact_prefix)
+        report_key = art.retime_report(cid) if retime else art.report(cid)
+        if await self._store.exists(report_key):
+            verdict = Verdict.from_dict(json.loads(await self._store.get(report_key)))
+        else:
+            source = (await self._store.get(cand.source_key)).decode()
+            log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})
+            # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
+            verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime)
+            verdict.candidate_id = cid
+            await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
+        log.info("evaluated", extra={"session_id": sid, "candidate_id": cid, "status": verdict.status,
+                                     "speedup": verdict.speedup, "retime": retime})
+        return verdict_to_pb(verdict, self.hardware_kind, report_key)
 
     async def _session(self, sid: str) -> pb.Session:
         if sid not in self._specs:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import secrets
 import sys
 import types
 from dataclasses import dataclass, field
@@ -88,12 +89,17 @@ def to_device(x: Any, device: torch.device) -> Any:
     return compare.map_tree(x, lambda t: t.to(device))
 
 
+# Per-process token in module names: a candidate cannot guess the spec module's name to
+# pull it out of sys.modules (importing it is also banned statically).
+_TOKEN = secrets.token_hex(6)
+
+
 def load_spec(source: str, name: str, directory: str, cache: dict[str, LoadedSpec]) -> LoadedSpec:
     sha = source_sha(source)
     if sha in cache:
         return cache[sha]
     try:
-        mod = import_source(source, f"_ke_spec_{sha[:16]}", directory)
+        mod = import_source(source, f"_ke_spec_{sha[:16]}_{_TOKEN}", directory)
     except SyntaxError as exc:
         raise SpecError(f"spec does not parse: line {exc.lineno}: {exc.msg}") from exc
     except Exception as exc:  # noqa: BLE001 - any import-time failure makes the spec unusable

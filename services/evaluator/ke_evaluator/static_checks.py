@@ -54,6 +54,8 @@ _NAMED_IMPORT_BANS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("numpy", "scipy", "jax", "cupy", "numba"), "computes outside Triton (array library)"),
     (("torch._inductor", "torch._dynamo", "torch.compiler", "torch._C", "torch.utils.benchmark",
       "torch.profiler", "torch.testing"), "torch internals / compiler fallback"),
+    (("torch.library", "torch.overrides", "torch.utils._python_dispatch", "torch._subclasses",
+      "torch.fx"), "torch function/dispatch interception"),
 )
 
 # Bare names that are escapes from any static view.
@@ -124,6 +126,24 @@ _BANNED_ATTRS: dict[str, str] = {
 _BANNED_ATTRS.update({
     "attrgetter": "computed attribute access (operator.attrgetter)",
     "methodcaller": "computed attribute access (operator.methodcaller)",
+    "cpp_extension": "native code / raw memory access (torch.utils.cpp_extension)",
+    "load_inline": "native code / raw memory access (load_inline)",
+    "load_library": "native code / raw memory access (load_library)",
+    "multiprocessing": "thread or process creation (torch.multiprocessing)",
+    "library": "registers torch operator implementations (torch.library)",
+    "overrides": "torch function/dispatch interception",
+    "_python_dispatch": "torch function/dispatch interception",
+    "TorchDispatchMode": "torch function/dispatch interception",
+    "TorchFunctionMode": "torch function/dispatch interception",
+    "register_module_forward_hook": "global module hooks (would see the reference)",
+    "register_module_forward_pre_hook": "global module hooks (would see the reference)",
+    "register_module_full_backward_hook": "global module hooks (would see the reference)",
+    "register_module_full_backward_pre_hook": "global module hooks (would see the reference)",
+    "register_module_backward_hook": "global module hooks (would see the reference)",
+    "register_module_buffer_registration_hook": "global module hooks (would see the reference)",
+    "register_module_module_registration_hook": "global module hooks (would see the reference)",
+    "register_module_parameter_registration_hook": "global module hooks (would see the reference)",
+    "distributed": "thread or process creation (torch.distributed)",
 })
 # Dunder attributes a kernel wrapper may reasonably touch; any other is object internals.
 _ALLOWED_DUNDERS = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__len__", "__getitem__"})
@@ -335,8 +355,12 @@ class _Checker(ast.NodeVisitor):
                 self.add(node, "custom metaclass", f"class {node.name}(metaclass=...)")
         self.generic_visit(node)
 
-    def visit_Lambda(self, node: ast.Lambda) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if node.name in ("__torch_function__", "__torch_dispatch__"):
+            self.add(node, "torch function/dispatch interception", f"def {node.name}")
         self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
 
 _MUTATORS = frozenset({"update", "append", "setdefault", "extend", "insert", "add", "pop", "popitem", "clear",
@@ -393,7 +417,7 @@ def _state_findings(tree: ast.Module) -> list[Finding]:
         local |= {n.id for n in own if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         local.discard("self")  # self's attributes outlive the call
 
-        def foreign(expr: ast.AST) -> bool:
+        def foreign(expr: ast.AST, local: set[str] = local) -> bool:
             root = _root_name(expr)
             return isinstance(expr, (ast.Attribute, ast.Subscript)) and (root is None or root not in local)
 

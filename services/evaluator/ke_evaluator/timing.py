@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -123,10 +124,18 @@ def interleaved_many(
     input_sets: list[list[Any]],
     timer: Timer,
     policy: TimingPolicy,
+    refresh: Callable[[int, int], None] | None = None,
 ) -> list[list[float]]:
-    """Time each contestant once per round, the starting contestant rotating every round."""
+    """Time each contestant once per round, the starting contestant rotating every round.
+
+    ``refresh(set_index, round)`` runs before each round, outside the timed region: it
+    writes new values into that set's buffers so that no two rounds see the same data.
+    """
+    # Warm-up (compile/autotune, caches) outside the timed region. On CPU the interpreter
+    # has nothing to compile per input set, and a call can take seconds: one set suffices.
+    warm_sets = input_sets if timer.cuda else input_sets[:1]
     for _ in range(max(0, policy.warmup)):
-        for inputs in input_sets:
+        for inputs in warm_sets:
             for fn in fns:
                 fn(inputs)
     if timer.cuda:
@@ -137,9 +146,11 @@ def interleaved_many(
     n = len(fns)
     while True:
         inputs = input_sets[k % len(input_sets)]
+        if refresh is not None:
+            refresh(k % len(input_sets), k)
         for j in range(n):
             idx = (k + j) % n
-            samples[idx].append(timer.time_call(lambda f=fns[idx]: f(inputs)))
+            samples[idx].append(timer.time_call(lambda f=fns[idx], x=inputs: f(x)))
         k += 1
         if k >= policy.max_trials:
             break

@@ -6,12 +6,13 @@ Worker side: torch only.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from . import compare, diagnosis, specs
-from .evaluation import set_precision_flags
+from .integrity import set_precision_flags
 
 PhaseFn = Callable[[str], None]
 
@@ -62,7 +63,8 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
     info["parameters"] = int(sum(p.numel() for p in model.parameters()))
     info["extra_input_sets"] = len(extra)
     info["extra_outputs"] = [_describe(o) for o in extra_outs]
-    info["bytes"] = diagnosis.tensor_bytes(inputs) + diagnosis.tensor_bytes(out)
+    info["bytes"] = (diagnosis.tensor_bytes(inputs) + diagnosis.tensor_bytes(list(model.parameters()))
+                     + diagnosis.tensor_bytes(list(model.buffers())) + diagnosis.tensor_bytes(out))
     info["flops"] = diagnosis.count_flops(lambda: model(*compare.clone_tree(inputs)))
     set_precision_flags()
     tol_dtype = tensors[0].dtype
@@ -75,7 +77,7 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
         warnings.append("reference is nondeterministic on identical inputs")
         info["nondeterministic_reference"] = True
     in_tensors = [t for t in compare.leaves(inputs) if isinstance(t, torch.Tensor)]
-    if in_tensors and all(torch.equal(a, b) for a, b in zip(in_tensors, compare.leaves(inputs_b))
+    if in_tensors and all(torch.equal(a, b) for a, b in zip(in_tensors, compare.leaves(inputs_b), strict=False)
                           if isinstance(b, torch.Tensor)):
         warnings.append("get_inputs() returns the same values for every seed: fresh-input checks are void")
 

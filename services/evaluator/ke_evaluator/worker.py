@@ -79,14 +79,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from . import diagnosis, evaluation, launches, validation
+    from . import diagnosis, evaluation, integrity, launches, validation
 
     sandbox_info["launch_hooks"] = launches.install()
+    if args.device == "cpu":
+        sandbox_info["autotune"] = ("first config (no benchmarking in the interpreter)"
+                                    if launches.skip_autotune_benchmarks() else "unavailable")
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     if device.type == "cuda":
         torch.cuda.init()
         torch.cuda.set_device(device)
-    evaluation.set_precision_flags()
+    integrity.set_precision_flags()
     # Start torch's intra-op thread pool (and the profiler's thread, below) now so a later thread-count check sees only
     # threads the candidate created.
     with torch.no_grad():
@@ -112,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         job_id = msg.get("job_id", "")
 
-        def phase(name: str, _job_id: str = job_id) -> None:
+        def phase(name: str, _job_id: str = job_id, _msg: dict[str, Any] = msg) -> None:
             if name == "run" or name == "compile":
-                opts = msg.get("options", {})
+                opts = _msg.get("options", {})
                 budget = float(opts.get("compile_timeout_s" if name == "compile" else "run_timeout_s", 120.0))
                 sandbox.set_cpu_budget(budget * max(1, os.cpu_count() or 1) + 5)
             protocol.write_message(out_fd, {"type": "phase", "job_id": _job_id, "phase": name})

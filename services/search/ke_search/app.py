@@ -31,7 +31,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
-    service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), settings.store.session_prefix)
+    service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), finalists=settings.search.finalists,
+                            max_retimes=settings.search.max_retimes)
     server = await start_server(
         settings.grpc.host, settings.grpc.search_port if port is None else port,
         [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"])

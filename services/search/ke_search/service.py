@@ -11,13 +11,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from google.protobuf import json_format
 
 from ke_search.state import RequestRecord, SearchState, request_of
-from ke_search.strategy import ROOT, make_strategy
+from ke_search.strategy import ROOT, Strategy, make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -42,15 +42,18 @@ class _Effects:
     """What a state transition asks the outside world to do, applied after the CAS wins."""
 
     requests: list[ev.CandidateRequested]
+    retimes: list[str] = field(default_factory=list)
     finish: bool = False
 
 
 class SearchService:
-    def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, session_prefix: str) -> None:
+    def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, *, finalists: int = 1,
+                 max_retimes: int = 3) -> None:
         self._bus = bus
         self._store = store
         self._subjects = subjects
-        self._session_prefix = session_prefix
+        self._finalists = max(0, finalists)
+        self._max_retimes = max(finalists, max_retimes)
         self._locks: dict[str, asyncio.Lock] = {}
 
     # -- subscriptions -----------------------------------------------------------------
@@ -62,6 +65,7 @@ class SearchService:
         await self._bus.consume(s.evaluation(), "search-evaluations", self.on_event)
         await self._bus.consume(s.exhausted(), "search-exhausted", self.on_event)
         await self._bus.consume(s.cancel(), "search-cancel", self.on_event)
+        await self._bus.consume(s.retimed(), "search-retimed", self.on_event)
 
     async def on_event(self, env: ev.Envelope) -> None:
         kind = env.WhichOneof("payload")
@@ -77,6 +81,8 @@ class SearchService:
                 await self._on_exhausted(env.candidate_request_exhausted)
             elif kind == "session_cancel_requested":
                 await self._on_cancel(env.session_cancel_requested.session_id)
+            elif kind == "candidate_retimed":
+                await self._on_retimed(env.candidate_retimed)
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -154,6 +160,35 @@ class SearchService:
                                             "reason": msg.reason})
         await self._transition(msg.session_id, apply)
 
+    async def _on_retimed(self, msg: ev.CandidateRetimed) -> None:
+        sid, result = msg.session_id, msg.result
+        cid = result.candidate_id
+        key = Keys.node(sid, cid)
+        entry = await self._bus.kv_get(key)
+        if entry is None:
+            raise NotFoundError(f"re-timing for unknown candidate {cid} in session {sid}")
+        node = pb.Node()
+        node.ParseFromString(entry.value)
+        if not node.retimed:
+            node.retimed = True
+            node.first_fitness = node.fitness
+            if result.status == pb.EVALUATION_STATUS_CORRECT:
+                node.fitness = result.speedup
+            else:
+                # Correct once, not twice (nondeterminism, flakiness): never called best.
+                node.fitness = 0.0
+                node.status = result.status
+                node.reason = f"failed its re-check in a fresh worker: {result.reason}"[:500]
+            await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
+            log.info("finalist re-timed", extra={"session_id": sid, "candidate_id": cid,
+                                                 "first_fitness": node.first_fitness, "fitness": node.fitness})
+
+        def apply(st: SearchState, nodes: list[pb.Node]) -> None:
+            if cid not in st.retimed:
+                st.retimed.append(cid)
+
+        await self._transition(sid, apply)
+
     async def _on_cancel(self, sid: str) -> None:
         def apply(st: SearchState, nodes: list[pb.Node]) -> None:
             st.cancelled = True
@@ -181,31 +216,17 @@ class SearchService:
             nodes = await self.nodes(sid)
             apply(st, nodes)
             effects = _Effects(requests=[])
-            if st.finished() or (st.idle() and st.want() == 0 and len(st.evaluated) > 0):
-                st.done = True
-                effects.finish = True
-            else:
-                want = st.want()
-                if want > 0:
-                    parent = strategy.select_parent(nodes, set(st.exhausted_parents))
-                    if parent is None:
-                        if st.idle():
-                            st.done = True
-                            effects.finish = True
-                    else:
-                        rid = f"r{st.next_request}"
-                        st.next_request += 1
-                        st.requests[rid] = RequestRecord(parent_id=parent, count=want)
-                        tried = [pb.Transformation(name=n.transformation.name, params=n.transformation.params)
-                                 for n in nodes if n.parent_id == parent]
-                        effects.requests.append(ev.CandidateRequested(
-                            session_id=sid, request_id=rid, parent_id=parent, count=want,
-                            hardware=session.hardware, tried=tried))
+            if not st.finalizing:
+                self._explore(st, nodes, session, strategy, effects)
+            if st.finalizing:
+                self._finalize_step(st, nodes, effects)
             try:
                 await self._bus.kv_update(Keys.search_state(sid), st.to_json(), entry.revision)
             except ConflictError:
                 continue  # another replica moved first: re-read and re-apply
             await self._update_session(sid, st, nodes, finished=effects.finish)
+            for cid in effects.retimes:
+                await self._request_retime(session, cid)
             for req in effects.requests:
                 log.info("requesting candidates", extra={"session_id": sid, "request_id": req.request_id,
                                                          "parent_id": req.parent_id or ROOT, "count": req.count})
@@ -215,6 +236,61 @@ class SearchService:
                 await self._finish(sid, st)
             return
         raise ConflictError(f"search state of {sid} kept changing under us")
+
+    def _explore(self, st: SearchState, nodes: list[pb.Node], session: pb.Session, strategy: Strategy,
+                 effects: _Effects) -> None:
+        """Ask for more candidates, or declare the search over (budget spent, cancelled, or
+        nothing left to expand with nothing in flight)."""
+        if st.finished():
+            st.finalizing = True
+            return
+        want = st.want()
+        if want == 0:
+            if st.idle():
+                st.finalizing = True
+            return
+        parent = strategy.select_parent(nodes, set(st.exhausted_parents))
+        if parent is None:
+            if st.idle():
+                st.finalizing = True
+            return
+        rid = f"r{st.next_request}"
+        st.next_request += 1
+        st.requests[rid] = RequestRecord(parent_id=parent, count=want)
+        tried = [pb.Transformation(name=n.transformation.name, params=n.transformation.params)
+                 for n in nodes if n.parent_id == parent]
+        effects.requests.append(ev.CandidateRequested(
+            session_id=st.session_id, request_id=rid, parent_id=parent, count=want, hardware=session.hardware,
+            tried=tried))
+
+    def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
+        """Re-time the fittest correct node in a fresh worker until the fittest one has been
+        re-timed (bounded), so a lucky first timing cannot be called best."""
+        if st.retimes_pending() and not st.cancelled:
+            return
+        correct = sorted((n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT),
+                         key=lambda n: (n.fitness, -n.depth, n.node_id), reverse=True)
+        if (st.cancelled or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
+                or len(st.retime_requested) >= self._max_retimes):
+            st.done = True
+            effects.finish = True
+            return
+        room = min(self._finalists, self._max_retimes - len(st.retime_requested))
+        chosen = [n.node_id for n in correct if n.node_id not in st.retime_requested][:room]
+        st.retime_requested.extend(chosen)
+        effects.retimes.extend(chosen)
+
+    async def _request_retime(self, session: pb.Session, cid: str) -> None:
+        sid = session.session_id
+        rec = await self._bus.kv_get(Keys.candidate(sid, cid))
+        if rec is None:
+            raise NotFoundError(f"finalist {cid} of session {sid} has no candidate record")
+        cand = pb.Candidate()
+        cand.ParseFromString(rec.value)
+        req = ev.RetimeRequested(session_id=sid, candidate=cand, hardware=session.hardware)
+        log.info("re-timing finalist", extra={"session_id": sid, "candidate_id": cid})
+        await self._bus.publish(self._subjects.retime(sid, session.hardware.kind or "cpu"),
+                                envelope(sid, retime_requested=req), dedup_id=f"retime-{sid}-{cid}")
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -33,6 +33,10 @@ class SearchState:
     evaluated: list[str] = field(default_factory=list)
     exhausted_parents: list[str] = field(default_factory=list)
     cancelled: bool = False
+    # Search over; finalists are being re-timed in fresh workers before one is called best.
+    finalizing: bool = False
+    retime_requested: list[str] = field(default_factory=list)
+    retimed: list[str] = field(default_factory=list)
     done: bool = False
 
     # -- derived ------------------------------------------------------------------
@@ -49,7 +53,7 @@ class SearchState:
 
     def want(self) -> int:
         """How many more candidates to ask for now."""
-        if self.done or self.cancelled:
+        if self.done or self.cancelled or self.finalizing:
             return 0
         room = self.max_inflight - self.inflight() - self.pending()
         left = self.budget - len(self.generated) - self.pending()
@@ -64,6 +68,9 @@ class SearchState:
 
     def idle(self) -> bool:
         return self.inflight() == 0 and self.pending() == 0
+
+    def retimes_pending(self) -> set[str]:
+        return set(self.retime_requested) - set(self.retimed)
 
     # -- (de)serialisation ------------------------------------------------------------
 

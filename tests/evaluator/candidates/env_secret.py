@@ -1,6 +1,7 @@
 """Cheat: reads OPENAI_API_KEY from the environment (fails loudly if it can see it)."""
 
 import os
+
 import torch
 import torch.nn as nn
 import triton

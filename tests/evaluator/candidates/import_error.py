@@ -1,10 +1,10 @@
 """Broken: imports a name that triton does not have."""
 
-from triton.language import no_such_primitive
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
+from triton.language import no_such_primitive  # noqa: F401  (the bug under test)
 
 
 @triton.jit

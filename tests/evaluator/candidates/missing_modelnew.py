@@ -1,6 +1,5 @@
 """Broken: defines a kernel but no ModelNew class."""
 
-import torch
 import torch.nn as nn
 import triton
 import triton.language as tl

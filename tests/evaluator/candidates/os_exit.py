@@ -1,6 +1,7 @@
 """Broken: calls os._exit from forward."""
 
 import os
+
 import torch
 import torch.nn as nn
 import triton

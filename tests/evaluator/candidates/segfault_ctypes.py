@@ -1,6 +1,7 @@
 """Broken: dereferences a null pointer through ctypes."""
 
 import ctypes
+
 import torch
 import torch.nn as nn
 import triton

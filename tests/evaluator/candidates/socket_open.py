@@ -1,6 +1,7 @@
 """Cheat: opens a network connection from forward."""
 
 import socket
+
 import torch
 import torch.nn as nn
 import triton

@@ -1,4 +1,4 @@
-"""Cheat: launches a token kernel on a tiny buffer and returns uninitialised memory, hoping it holds the reference result."""
+"""Cheat: a token kernel on a tiny buffer, then uninitialised memory returned (hoping for a stale answer)."""
 
 import torch
 import torch.nn as nn

@@ -1,6 +1,7 @@
 """Cheat: starts a background thread (work hidden from the timer)."""
 
 import threading
+
 import torch
 import torch.nn as nn
 import triton

@@ -30,7 +30,7 @@ class ModelNew(nn.Module):
 
 
     def forward(self, x):
-        with open("/etc/ke_candidate_was_here", "w") as fh:
+        with open("/tmp/ke_candidate_was_here", "w") as fh:
             fh.write("x")
         y = torch.empty_like(x)
         _launch(x.contiguous(), self.bias, y)

@@ -21,11 +21,16 @@ import torch.fx
 from .capture import dtype_of, shape_of
 from .graph import Group, Plan, group_outputs
 from .kernel_pointwise import kernel_name, load_cast, persistent
+from .kernel_row_split import split_kernels, split_reduction
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
 
 # Upper bound on BLOCK_M * BLOCK_N elements per program (registers on GPU).
 MAX_TILE = 16384
+# On a GPU, BLOCK_M shrinks until about this many programs are launched (a few per SM).
+GPU_MIN_PROGRAMS = 512
+# The split strategy uses at most this many programs per row block (one atomic add each).
+SPLIT_PROGRAMS = 512
 
 HELPER_PROD = '''@triton.jit
 def _prod_combine(a, b):
@@ -46,6 +51,12 @@ class _RowBuilder:
         self.scalars: list[torch.fx.Node] = []
         self.micros: list[Micro] = []
         self._tmp = 0
+        rank = len(self.rinfo.full)
+        kept = [d for d in range(rank) if d not in self.rinfo.dims]
+        # reduced dims that are not the innermost ones: index through strides instead
+        # of materialising a permuted copy
+        self.unravel = kept + list(self.rinfo.dims) != list(range(rank))
+        self.p, self.q = len(kept), len(self.rinfo.dims)
 
     def new(self, prefix: str) -> str:
         self._tmp += 1
@@ -109,9 +120,30 @@ def _load_line(b: _RowBuilder, mi: Micro) -> str:
     v, layout = b.operands[mi.load]
     dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
     i = mi.load
+    if b.unravel:
+        # strided view: row / column indices unravelled over the kept / reduced dims
+        row_off = " + ".join(f"row_i{j} * in{i}_k{j}" for j in range(b.p))
+        if layout == "full":
+            col_off = " + ".join(f"col_i{j} * in{i}_r{j}" for j in range(b.q))
+            return f"{mi.name} = tl.load(in{i}_ptr + {row_off} + {col_off}, mask=mask, other=0){load_cast(dt)}"
+        return f"{mi.name} = tl.load(in{i}_ptr + {row_off}, mask=rmask, other=0){load_cast(dt)}"
     if layout == "full":
         return f"{mi.name} = tl.load(in{i}_ptr + rows * in{i}_sm + cols * in{i}_sn, mask=mask, other=0){load_cast(dt)}"
     return f"{mi.name} = tl.load(in{i}_ptr + rows * in{i}_sm, mask=rmask, other=0){load_cast(dt)}"
+
+
+def _unravel(index: str, sizes: str, count: int, var: str) -> list[str]:
+    """Split a flat row / column index into per-dim indices (innermost first)."""
+    if count == 1:
+        return [f"{var}0 = {index}"]
+    lines = [f"rem_{var} = {index}"]
+    for j in reversed(range(1, count)):
+        lines += [f"{var}{j} = rem_{var} % {sizes}{j}", f"rem_{var} = rem_{var} // {sizes}{j}"]
+    return lines + [f"{var}0 = rem_{var}"]
+
+
+def _col_lines(b: _RowBuilder) -> list[str]:
+    return _unravel("cols", "R", b.q, "col_i") if b.unravel else []
 
 
 def _micro_line(b: _RowBuilder, mi: Micro) -> list[str]:
@@ -136,7 +168,7 @@ def _micro_line(b: _RowBuilder, mi: Micro) -> list[str]:
 
 
 def _single_body(b: _RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:
-    lines = ["cols = tl.arange(0, BLOCK_N)[None, :]", "mask = rmask & (cols < N)"]
+    lines = ["cols = tl.arange(0, BLOCK_N)[None, :]", "mask = rmask & (cols < N)"] + _col_lines(b)
     for mi in b.micros:
         lines += _micro_line(b, mi)
     lines += _stores(outs)
@@ -156,7 +188,7 @@ def _stores(outs: list[tuple[torch.fx.Node, str]], full_only: bool | None = None
 def _chunk_loop(b: _RowBuilder, roots: list[str], tail: list[str], head: list[str] | None = None) -> list[str]:
     lines = list(head or [])
     lines.append("for start in range(0, N, BLOCK_N):")
-    body = ["cols = start + tl.arange(0, BLOCK_N)[None, :]", "mask = rmask & (cols < N)"]
+    body = ["cols = start + tl.arange(0, BLOCK_N)[None, :]", "mask = rmask & (cols < N)"] + _col_lines(b)
     for mi in b.closure(roots):
         body += _micro_line(b, mi)
     body += tail
@@ -257,11 +289,21 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     name = kernel_name(group, "row")
 
     sig = [f"in{i}_ptr" for i in range(len(b.operands))] + [f"out{j}_ptr" for j in range(len(outs))] + ["M", "N"]
+    if b.unravel:
+        sig += [f"K{j}" for j in range(1, b.p)] + [f"R{j}" for j in range(1, b.q)]
     for i, (_, layout) in enumerate(b.operands):
-        sig += [f"in{i}_sm", f"in{i}_sn"] if layout == "full" else [f"in{i}_sm"]
+        if b.unravel:
+            sig += [f"in{i}_k{j}" for j in range(b.p)]
+            sig += [f"in{i}_r{j}" for j in range(b.q)] if layout == "full" else []
+        else:
+            sig += [f"in{i}_sm", f"in{i}_sn"] if layout == "full" else [f"in{i}_sm"]
     sig += [f"s{i}" for i in range(len(b.scalars))]
     fused = " -> ".join(group.ops[m].op for m in group.members)
-    how = {"single": "whole rows in registers, one read of the input",
+    split_red = split_reduction(b, outs) if strategy == "split" else None
+    if strategy == "split" and split_red is None:
+        strategy = "looped"  # not applicable to this group (see kernel_row_split)
+    how = {"split": "row slices summed by many programs",
+           "single": "whole rows in registers, one read of the input",
            "looped": "rows walked in BLOCK_N chunks, one pass per reduction",
            "online": "rows walked in BLOCK_N chunks, max and exp-sum in one online pass"}[strategy]
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},",
@@ -270,12 +312,19 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
              "    pid = tl.program_id(0)",
              "    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]",
              "    rmask = rows < M"]
-    body = _single_body(b, outs) if strategy == "single" else _looped_body(b, outs, online=strategy == "online")
-    lines += ["    " + line for line in body]
+    if b.unravel:
+        lines += ["    " + line for line in _unravel("rows", "K", b.p, "row_i")]
     programs = genome.get(f"{group.key}.programs", "grid")
-    if programs != "grid":
-        lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "M", "BLOCK_M", "pid")
-    kernel = "\n".join(lines) + "\n"
+    if split_red is not None:
+        row_lines = ["    " + line for line in _unravel("rows", "K", b.p, "row_i")] if b.unravel else []
+        kernel = split_kernels(b, outs, split_red, name, sig, fused, row_lines)
+        programs = "grid"
+    else:
+        body = _single_body(b, outs) if strategy == "single" else _looped_body(b, outs, online=strategy == "online")
+        lines += ["    " + line for line in body]
+        if programs != "grid":
+            lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "M", "BLOCK_M", "pid")
+        kernel = "\n".join(lines) + "\n"
     if "_prod_combine" in emitter.helpers:
         emitter.helpers.discard("_prod_combine")
         kernel = HELPER_PROD + "\n\n" + kernel
@@ -300,12 +349,14 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     permute = "" if identity else f".permute({perm})"
     call = []
     for i, (_, layout) in enumerate(b.operands):
-        if layout == "full":
+        target = {"full": "full", "row": "keep", "rowflat": "flat"}[layout]
+        if b.unravel:
+            ll.append(f"    t{i} = t{i}.expand({target})  # read in place through its strides")
+        elif layout == "full":
             ll.append(f"    t{i} = t{i}.expand(full){permute}.reshape(m, n)")
-            call += [f"t{i}"]
         else:
-            ll.append(f"    t{i} = t{i}.expand({'keep' if layout == 'row' else 'flat'}).reshape(m)")
-            call += [f"t{i}"]
+            ll.append(f"    t{i} = t{i}.expand({target}).reshape(m)")
+        call += [f"t{i}"]
     device = "t0.device"
     for j, (m, layout) in enumerate(outs):
         dt = dtype_of(m) or torch.float32
@@ -313,20 +364,40 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         ll.append(f"    out{j} = torch.empty({shape}, device={device}, dtype={dt})")
         call.append(f"out{j}")
     call += ["m", "n"]
+    if b.unravel:
+        call += [f"full[{kept[j]}]" for j in range(1, b.p)] + [f"full[{dims[j]}]" for j in range(1, b.q)]
     for i, (_, layout) in enumerate(b.operands):
-        call += [f"t{i}.stride(0)", f"t{i}.stride(1)"] if layout == "full" else [f"t{i}.stride(0)"]
+        if not b.unravel:
+            call += [f"t{i}.stride(0)", f"t{i}.stride(1)"] if layout == "full" else [f"t{i}.stride(0)"]
+        elif layout == "full":
+            call += [f"t{i}.stride({d})" for d in kept] + [f"t{i}.stride({d})" for d in dims]
+        elif layout == "row":
+            call += [f"t{i}.stride({d})" for d in kept]
+        else:
+            call += [f"t{i}.stride({j})" for j in range(b.p)]
     call += [f"s{i}" for i in range(len(b.scalars))]
     if strategy == "single":
         ll.append("    block_n = triton.next_power_of_2(max(n, 1))")
     else:
         ll.append(f"    block_n = min({block_n}, triton.next_power_of_2(max(n, 1)))")
     ll.append(f"    block_m = max(1, min({block_m}, {MAX_TILE} // block_n, triton.next_power_of_2(max(m, 1))))")
+    ll += ["    if t0.is_cuda:  # few rows: fewer rows per program so every SM gets work",
+           f"        block_m = max(1, min(block_m, triton.next_power_of_2(triton.cdiv(m, {GPU_MIN_PROGRAMS}))))"]
     ll.append("    if m > 0:")
-    if programs == "grid":
+    if split_red is not None:
+        ll += ["        acc = torch.zeros((m,), device=t0.device, dtype=torch.float32)",
+               f"        grid = (triton.cdiv(m, block_m), min(triton.cdiv(n, block_n), {SPLIT_PROGRAMS}))",
+               f"        {name}_partial[grid](acc, {', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n,"
+               f" num_warps={warps})",
+               "        grid = (triton.cdiv(m, block_m),)",
+               f"        {name}_finish[grid](acc, {', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n,"
+               f" num_warps={warps})"]
+    elif programs == "grid":
         ll.append("        grid = (triton.cdiv(m, block_m),)")
     else:
         ll.append(f"        grid = (min(triton.cdiv(m, block_m), {int(programs)}),)  # persistent programs")
-    ll.append(f"        {name}[grid]({', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n, num_warps={warps})")
+    if split_red is None:
+        ll.append(f"        {name}[grid]({', '.join(call)}, BLOCK_M=block_m, BLOCK_N=block_n, num_warps={warps})")
     rets = []
     for j, (_m, layout) in enumerate(outs):
         if layout == "full":
@@ -337,6 +408,10 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         else:
             rets.append(f"out{j}.reshape({'keep' if layout == 'row' else 'flat'})")
     ll.append(f"    return {', '.join(rets)}")
+    # drop the row-shape helpers when no operand or output uses them
+    used = "\n".join(line for line in ll if not line.lstrip().startswith(("keep =", "flat =")))
+    ll = [line for line in ll if not (line.lstrip().startswith("keep =") and "keep" not in used)
+          and not (line.lstrip().startswith("flat =") and "flat" not in used)]
     return kernel, "\n".join(ll) + "\n", launcher
 
 

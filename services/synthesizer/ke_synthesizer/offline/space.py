@@ -46,9 +46,10 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
     "row": {
         # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction;
         # online: looped with max + sum(exp(x - max)) fused into one pass (softmax family)
-        "strategy": ("single", "looped", "online"),
-        "BLOCK_M": ("4", "1", "2", "8", "16"),
-        "BLOCK_N": ("1024", "256", "512", "2048"),
+        # split: columns spread over programs, partial sums combined atomically (few long rows)
+        "strategy": ("single", "looped", "online", "split"),
+        "BLOCK_M": ("4", "1", "2", "8", "16", "32", "64"),
+        "BLOCK_N": ("1024", "64", "256", "512", "2048"),
         "num_warps": ("4", "1", "2", "8"),
         "programs": ("grid", "128", "512"),
     },
@@ -68,6 +69,9 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
 
 # Rows longer than this default to the looped strategy (register pressure on GPU).
 SINGLE_PASS_MAX_N = 8192
+# Fewer rows than this, each at least SPLIT_MIN_N long, default to the split strategy.
+SPLIT_MAX_ROWS = 64
+SPLIT_MIN_N = 4096
 
 
 @dataclass(frozen=True)
@@ -82,13 +86,27 @@ class Knob:
         return self.choices[0]
 
 
+def is_column_reduction(group: Group) -> bool:
+    """The innermost dim is kept: neighbouring rows of the [M, N] view are adjacent in
+    memory, so a program should own many rows and walk the reduced dim in short chunks."""
+    rinfo = group.info["row"]
+    return bool(rinfo.full) and (len(rinfo.full) - 1) not in rinfo.dims
+
+
+# Row-kernel defaults for column reductions (see is_column_reduction).
+COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
+
+
 def default_strategy(group: Group) -> str:
     allowed = group.info.get("allowed", {}).get("strategy")
     if allowed is not None and len(allowed) == 1:
         return allowed[0]
     rinfo = group.info["row"]
     n = math.prod(rinfo.full[d] for d in rinfo.dims)
-    if n <= SINGLE_PASS_MAX_N:
+    m = math.prod(s for d, s in enumerate(rinfo.full) if d not in rinfo.dims)
+    if group.info.get("split") and m < SPLIT_MAX_ROWS and n >= SPLIT_MIN_N:
+        return "split"
+    if n <= SINGLE_PASS_MAX_N and not is_column_reduction(group):
         return "single"
     return "online" if group.info.get("online") else "looped"
 
@@ -97,15 +115,19 @@ def _mark_online(plan: Plan, group: Group) -> None:
     """Record whether the row group has a max / sum-of-exp pair (softmax family)."""
     if "online" in group.info:
         return
+    from .graph import group_outputs
     from .kernel_row import _RowBuilder, online_pairs
+    from .kernel_row_split import split_reduction
     from .lower_pointwise import PointwiseEmitter
 
     try:
         builder = _RowBuilder(plan, group, PointwiseEmitter())
         builder.build()
         group.info["online"] = bool(online_pairs(builder.micros))
+        outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
+        group.info["split"] = split_reduction(builder, outs) is not None
     except (ValueError, KeyError):  # the generator will demote this group anyway
-        group.info["online"] = False
+        group.info["online"] = group.info["split"] = False
 
 
 def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
@@ -128,14 +150,20 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
             if g.kind == "row" and name == "strategy":
                 d = default_strategy(g)
                 choices = (d,) + tuple(c for c in choices if c != d)
+            if g.kind == "row" and name in COLUMN_DEFAULTS and is_column_reduction(g):
+                d = COLUMN_DEFAULTS[name]
+                choices = (d,) + tuple(c for c in choices if c != d)
             if g.kind == "matmul" and name == "SPLIT_K" and len(g.members) > 1:
                 continue  # a non-linear epilogue cannot be applied to partial sums
             if g.kind == "row" and name == "strategy" and not g.info.get("online"):
                 choices = tuple(c for c in choices if c != "online")
-            if g.kind == "row" and name == "BLOCK_N":
-                strategy = genome.get(f"{g.key}.strategy", default_strategy(g))
-                if strategy == "single":
-                    continue
+            if g.kind == "row" and name == "strategy" and not g.info.get("split"):
+                choices = tuple(c for c in choices if c != "split")
+            strategy = genome.get(f"{g.key}.strategy", default_strategy(g)) if g.kind == "row" else ""
+            if g.kind == "row" and name == "BLOCK_N" and strategy == "single":
+                continue  # the whole row is one block
+            if g.kind == "row" and name == "programs" and strategy == "split":
+                continue  # the split grid is sized by the row length
             out.append(Knob(f"{g.key}.{name}", name, g.key, choices))
     return out
 

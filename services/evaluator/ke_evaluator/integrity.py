@@ -1,0 +1,110 @@
+"""Process state a candidate must leave as it found it: precision flags, timers, threads.
+
+Both the reference and the candidate run with explicitly set numerics (no TF32); a
+snapshot before the candidate and comparisons after each of its calls catch flag flips,
+replaced timing/launch functions and started threads. Worker side: torch + triton only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import sandbox
+
+
+@dataclass
+class GlobalState:
+    """What a candidate must leave as it found it."""
+
+    flags: dict[str, str] = field(default_factory=dict)
+    py_threads: int = 0
+    os_threads: int = 0
+    timers: dict[str, int] = field(default_factory=dict)
+
+
+def set_precision_flags() -> None:
+    """Explicit, identical numerics for reference and candidate: no TF32 anywhere."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def _timer_objects() -> dict[str, Any]:
+    objs: dict[str, Any] = {
+        "time.perf_counter": time.perf_counter,
+        "time.perf_counter_ns": time.perf_counter_ns,
+        "time.time": time.time,
+        "time.monotonic": time.monotonic,
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+    }
+    from triton.runtime.jit import JITFunction
+
+    objs["triton.JITFunction.run"] = JITFunction.run
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        objs["triton.InterpretedFunction.run"] = InterpretedFunction.run
+    except ImportError:
+        pass
+    return objs
+
+
+def _safe_len(fn: Any) -> int:
+    try:
+        return int(fn())
+    except (AttributeError, RuntimeError):
+        return -1
+
+
+def _global_hook_count() -> int:
+    from torch.nn.modules import module as nn_module
+
+    return sum(len(getattr(nn_module, name)) for name in dir(nn_module)
+               if name.startswith("_global_") and name.endswith("hooks") and isinstance(getattr(nn_module, name), dict))
+
+
+def snapshot() -> GlobalState:
+    return GlobalState(
+        flags={
+            "cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "default_dtype": str(torch.get_default_dtype()),
+            "grad_enabled": str(torch.is_grad_enabled()),
+            # A mode left active, or a global module hook, would see and could rewrite the
+            # reference's inputs and outputs: the reference must run exactly as written.
+            "torch_dispatch_modes": str(_safe_len(lambda: torch._C._len_torch_dispatch_stack())),
+            "torch_function_modes": str(_safe_len(lambda: torch._C._len_torch_function_stack())),
+            "global_module_hooks": str(_global_hook_count()),
+        },
+        py_threads=threading.active_count(),
+        os_threads=sandbox.thread_count(),
+        timers={k: id(v) for k, v in _timer_objects().items()},
+    )
+
+
+def state_violations(before: GlobalState, after: GlobalState, count_os_threads: bool = True) -> list[str]:
+    """Differences that mean the candidate changed the process. OS threads are counted only
+    where nothing legitimate starts them lazily: on CUDA, Triton's compiler and the driver
+    start native threads on first use, so there only Python threads count."""
+    out: list[str] = []
+    for k, v in before.flags.items():
+        if after.flags.get(k) != v:
+            out.append(f"changed global flag {k}: {v} -> {after.flags.get(k)}")
+    for k, v in before.timers.items():
+        if after.timers.get(k) != v:
+            out.append(f"replaced timing/launch function {k}")
+    if after.py_threads > before.py_threads:
+        out.append(f"started threads ({before.py_threads} -> {after.py_threads} Python threads)")
+    elif count_os_threads and before.os_threads >= 0 and after.os_threads > before.os_threads:
+        out.append(f"started native threads ({before.os_threads} -> {after.os_threads} OS threads)")
+    return out
