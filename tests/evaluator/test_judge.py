@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -92,9 +93,11 @@ def test_spec_validation_of_examples(judge: Judge) -> None:
         (spec_for_tests("raises"), "reference raised when run"),
         ("import torch\nModel = 3\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
          "not a torch.nn.Module"),
+        ("import torch.nn as nn\nKE_TOLERANCE = {'atol': -1}\nclass Model(nn.Module):\n    pass\n"
+         "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n", "KE_TOLERANCE"),
     ],
     ids=["syntax", "no-model", "no-get-inputs", "no-init-inputs", "import-raises", "init-raises", "forward-raises",
-         "model-not-module"],
+         "model-not-module", "bad-tolerance"],
 )
 def test_bad_specs_rejected(judge: Judge, source: str, reason: str) -> None:
     check = judge.validate_spec(source, "bad")
@@ -159,3 +162,17 @@ def test_library_ops_are_reported(judge: Judge) -> None:
     assert fused.status == fallback.status == "correct"
     assert not any(op in fused.evidence["library_ops"] for op in ("aten::mm", "aten::matmul"))
     assert any(op in fallback.evidence["library_ops"] for op in ("aten::mm", "aten::matmul"))
+
+
+def test_concurrent_callers_are_serialised(judge: Judge) -> None:
+    results: list[str] = []
+
+    def call() -> None:
+        results.append(judge.evaluate(example(RELU), candidate("ok_relu_scale_add")).status)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert results == ["correct"] * 3

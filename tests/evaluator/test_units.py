@@ -141,3 +141,34 @@ def test_timing_rounds_see_new_values_in_the_same_buffers() -> None:
     assert len({ptr for ptr, _ in seen}) == 2  # the same two buffers throughout
     per_round = [seen[i][1] for i in range(0, 12, 2)]
     assert len(set(per_round)) == 6  # every round had new values
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [((1.0, 1.1), (1.2, 1.3), "faster"), ((1.2, 1.3), (1.0, 1.1), "slower"), ((1.0, 1.25), (1.2, 1.3),
+                                                                               "indistinguishable")],
+    ids=["faster", "slower", "overlap"],
+)
+def test_compare_medians_by_confidence_interval(a: tuple[float, float], b: tuple[float, float],
+                                                expected: str) -> None:
+    ta = {"ci_low_ms": a[0], "ci_high_ms": a[1]}
+    tb = {"ci_low_ms": b[0], "ci_high_ms": b[1]}
+    assert timing.compare_medians(ta, tb) == expected
+
+
+def test_worker_side_imports_only_torch_triton_numpy_and_stdlib() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import ke_evaluator.worker, ke_evaluator.evaluation, ke_evaluator.validation\n"
+        "import torch, triton\n"
+        "bad = sorted({m.split('.')[0] for m in sys.modules} & {'kernelevolve', 'structlog', 'grpc', 'google',\n"
+        "              'nats', 'yaml', 'minio', 'qdrant_client', 'ke_synthesizer', 'ke_search'})\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == ""

@@ -201,3 +201,32 @@ async def test_finalists_are_retimed_before_one_is_called_best(finalists: int) -
     assert final.best_speedup == pytest.approx(best.fitness)
     assert kinds.index("session_completed") > max(i for i, k in enumerate(kinds) if k == "candidate_retimed")
     await bus.close()
+
+
+class FlakyBus(MemoryBus):
+    """Fails the first publish of each listed kind, as a crash right after a commit would."""
+
+    def __init__(self, fail_kinds: set[str]) -> None:
+        super().__init__(redeliver_delay_s=0.01)
+        self.fail_kinds = set(fail_kinds)
+
+    async def publish(self, subject, envelope, dedup_id=None):  # type: ignore[no-untyped-def]
+        kind = envelope.WhichOneof("payload")
+        if kind in self.fail_kinds:
+            self.fail_kinds.discard(kind)
+            raise RuntimeError(f"connection lost while publishing {kind}")
+        return await super().publish(subject, envelope, dedup_id)
+
+
+@pytest.mark.parametrize("kind", ["candidate_requested", "retime_requested"])
+async def test_effects_survive_a_failure_after_commit(kind: str) -> None:
+    bus, store, subjects = FlakyBus({kind}), MemoryStore(), Subjects("ke")
+    await SearchService(bus, store, subjects).subscribe()
+    await SynthesizerService(bus, store, subjects, FakeSynthesizer()).subscribe()
+    await EvaluatorService(bus, store, subjects, FakeJudge(), "cpu").subscribe()
+    gw = GatewayService(bus, store, subjects, JudgeValidator(FakeJudge()), SearchSettings(), "sessions/{session_id}/",
+                        "cpu")
+    final, events = await _run(gw, budget=4, max_inflight=1)
+    assert not bus.fail_kinds  # the failure happened
+    assert final.status == pb.SESSION_STATUS_COMPLETED and final.evaluated == 4
+    await bus.close()

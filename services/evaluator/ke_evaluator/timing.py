@@ -160,3 +160,21 @@ def interleaved_many(
             if _perf_counter() - t_start > policy.budget_s:
                 break
     return samples
+
+
+def compare_medians(a: dict[str, Any] | Any, b: dict[str, Any] | Any) -> str:
+    """'faster' / 'slower' when ``a``'s median CI lies entirely below / above ``b``'s, else
+    'indistinguishable'. Takes ``verdict.Timing`` objects or their dicts; use it to promote
+    an elite only on a difference the noise cannot explain."""
+
+    def ci(t: Any) -> tuple[float, float]:
+        d = t if isinstance(t, dict) else t.__dict__
+        return float(d["ci_low_ms"]), float(d["ci_high_ms"])
+
+    a_lo, a_hi = ci(a)
+    b_lo, b_hi = ci(b)
+    if a_hi < b_lo:
+        return "faster"
+    if a_lo > b_hi:
+        return "slower"
+    return "indistinguishable"

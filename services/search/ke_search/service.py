@@ -220,22 +220,43 @@ class SearchService:
                 self._explore(st, nodes, session, strategy, effects)
             if st.finalizing:
                 self._finalize_step(st, nodes, effects)
+            st.outbox_requests.extend(r.request_id for r in effects.requests)
+            st.outbox_retimes.extend(effects.retimes)
             try:
-                await self._bus.kv_update(Keys.search_state(sid), st.to_json(), entry.revision)
+                revision = await self._bus.kv_update(Keys.search_state(sid), st.to_json(), entry.revision)
             except ConflictError:
                 continue  # another replica moved first: re-read and re-apply
             await self._update_session(sid, st, nodes, finished=effects.finish)
-            for cid in effects.retimes:
-                await self._request_retime(session, cid)
-            for req in effects.requests:
-                log.info("requesting candidates", extra={"session_id": sid, "request_id": req.request_id,
-                                                         "parent_id": req.parent_id or ROOT, "count": req.count})
-                await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
-                                        dedup_id=f"req-{sid}-{req.request_id}")
+            await self._publish_outbox(session, st, nodes, revision)
             if effects.finish:
                 await self._finish(sid, st)
             return
         raise ConflictError(f"search state of {sid} kept changing under us")
+
+    async def _publish_outbox(self, session: pb.Session, st: SearchState, nodes: list[pb.Node],
+                              revision: int) -> None:
+        """Publish what committed transitions decided (this one's and any a crash left behind),
+        then clear the outbox. Publishing twice is harmless: ids de-duplicate downstream."""
+        if not st.outbox_requests and not st.outbox_retimes:
+            return
+        sid = session.session_id
+        for cid in st.outbox_retimes:
+            await self._request_retime(session, cid)
+        for rid in st.outbox_requests:
+            rec = st.requests[rid]
+            tried = [pb.Transformation(name=n.transformation.name, params=n.transformation.params)
+                     for n in nodes if n.parent_id == rec.parent_id]
+            req = ev.CandidateRequested(session_id=sid, request_id=rid, parent_id=rec.parent_id, count=rec.count,
+                                        hardware=session.hardware, tried=tried)
+            log.info("requesting candidates", extra={"session_id": sid, "request_id": rid,
+                                                     "parent_id": rec.parent_id or ROOT, "count": rec.count})
+            await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
+                                    dedup_id=f"req-{sid}-{rid}")
+        st.outbox_requests, st.outbox_retimes = [], []
+        try:
+            await self._bus.kv_update(Keys.search_state(sid), st.to_json(), revision)
+        except ConflictError:
+            pass  # someone moved on; they publish our leftovers again, which is harmless
 
     def _explore(self, st: SearchState, nodes: list[pb.Node], session: pb.Session, strategy: Strategy,
                  effects: _Effects) -> None:
@@ -257,11 +278,8 @@ class SearchService:
         rid = f"r{st.next_request}"
         st.next_request += 1
         st.requests[rid] = RequestRecord(parent_id=parent, count=want)
-        tried = [pb.Transformation(name=n.transformation.name, params=n.transformation.params)
-                 for n in nodes if n.parent_id == parent]
-        effects.requests.append(ev.CandidateRequested(
-            session_id=st.session_id, request_id=rid, parent_id=parent, count=want, hardware=session.hardware,
-            tried=tried))
+        effects.requests.append(ev.CandidateRequested(session_id=st.session_id, request_id=rid, parent_id=parent,
+                                                      count=want))
 
     def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
         """Re-time the fittest correct node in a fresh worker until the fittest one has been

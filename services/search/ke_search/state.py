@@ -37,6 +37,10 @@ class SearchState:
     finalizing: bool = False
     retime_requested: list[str] = field(default_factory=list)
     retimed: list[str] = field(default_factory=list)
+    # Outbox: effects decided by a committed transition and not yet known to be published.
+    # Cleared after publishing; a crash in between re-publishes them (de-duplicated ids).
+    outbox_requests: list[str] = field(default_factory=list)
+    outbox_retimes: list[str] = field(default_factory=list)
     done: bool = False
 
     # -- derived ------------------------------------------------------------------

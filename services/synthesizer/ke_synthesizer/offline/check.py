@@ -35,6 +35,7 @@ def _load(path: Path, name: str) -> types.ModuleType:
 
 
 def _compare(ref: Any, out: Any, atol: float, rtol: float) -> tuple[bool, float]:
+    err: float
     if isinstance(ref, (tuple, list)):
         if not isinstance(out, (tuple, list)) or len(ref) != len(out):
             return False, float("inf")
@@ -48,8 +49,8 @@ def _compare(ref: Any, out: Any, atol: float, rtol: float) -> tuple[bool, float]
             return False, float("inf")
         if ref.dtype in (torch.bool, torch.int64, torch.int32):
             return bool(torch.equal(ref, out.to(ref.dtype))), 0.0
-        err = (ref.double() - out.double()).abs()
-        worst = float(err.max()) if err.numel() else 0.0
+        diff = (ref.double() - out.double()).abs()
+        worst = float(diff.max()) if diff.numel() else 0.0
         ok = bool(torch.allclose(out.double(), ref.double(), atol=atol, rtol=rtol, equal_nan=True))
         return ok, worst
     return ref == out, 0.0

@@ -113,24 +113,23 @@ def render_node(node: torch.fx.Node, plan: Plan) -> str:
     """A library-call or glue statement for one fx node."""
     lhs = var(node)
     if node.op == "get_attr":
-        target = str(node.target)
+        path = str(node.target)
         obj: Any = plan.spec.gm
-        for part in target.split("."):
+        for part in path.split("."):
             obj = getattr(obj, part, None)
         # fx stores tensors created inside forward as _tensor_constantN attributes
-        if target.split(".")[-1].startswith("_tensor_constant") and isinstance(obj, torch.Tensor):
-            # a constant tensor created inside the reference forward
-            # a constant tensor created inside the reference forward: rebuilt on the inputs' device
+        if path.split(".")[-1].startswith("_tensor_constant") and isinstance(obj, torch.Tensor):
+            # rebuilt on the inputs' device
             first = next((n for n in plan.nodes if n.op == "placeholder"), None)
             device = f", device={var(first)}.device" if first is not None else ""
             return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype}{device})"
-        return f"{lhs} = {attr_path(target)}"
+        return f"{lhs} = {attr_path(path)}"
     if node.op == "call_module":
         return f"{lhs} = {attr_path(str(node.target))}({_call_args(node)})"
     if node.op == "call_method":
         obj_src = render(node.args[0])
         return f"{lhs} = {obj_src}.{node.target}({_call_args(node, skip_first=True)})"
-    target = node.target
+    target: Any = node.target
     if target in _BINARY_SYMBOLS and len(node.args) == 2 and not node.kwargs:
         a, b = node.args
         return f"{lhs} = {render(a)} {_BINARY_SYMBOLS[target]} {render(b)}"  # type: ignore[index]
@@ -191,9 +190,10 @@ def assemble(plan: Plan, genome: dict[str, str],
         if node in plan.skipped:
             continue
         if node in plan.group_of:
-            g = last_member.get(node)
-            if g is None:
+            last = last_member.get(node)
+            if last is None:
                 continue
+            g = last
             args, outs = launch_args[g.kind](plan, g)
             call = f"{launcher_of[g.gid]}({', '.join(render(a) for a in args)})"
             lhs = ", ".join(var(o) for o in outs)

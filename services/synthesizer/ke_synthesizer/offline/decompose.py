@@ -62,7 +62,7 @@ def _batch_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch
         return None  # eval mode with running statistics stays a library call
     x = node.args[0]
     dims = [0] + list(range(2, len(shape)))
-    y = _normalize_stats(g, x, dims, float(mod.eps))
+    y = _normalize_stats(g, x, dims, float(mod.eps))  # type: ignore[arg-type]
     return _affine(g, y, str(node.target), mod, len(shape))
 
 
@@ -70,7 +70,7 @@ def _instance_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> to
     shape = shape_of(node.args[0])
     if shape is None or len(shape) < 3 or (mod.track_running_stats and not mod.training):
         return None
-    y = _normalize_stats(g, node.args[0], list(range(2, len(shape))), float(mod.eps))
+    y = _normalize_stats(g, node.args[0], list(range(2, len(shape))), float(mod.eps))  # type: ignore[arg-type]
     return _affine(g, y, str(node.target), mod, len(shape)) if mod.affine else y
 
 
@@ -253,9 +253,8 @@ def _is_last_two_transpose(node: Any) -> Any:
         return None
     if node.op == "call_method" and node.target == "transpose" or (
             node.op == "call_function" and node.target is torch.transpose):
-        dims = [a for a in node.args[1:3]]
-        if len(dims) == 2 and all(isinstance(d, int) for d in dims) and sorted(d % rank for d in dims) == [rank - 2,
-                                                                                                          rank - 1]:
+        dims = [a for a in node.args[1:3] if isinstance(a, int)]
+        if len(dims) == 2 and sorted(d % rank for d in dims) == [rank - 2, rank - 1]:
             return node.args[0]
     return None
 

@@ -176,13 +176,13 @@ def _scan_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
                 and len(inner.users) == 1):
             continue
         rank = len(shape_of(node) or ())
-        dims_outer = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
-        dims_inner = inner.args[1] if len(inner.args) > 1 else inner.kwargs.get("dims")
+        dims_outer: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+        dims_inner: Any = inner.args[1] if len(inner.args) > 1 else inner.kwargs.get("dims")
         d = op.args["dim"]
         if not rank or not isinstance(d, int) or not all(isinstance(v, (list, tuple)) and len(v) == 1
                                                          for v in (dims_outer, dims_inner)):
             continue
-        if not (dims_outer[0] % rank == dims_inner[0] % rank == d % rank):  # type: ignore[index]
+        if not (dims_outer[0] % rank == dims_inner[0] % rank == d % rank):
             continue
         out[node] = NormOp(op.op, {"input": inner.args[0], "dim": d, "reverse": True})
         hidden[node] = [inner, scan]

@@ -31,10 +31,9 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
     args = dict(zip(_NAMES, node.args, strict=False))
     args.update(node.kwargs)
     q, k, v = args.get("query"), args.get("key"), args.get("value")
-    shapes = [shape_of(t) for t in (q, k, v)]
-    if any(s is None or len(s) < 2 for s in shapes):
+    sq, sk, sv = (shape_of(t) for t in (q, k, v))
+    if sq is None or sk is None or sv is None or min(len(sq), len(sk), len(sv)) < 2:
         return None
-    sq, sk, sv = shapes  # type: ignore[misc]
     if not (len(sq) == len(sk) == len(sv) and sq[:-2] == sk[:-2] == sv[:-2] and sq[-1] == sk[-1]
             and sk[-2] == sv[-2]):
         return None

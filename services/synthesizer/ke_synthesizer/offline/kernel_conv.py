@@ -36,10 +36,10 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
     if node.op == "call_function" and node.target in _FUNCS:
         nd = _FUNCS[node.target]  # type: ignore[index]
         names = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
-        a = dict(zip(names, node.args, strict=False))
+        a: dict[str, Any] = dict(zip(names, node.args, strict=False))
         a.update(node.kwargs)
     elif node.op == "call_module" and type(gm.get_submodule(str(node.target))) in _MODULES:
-        mod = gm.get_submodule(str(node.target))
+        mod: Any = gm.get_submodule(str(node.target))
         nd = _MODULES[type(mod)]
         if mod.padding_mode != "zeros" or len(node.args) != 1:
             return None

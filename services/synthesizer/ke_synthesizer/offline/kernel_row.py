@@ -12,6 +12,7 @@ Two strategies (genome ``gK.strategy``):
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -84,6 +85,9 @@ class _RowBuilder:
             raise ValueError(f"unsupported operand {v!r}")
         return lit
 
+    def _value_at(self, layout: str, v: Any) -> str:
+        return self.value(v, layout)
+
     def build(self) -> None:
         for m in self.group.members:
             op = self.group.ops[m]
@@ -95,7 +99,7 @@ class _RowBuilder:
                     extra["index"] = self.value(op.args["index"], "row")
                 self.micros += expand_composite(op, f"v_{m.name}", x, extra, self.new)
                 continue
-            expr = self.emitter.emit(op, lambda v, lay=layout: self.value(v, lay))
+            expr = self.emitter.emit(op, functools.partial(self._value_at, layout))
             if expr is None:
                 raise ValueError(f"cannot emit {op.op}")
             known = {mi.name for mi in self.micros}

@@ -205,10 +205,10 @@ def _module_op(mod: nn.Module, node: torch.fx.Node) -> NormOp | None:
         b = _attr_node(node, f"{t}.bias") if mod.bias is not None else None
         return NormOp("linear", {"input": x, "weight": w, "bias": b})
     if isinstance(mod, nn.LayerNorm) and mod.elementwise_affine in (True, False):
-        w = _attr_node(node, f"{t}.weight") if mod.weight is not None else None
-        b = _attr_node(node, f"{t}.bias") if getattr(mod, "bias", None) is not None else None
+        lw = _attr_node(node, f"{t}.weight") if mod.weight is not None else None
+        lb = _attr_node(node, f"{t}.bias") if getattr(mod, "bias", None) is not None else None
         return NormOp("layer_norm", {"input": x, "normalized_shape": tuple(mod.normalized_shape),
-                                     "weight": w, "bias": b, "eps": mod.eps})
+                                     "weight": lw, "bias": lb, "eps": mod.eps})
     return None
 
 
