@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, fingerprint, gpu_variant, write_json
+from common import ROOT, fingerprint, gpu_variant, pick_scale, scaled_variant, write_json
 
 DEFAULT_SPECS = ("relu_scale_add", "gelu_tanh_chain", "softmax_rows", "layernorm", "row_sum", "rmsnorm",
                  "linear_bias_relu", "silu_clamp_mul")
@@ -43,7 +43,8 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
     synth = OfflineSynthesizer()
     out = []
     for name in names:
-        source = gpu_variant((ROOT / "examples" / "ops" / f"{name}.py").read_text())
+        raw = (ROOT / "examples" / "ops" / f"{name}.py").read_text()
+        source = scaled_variant(gpu_variant(raw), pick_scale(raw))
         seeds = synth.propose(ProposalRequest(spec_source=source, spec_name=name, count=max(1, per_spec // 2),
                                               hardware_kind="nvidia"))
         props = list(seeds)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -29,19 +28,21 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
 @pytest.fixture(scope="session")
 def runtime_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     """Static policy off: exercises the runtime defenses alone (defense in depth)."""
-    saved = {k: os.environ.get(k) for k in PLANTED_SECRETS}
-    os.environ.update(PLANTED_SECRETS)
-    try:
-        with Judge(_fast_options(enforce_static_policy=False,
-                                 scratch_dir=str(tmp_path_factory.mktemp("runtime")))) as j:
-            j.warm_up()  # the worker is spawned now, with the secrets present in our env
-            yield j
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with Judge(_fast_options(enforce_static_policy=False,
+                             scratch_dir=str(tmp_path_factory.mktemp("runtime")))) as j:
+        j.warm_up()
+        yield j
+
+
+@pytest.fixture
+def judge_with_planted_secrets(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Judge]:  # noqa: ANN001
+    """A runtime-only judge whose worker is started while secrets sit in our environment
+    (planted for this test only: monkeypatch restores the environment afterwards)."""
+    for name, value in PLANTED_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    with Judge(_fast_options(enforce_static_policy=False, scratch_dir=str(tmp_path))) as j:
+        j.warm_up()
+        yield j
 
 
 @pytest.fixture(scope="session")

@@ -81,8 +81,6 @@ RUNTIME_ONLY = [
     ("segfault_ctypes", "crashed", "SIGSEGV"),
     ("os_exit", "crashed", "code 0"),
     ("write_outside", "runtime_error", "Read-only file system"),
-    # The candidate raises if it can see a planted secret: correct means the env was scrubbed.
-    ("env_secret", "correct", "matches the reference"),
 ]
 
 
@@ -108,7 +106,7 @@ def test_full_policy(judge: Judge, name: str, spec: str, status: str, reason: st
     assert v.status == status, v.reason
     assert reason in v.reason
     assert v.candidate_id == name
-    json.dumps(v.to_dict())  # the report must serialise
+    json.dumps(v.to_dict(), allow_nan=False)  # the report must be strict JSON
     if status == "correct":
         assert v.correctness is not None and v.correctness.trials >= 3  # 2 seeds + extra/same-buffer sets
         assert v.evidence["kernel_dependency"].startswith("output changes")
@@ -131,3 +129,9 @@ def test_hangs_time_out_per_phase(timeout_judge: Judge, name: str, phase: str) -
     v = timeout_judge.evaluate(example(RELU), candidate(name), candidate_id=name)
     assert v.status == "timeout"
     assert phase in v.reason and "killed" in v.reason
+
+
+def test_secrets_never_reach_the_worker(judge_with_planted_secrets: Judge) -> None:
+    # The candidate raises if it can see a planted secret: correct means the env was scrubbed.
+    v = judge_with_planted_secrets.evaluate(example(RELU), candidate("env_secret"))
+    assert v.status == "correct", v.reason

@@ -176,3 +176,14 @@ def test_concurrent_callers_are_serialised(judge: Judge) -> None:
     for t in threads:
         t.join(timeout=120)
     assert results == ["correct"] * 3
+
+
+def test_fixed_seed_makes_evaluations_reproducible(tmp_path) -> None:  # noqa: ANN001
+    opts = EvalOptions(device="cpu", correctness_trials=2, time_candidates=False, seed=1234, scratch_dir=str(tmp_path))
+    with Judge(opts) as judge:
+        a = judge.evaluate(example("softmax_rows"), candidate("ok_softmax_rows"))
+        b = judge.evaluate(example("softmax_rows"), candidate("ok_softmax_rows"))
+    assert a.status == b.status == "correct"
+    assert a.evidence["seed"] == b.evidence["seed"] == 1234
+    assert a.correctness is not None and b.correctness is not None
+    assert a.correctness.details == b.correctness.details

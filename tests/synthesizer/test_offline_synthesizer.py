@@ -4,6 +4,7 @@ determinism, exhaustion, fallbacks and spec errors."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
@@ -93,3 +94,21 @@ def test_broken_spec_raises_invalid_spec(synth: OfflineSynthesizer) -> None:
         synth.propose(ProposalRequest(spec_source="import torch\nclass Model: pass\n", spec_name="bad"))
     with pytest.raises(InvalidSpecError):
         synth.propose(ProposalRequest(spec_source="this is not python", spec_name="bad2"))
+
+
+def test_proposing_leaves_the_global_rng_alone(synth: OfflineSynthesizer) -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    OfflineSynthesizer().propose(_request("layernorm", count=1))
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_redundant_casts_do_not_block_fusion(synth: OfflineSynthesizer) -> None:
+    flip = "torch.flip(torch.sigmoid(x) * 2.0, dims=[0])"
+    src = FLIP_SPEC.replace(flip, "(torch.sigmoid(x.float()) * 2.0).to(x.dtype)")
+    (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name="casts", count=1))
+    assert prop.fallback_nodes == ()
+    assert prop.source.count("@triton.jit") == 1
+    (result,) = run_in_subprocess([{"id": "casts", "spec_source": src, "candidate_source": prop.source}])
+    assert result["ok"], result

@@ -112,7 +112,9 @@ _BOOKKEEPING = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten:
                 "aten::t", "aten::transpose", "aten::permute", "aten::expand", "aten::unsqueeze", "aten::squeeze",
                 "aten::slice", "aten::select", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
                 "aten::stride", "aten::size", "aten::numel", "aten::is_nonzero", "aten::item",
-                "aten::_local_scalar_dense", "aten::to", "aten::_to_copy", "aten::flatten")
+                "aten::_local_scalar_dense", "aten::to", "aten::_to_copy", "aten::flatten",
+                # The CPU interpreter marshals each tensor argument with these (and a copy_).
+                "aten::new_empty", "aten::set_")
 
 
 def library_time_fraction(

@@ -312,8 +312,9 @@ class Evaluator:
                                    spills=kernel_meta[k][2]) for k, n in kernel_launches.items()]
         v.evidence["output_shapes"] = out_shapes
         if opts.profile_library_time:
+            probe_in = compare.clone_tree(inputs0)  # cloned outside the profiled region
             frac, per_kernel, ops = diagnosis.library_time_fraction(
-                lambda: self._call(cand_model, compare.clone_tree(inputs0)), dev.type, set(kernel_launches))
+                lambda: self._call(cand_model, probe_in), dev.type, set(kernel_launches))
             diag.library_time_fraction = frac
             # Torch ops the candidate calls per forward (fallback nodes, decoys): for the search.
             v.evidence["library_ops"] = ops
@@ -452,7 +453,8 @@ class Evaluator:
     def _time(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
               opts: JobOptions, v: Verdict) -> None:
         dev = self.device
-        sets = [spec.inputs(opts.seed + 9000 + i, dev) for i in range(max(1, opts.timing_input_sets))]
+        seed = opts.seed if opts.seed is not None else 0
+        sets = [spec.inputs(seed + 9000 + i, dev) for i in range(max(1, opts.timing_input_sets))]
         policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
                                      ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
         timer = timing.Timer(dev)
@@ -465,7 +467,7 @@ class Evaluator:
             with torch.no_grad():
                 return cand_model(*inputs)
 
-        contestants = [base, cand]
+        contestants: list[Callable[[list[Any]], Any]] = [base, cand]
         compiled = self._compiled_baseline(spec, ref_model, sets[0], v) if opts.compile_baseline else None
         if compiled is not None:
 

@@ -100,9 +100,9 @@ def state_violations(before: GlobalState, after: GlobalState, count_os_threads: 
     for k, v in before.flags.items():
         if after.flags.get(k) != v:
             out.append(f"changed global flag {k}: {v} -> {after.flags.get(k)}")
-    for k, v in before.timers.items():
-        if after.timers.get(k) != v:
-            out.append(f"replaced timing/launch function {k}")
+    for name, ident in before.timers.items():
+        if after.timers.get(name) != ident:
+            out.append(f"replaced timing/launch function {name}")
     if after.py_threads > before.py_threads:
         out.append(f"started threads ({before.py_threads} -> {after.py_threads} Python threads)")
     elif count_os_threads and before.os_threads >= 0 and after.os_threads > before.os_threads:

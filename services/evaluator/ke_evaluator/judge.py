@@ -11,6 +11,7 @@ spec passed to ``evaluate`` raises ``InvalidSpecError``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
@@ -21,17 +22,19 @@ import tempfile
 import threading
 import time
 import uuid
+import weakref
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 
 from . import protocol, sandbox, static_checks
-from .verdict import SpecCheck, Verdict
+from .verdict import SpecCheck, Status, Verdict
 
 log = logging.getLogger(__name__)
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LOG_TRUNCATE_BYTES = 16 * 2**20
 
 
 @dataclass
@@ -41,7 +44,7 @@ class EvalOptions:
     compile_timeout_s: float = 120.0  # import + construct + first call (Triton JIT compile)
     run_timeout_s: float = 120.0  # correctness + integrity checks + timing
     time_candidates: bool = True
-    scratch_dir: str | None = None  # root for worker scratch dirs; a temp dir when None
+    scratch_dir: str | os.PathLike[str] | None = None  # root of worker scratch dirs; a temp dir when None
     seed: int | None = None  # base seed of inputs and weights; None = random per evaluation (in evidence)
     # Timing: None picks the device default (CPU interpreter 3..10, CUDA 10..200).
     min_timing_trials: int | None = None
@@ -78,6 +81,18 @@ class _Reply:
     kind: str  # "result" | "timeout" | "crashed"
     payload: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+
+
+def _kill_group(pgid: int, fds: tuple[int, ...]) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _signal_name(code: int) -> str:
@@ -131,6 +146,8 @@ class _Worker:
         self.job_fd = job_w
         self.reader = protocol.LineReader(res_r)
         self.res_fd = res_r
+        # A Judge dropped without close() must not leave its worker behind.
+        self._finalizer = weakref.finalize(self, _kill_group, self.proc.pid, (job_w, res_r))
         log.debug("started evaluation worker pid=%s scratch=%s", self.proc.pid, self.scratch)
 
     def alive(self) -> bool:
@@ -181,6 +198,13 @@ class _Worker:
         return desc + (f"; log tail:\n{tail[-800:]}" if tail else "")
 
     def request(self, msg: dict[str, Any], compile_timeout: float, run_timeout: float) -> _Reply:
+        # Keep the log far below RLIMIT_FSIZE: a chatty earlier candidate must not get a later
+        # one killed by SIGXFSZ. The worker's descriptor is O_APPEND, so truncation is safe.
+        try:
+            if os.path.getsize(self.log_path) > _LOG_TRUNCATE_BYTES:
+                os.truncate(self.log_path, 0)
+        except OSError:
+            pass
         try:
             protocol.write_message(self.job_fd, msg)
         except OSError as exc:
@@ -208,6 +232,7 @@ class _Worker:
                 return _Reply("result", payload=reply.get("payload", {}))
 
     def kill(self) -> None:
+        self._finalizer.detach()
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)  # the whole group: anything it spawned too
         except (ProcessLookupError, PermissionError):
@@ -254,13 +279,13 @@ class Judge:
     """Evaluates candidates against specs in a sandboxed, reusable worker process."""
 
     def __init__(self, opts: EvalOptions | None = None) -> None:
-        self.opts = opts or EvalOptions()
+        self.opts = dataclasses.replace(opts) if opts is not None else EvalOptions()  # ours to adjust
         self._validate_options(self.opts)
         self.device = resolve_device(self.opts.device)
         if self.device == "cuda" and self.opts.cuda_visible_devices is None:
             self.opts.cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
         self._own_root = self.opts.scratch_dir is None
-        root = self.opts.scratch_dir or tempfile.mkdtemp(prefix="ke-eval-")
+        root = os.fspath(self.opts.scratch_dir) if self.opts.scratch_dir else tempfile.mkdtemp(prefix="ke-eval-")
         os.makedirs(root, exist_ok=True)
         self.root = os.path.abspath(root)
         self._lock = threading.Lock()
@@ -386,7 +411,7 @@ class Judge:
         if not self.opts.enforce_static_policy and not report.syntax_error:
             report = static_checks.StaticReport(ok=True)
         if not report.ok:
-            status = "compile_error" if report.syntax_error else "rejected"
+            status: Status = "compile_error" if report.syntax_error else "rejected"
             v = Verdict(status=status, reason=report.reason, candidate_id=candidate_id, device=self.device,
                         interpreted=self.device == "cpu", fingerprint=dict(self.fingerprint))
             v.evidence["static_findings"] = [f.render() for f in report.findings]

@@ -433,7 +433,7 @@ def _state_findings(tree: ast.Module) -> list[Finding]:
                 for elt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
                     if foreign(elt):
                         found.append(Finding("mutable state written outside __init__ (result caching)",
-                                             sub.lineno, ast.unparse(elt)[:80]))
+                                             getattr(sub, "lineno", 0), ast.unparse(elt)[:80]))
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MUTATORS:
                 holder = sub.func.value
                 root = _root_name(holder)

@@ -13,6 +13,7 @@ values of one set does not serve every trial.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -150,7 +151,7 @@ def interleaved_many(
             refresh(k % len(input_sets), k)
         for j in range(n):
             idx = (k + j) % n
-            samples[idx].append(timer.time_call(lambda f=fns[idx], x=inputs: f(x)))
+            samples[idx].append(timer.time_call(functools.partial(fns[idx], inputs)))
         k += 1
         if k >= policy.max_trials:
             break

@@ -84,7 +84,10 @@ def _source_pieces(source: str, ns: dict[str, Any]) -> tuple[str, list[str], lis
             if value is None:
                 continue
             names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-            if names <= allowed_roots | set(ns) and not any(isinstance(n, ast.Lambda) for n in ast.walk(value)):
+            # Data only: an alias of a spec function (``f = get_inputs``) would point at
+            # nothing in the candidate module, which has no spec functions.
+            data = {k for k in names if k in ns and not callable(ns[k]) and not isinstance(ns[k], types.ModuleType)}
+            if names <= allowed_roots | data and not any(isinstance(n, ast.Lambda) for n in ast.walk(value)):
                 constants.append(ast.get_source_segment(source, stmt) or "")
     if not init_src:
         raise InvalidSpecError("Model has no __init__ to mirror")
@@ -99,7 +102,13 @@ def _tolerance(ns: dict[str, Any]) -> dict[str, float]:
 
 
 def capture(source: str, name: str, seed: int = 0, decomposed: bool = True, attention: str = "flash") -> CapturedSpec:
-    """Load, construct (seeded), trace and shape-propagate one spec."""
+    """Load, construct (seeded), trace and shape-propagate one spec. The global torch
+    RNG of the calling process is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        return _capture(source, name, seed, decomposed, attention)
+
+
+def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str) -> CapturedSpec:
     ns = _load_namespace(source, name)
     try:
         init_inputs = list(ns["get_init_inputs"]())
@@ -142,7 +151,7 @@ def capture(source: str, name: str, seed: int = 0, decomposed: bool = True, atte
             spec.rewrites["attention"] = fuse_attention(spec, apply=attention == "flash")
         except Exception as exc:  # a failed rewrite must not lose the spec: re-trace plainly
             log.warning("decomposition of %s failed (%s); lowering the plain graph", name, exc)
-            return capture(source, name, seed, decomposed=False)
+            return _capture(source, name, seed, False, attention)
     return spec
 
 

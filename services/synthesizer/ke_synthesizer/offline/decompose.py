@@ -234,7 +234,22 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
 }
 
 
+def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
+    """Adaptive average pooling to one output element per plane is a mean over the
+    spatial dims (the usual classifier-head global pool)."""
+    nd = 1 if isinstance(mod, nn.AdaptiveAvgPool1d) else 2
+    size = mod.output_size
+    if size not in (1, (1,) * nd, [1] * nd):
+        return None
+    shape = shape_of(node.args[0])
+    if shape is None or len(shape) not in (nd + 1, nd + 2):
+        return None
+    return _call(g, torch.mean, node.args[0], list(range(-nd, 0)), keepdim=True)
+
+
 def _module_rewrite(mod: nn.Module) -> Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None:
+    if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d)):
+        return lambda g, n: _global_avg_pool(g, n, mod)
     if isinstance(mod, nn.modules.batchnorm._BatchNorm):
         return lambda g, n: _batch_norm(g, n, mod)
     if isinstance(mod, nn.modules.instancenorm._InstanceNorm):

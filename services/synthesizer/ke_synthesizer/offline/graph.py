@@ -103,7 +103,10 @@ def _fx_name(node: torch.fx.Node) -> str:
     return str(node.target)
 
 
-def is_glue(node: torch.fx.Node) -> bool:
+def is_glue(node: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> bool:
+    if node.op == "call_module" and gm is not None:
+        # reshaping modules are views: plain calls in the forward, not fallbacks
+        return isinstance(gm.get_submodule(str(node.target)), (torch.nn.Flatten, torch.nn.Unflatten))
     if node.op == "call_method":
         return str(node.target) in GLUE_METHODS
     if node.op == "call_function":
@@ -364,7 +367,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     group_of[node].info.setdefault("allowed", {})["strategy"] = ["single"]
                 continue
         seal_consumed(node, None)
-        if node.op in ("call_function", "call_method", "call_module", "get_attr") and is_glue(node):
+        if node.op in ("call_function", "call_method", "call_module", "get_attr") and is_glue(node, gm):
             glue.add(node)
         else:
             fallback.append(node)

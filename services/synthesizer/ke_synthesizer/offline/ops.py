@@ -159,6 +159,10 @@ for _name in list(_METHOD_ALIASES):
     _METHOD_ALIASES.setdefault(_name + "_", _METHOD_ALIASES[_name] + "_")
 
 
+# Methods that only convert dtype (or device): the identity when the dtype is unchanged.
+_CASTS = {"float", "double", "half", "bfloat16", "to", "type", "type_as"}
+
+
 def _module_op(mod: nn.Module, node: torch.fx.Node) -> NormOp | None:
     x = node.args[0] if node.args else node.kwargs.get("input")
     t = node.target
@@ -267,6 +271,16 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
         training = node.args[2] if len(node.args) > 2 else node.kwargs.get("training", True)
         if p == 0 or training is False:
             return NormOp("identity", {"input": node.args[0] if node.args else node.kwargs.get("input")})
+        return None
+    if name is None and node.op == "call_method" and str(node.target) in _CASTS and node.args:
+        # a cast to the dtype the tensor already has (x.float() on fp32) changes nothing
+        src = node.args[0]
+        src_meta = src.meta.get("tensor_meta") if isinstance(src, torch.fx.Node) else None
+        out_meta = node.meta.get("tensor_meta")
+        if src_meta is not None and out_meta is not None and hasattr(src_meta, "dtype") and \
+                hasattr(out_meta, "dtype") and src_meta.dtype == out_meta.dtype and \
+                tuple(src_meta.shape) == tuple(out_meta.shape):
+            return NormOp("identity", {"input": src})
         return None
     if name is None:
         return None

@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import random
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -47,6 +48,7 @@ class OfflineSynthesizer:
     def __init__(self, cache_size: int = 32) -> None:
         self._cache: OrderedDict[tuple[str, str, str], CapturedSpec] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()
 
     # ---- front end -------------------------------------------------------------
     def _capture(self, source: str, name: str, genome: dict[str, str] | None = None) -> CapturedSpec:
@@ -54,13 +56,15 @@ class OfflineSynthesizer:
         attention chains are rewritten into one flash-attention call."""
         attention = (genome or {}).get("attention", "flash")
         key = (hashlib.sha256(source.encode()).hexdigest(), name, attention)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
+        with self._lock:  # the service may call propose from several threads
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
         spec = capture(source, name, attention=attention)
-        self._cache[key] = spec
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = spec
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
         return spec
 
     # ---- lowering --------------------------------------------------------------
@@ -120,16 +124,21 @@ class OfflineSynthesizer:
     def _seeds(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
         first, base = self._proposal(spec, {}, Transformation("seed", {"variant": "default"}),
                                      "default lowering: greedy fusion, default tiles")
-        out = [first]
+        tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
+        # Seeds already taken from the root (e.g. all judged incorrect) are not offered again.
+        out = [] if ("seed", (("variant", "default"),)) in tried else [first]
         seen = {_key(base)}
         edges = _edges(self, spec, base)
         rng.shuffle(edges)
         for knob, value in edges:
             if len(out) >= count:
                 break
+            variant = {"variant": f"{knob.key}={value}"}
+            if ("seed", tuple(sorted(variant.items()))) in tried:
+                continue
             child = dict(base)
             child[knob.key] = value
-            prop, full = self._proposal(spec, child, Transformation("seed", {"variant": f"{knob.key}={value}"}),
+            prop, full = self._proposal(spec, child, Transformation("seed", variant),
                                         f"seed variant: {knob.key}={value}")
             if _key(full) in seen:
                 continue
