@@ -85,10 +85,17 @@ def pick_scale(source: str, device: str = "cuda") -> int:
 
 
 def load_module(name: str, source: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    assert spec is not None
+    """Import source from a real file: Triton reads kernel source through ``inspect``."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="ke-bench-"))
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
     return mod
 
 

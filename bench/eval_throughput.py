@@ -62,19 +62,20 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
     return out
 
 
-def run_ours(cands: list[dict[str, str]]) -> tuple[float, dict[str, dict]]:
+def run_ours(cands: list[dict[str, str]], reuse: bool = False) -> tuple[float, dict[str, dict]]:
     from ke_evaluator.judge import EvalOptions, Judge
 
     results = {}
     t0 = time.perf_counter()
-    with Judge(EvalOptions(device="cuda")) as judge:
+    with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse)) as judge:
         for c in cands:
             v = judge.evaluate(c["spec_source"], c["source"], c["id"])
             results[c["id"]] = {"status": v.status, "reason": v.reason[:200], "speedup": v.speedup,
                                 "candidate_ms": v.candidate_timing.median_ms if v.candidate_timing else None,
                                 "ci": [v.candidate_timing.ci_low_ms, v.candidate_timing.ci_high_ms]
                                 if v.candidate_timing else None,
-                                "trials": v.candidate_timing.trials if v.candidate_timing else 0}
+                                "trials": v.candidate_timing.trials if v.candidate_timing else 0,
+                                "wall_s": v.evidence.get("wall_s"), "stage_s": v.evidence.get("stage_s")}
     return time.perf_counter() - t0, results
 
 
@@ -105,6 +106,7 @@ def main() -> None:
     names = [s for s in args.specs.split(",") if s]
     cands = make_candidates(names, args.per_spec)
     ours_s, ours = run_ours(cands)
+    reuse_s, reuse = run_ours(cands, reuse=True)
     with tempfile.TemporaryDirectory() as tmp:
         base_s, base = run_baseline(cands, Path(tmp))
     agree, stricter, disagree = 0, [], []
@@ -125,11 +127,13 @@ def main() -> None:
     n = len(cands)
     summary = {
         "date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "candidates": n, "specs": names,
-        "ours_seconds": ours_s, "baseline_seconds": base_s,
+        "ours_seconds": ours_s, "baseline_seconds": base_s, "ours_reuse_seconds": reuse_s,
+        "reuse_ratio": base_s / reuse_s,
+        "reuse_agreement": sum(ours[c["id"]]["status"] == reuse[c["id"]]["status"] for c in cands),
         "ours_per_gpu_minute": 60 * n / ours_s, "baseline_per_gpu_minute": 60 * n / base_s,
         "throughput_ratio": base_s / ours_s, "verdict_agreement": agree,
         "ours_stricter": stricter, "disagreements": disagree, "timing_spread": spread,
-        "ours": ours, "baseline": base,
+        "ours": ours, "baseline": base, "ours_reuse": reuse,
     }
     write_json(args.out / "eval_throughput.json", summary)
     print(f"device {summary['fingerprint'].get('gpu')}  torch {summary['fingerprint']['torch']}  "
@@ -137,6 +141,14 @@ def main() -> None:
     print(f"candidates {n}: ours {ours_s:.1f}s ({summary['ours_per_gpu_minute']:.1f}/min)  "
           f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  "
           f"ratio {summary['throughput_ratio']:.2f}x")
+    print(f"ours with worker reuse after failures: {reuse_s:.1f}s  ratio {summary['reuse_ratio']:.2f}x  "
+          f"same verdicts {summary['reuse_agreement']}/{n}")
+    stages: dict[str, float] = {}
+    for r in ours.values():
+        for k, val in (r.get("stage_s") or {}).items():
+            stages[k] = stages.get(k, 0.0) + val
+    walls = sum(r.get("wall_s") or 0 for r in ours.values())
+    print(f"ours wall {walls:.1f}s; in-worker stages: { {k: round(v, 1) for k, v in stages.items()} }")
     print(f"correct/not-correct agreement {agree}/{n}; ours stricter on {len(stricter)}; other disagreements "
           f"{len(disagree)}")
     for s in stricter + disagree:

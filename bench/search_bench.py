@@ -87,6 +87,8 @@ def main() -> None:
     ap.add_argument("--specs", default="all")
     ap.add_argument("--shard", default="1/1")
     ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
+    ap.add_argument("--from-results", type=Path, default=None,
+                    help="skip the search: re-lower each spec's best genome from an earlier run and re-time it")
     args = ap.parse_args()
     from ke_evaluator.judge import EvalOptions, Judge
     from ke_search.local import run_local_search
@@ -98,6 +100,14 @@ def main() -> None:
     names = names[k - 1 :: n]
     started = time.perf_counter()
     bw = copy_bandwidth_gbps()
+    earlier = None
+    if args.from_results is not None:
+        import json
+
+        earlier_run = json.loads(args.from_results.read_text())
+        args.budget = int(earlier_run.get("budget", args.budget))  # the search that found the winners
+        earlier = {r["spec"]: r for r in earlier_run["rows"]}
+        names = [n for n in names if n in earlier]
     rows = []
     synth = OfflineSynthesizer()
     # During the search the judge keeps its full correctness protocol but times with fewer
@@ -112,6 +122,10 @@ def main() -> None:
             raw = (ROOT / "examples" / "ops" / f"{name}.py").read_text()
             row: dict[str, Any] = {"spec": name}
             try:
+                if earlier is not None:
+                    rows.append(_retime_earlier(synth, raw, earlier.get(name), bw))
+                    print(_line(rows[-1]), flush=True)
+                    continue
                 row["batch_scale"] = pick_scale(raw)
                 source = scaled_variant(gpu_variant(raw), row["batch_scale"])
                 check = judge.validate_spec(source, name)
@@ -129,20 +143,43 @@ def main() -> None:
                     row.update(best_id=best.node.node_id, best_transformation=best.proposal.transformation.name,
                                best_genome=best.proposal.genome, judge_speedup=best.verdict.speedup,
                                fallback_nodes=list(best.proposal.fallback_nodes))
-                    row.update(final_timing(source, best.proposal.source))
-                    row["speedup_vs_eager"] = row["eager_ms"] / row["best_ms"]
-                    if "compile_ms" in row:
-                        row["speedup_vs_compile"] = row["compile_ms"] / row["best_ms"]
-                    row["achieved_gbps"] = row["bytes"] / (row["best_ms"] * 1e-3) / 1e9
-                    row["fraction_of_copy_bw"] = row["achieved_gbps"] / bw
+                    _timed_row(row, source, best.proposal.source, bw)
             except Exception:
                 row["bench_error"] = traceback.format_exc()[-800:]
             rows.append(row)
             print(_line(row), flush=True)
     result = {"date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "budget": args.budget,
               "copy_bandwidth_gbps": bw, "shard": args.shard, "rows": rows}
+    if args.from_results is not None:
+        result["search_from"] = str(args.from_results)
     write_json(args.out / f"search_{k}of{n}.json", result)
     print(f"copy bandwidth {bw:.0f} GB/s; {result['fingerprint']}")
+
+
+def _timed_row(row: dict[str, Any], source: str, best_source: str, bw: float) -> dict[str, Any]:
+    row.update(final_timing(source, best_source))
+    row["speedup_vs_eager"] = row["eager_ms"] / row["best_ms"]
+    if "compile_ms" in row:
+        row["speedup_vs_compile"] = row["compile_ms"] / row["best_ms"]
+    row["achieved_gbps"] = row["bytes"] / (row["best_ms"] * 1e-3) / 1e9
+    row["fraction_of_copy_bw"] = row["achieved_gbps"] / bw
+    return row
+
+
+def _retime_earlier(synth: Any, raw: str, earlier: dict[str, Any] | None, bw: float) -> dict[str, Any]:
+    """The winner of an earlier search, regenerated from its genome (lowering is
+    deterministic) and timed against eager and torch.compile."""
+    row = {k: v for k, v in (earlier or {}).items() if k not in ("bench_error",)}
+    if not earlier or "best_genome" not in earlier:
+        return row
+    try:
+        source = scaled_variant(gpu_variant(raw), int(earlier.get("batch_scale", 1)))
+        captured = synth._capture(source, earlier["spec"])
+        best_source, _genome, _fallback = synth.lower(captured, dict(earlier["best_genome"]))
+        return _timed_row(row, source, best_source, bw)
+    except Exception:
+        row["bench_error"] = traceback.format_exc()[-800:]
+        return row
 
 
 def _line(r: dict[str, Any]) -> str:

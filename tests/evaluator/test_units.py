@@ -172,3 +172,12 @@ def test_worker_side_imports_only_torch_triton_numpy_and_stdlib() -> None:
                          env={"PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == ""
+
+
+def test_input_alias_allowed_only_when_the_reference_aliases() -> None:
+    x = torch.randn(4, 6)
+    ref_in = x.clone()
+    assert compare.aliases_any(ref_in.view(24), [ref_in])
+    assert not compare.aliases_any(ref_in * 2, [ref_in])
+    assert "aliases input" in compare.check_structure(x.view(4, 6), x.clone(), [x])
+    assert compare.check_structure(x.view(4, 6), x.clone(), [x], allow_input_alias=True) == ""

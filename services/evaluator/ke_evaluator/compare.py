@@ -82,8 +82,10 @@ class Comparison:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool = True) -> str:
-    """Return '' when ``out`` is structurally acceptable, else a reason."""
+def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool = True,
+                    allow_input_alias: bool = False) -> str:
+    """Return '' when ``out`` is structurally acceptable, else a reason. Aliasing an input is
+    allowed only when the reference itself returns a view of its input (``allow_input_alias``)."""
     out_leaves, ref_leaves = leaves(out), leaves(ref)
     if isinstance(ref, torch.Tensor) and type(out) is not torch.Tensor:
         return f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__qualname__}"
@@ -108,13 +110,18 @@ def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool 
                 # anything else means the consumer would read the wrong elements.
                 if not (o.is_contiguous() and not r.is_contiguous()):
                     return f"{where} strides {o.stride()} != reference {r.stride()}"
-            for j, x in enumerate(in_tensors):
+            for j, x in enumerate([] if allow_input_alias else in_tensors):
                 if x.numel() and o.numel() and overlaps(o, x):
                     return f"{where} aliases input {j} (shares its storage); return new memory"
         elif isinstance(r, (int, float, bool, str, type(None))):
             if o != r and not (isinstance(r, float) and isinstance(o, float) and math.isnan(r) and math.isnan(o)):
                 return f"{where} value {o!r} != reference {r!r}"
     return ""
+
+
+def aliases_any(out: Any, inputs: list[Any]) -> bool:
+    ins = [t for t in leaves(inputs) if isinstance(t, torch.Tensor) and t.numel()]
+    return any(overlaps(o, x) for o in leaves(out) if isinstance(o, torch.Tensor) and o.numel() for x in ins)
 
 
 def compare_values(out: Any, ref: Any, tol_override: dict[str, float] | None) -> Comparison:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import os
 import random
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,10 +135,19 @@ class Evaluator:
     def ref64(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, key: str, inputs: list[Any]) -> Any:
         ck = (spec.sha, key + f"@{self.device.type}")
         if ck not in self.ref64_cache:
-            m64 = copy.deepcopy(ref_model).to(device="cpu", dtype=torch.float64)
-            in64 = compare.upcast64(specs.to_device(inputs, torch.device("cpu")))
-            with torch.no_grad():
-                self.ref64_cache[ck] = m64(*in64)
+            # On the evaluation device: a GPU's float64 units do in milliseconds what the host
+            # needs seconds for at GPU-scale sizes, and seeds differ per evaluation, so this
+            # runs for every candidate. Falls back to the host if the device cannot do it.
+            try:
+                m64 = copy.deepcopy(ref_model).to(device=self.device, dtype=torch.float64)
+                in64 = compare.upcast64(specs.to_device(inputs, self.device))
+                with torch.no_grad():
+                    self.ref64_cache[ck] = m64(*in64)
+            except (RuntimeError, NotImplementedError):
+                m64 = copy.deepcopy(ref_model).to(device="cpu", dtype=torch.float64)
+                in64 = compare.upcast64(specs.to_device(inputs, torch.device("cpu")))
+                with torch.no_grad():
+                    self.ref64_cache[ck] = m64(*in64)
             if len(self.ref64_cache) > 64:
                 self.ref64_cache.pop(next(iter(self.ref64_cache)))
         return self.ref64_cache[ck]
@@ -168,6 +178,15 @@ class Evaluator:
     def _evaluate(self, job: dict[str, Any], opts: JobOptions, v: Verdict, phase: PhaseFn) -> None:
         dev = self.device
         self.counter += 1
+        # Wall seconds per stage, for tuning the harness itself (not part of any verdict).
+        stages: dict[str, float] = {}
+        v.evidence["stage_s"] = stages
+        mark = [time.perf_counter()]
+
+        def lap(name: str) -> None:
+            now = time.perf_counter()
+            stages[name] = round(stages.get(name, 0.0) + now - mark[0], 4)
+            mark[0] = now
         jobdir = os.path.join(self.scratch, "jobs")
         spec = specs.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
         if opts.seed is None:
@@ -228,6 +247,7 @@ class Evaluator:
         kernel_meta = {k: (s.registers, s.shared_bytes, s.spills) for k, s in recorder.own.items()}
 
         # ---- run: correctness --------------------------------------------------------------
+        lap("compile")
         phase("run")
         trial_sets: list[tuple[str, list[Any]]] = [("trial 0", inputs0)]
         for i in range(1, max(1, opts.correctness_trials)):
@@ -257,12 +277,15 @@ class Evaluator:
             mutated = compare.inputs_unchanged(inputs, cand_in)
             if mutated:
                 raise Outcome("incorrect", f"{mutated} ({label})")
-            ref = self._call(ref_model, compare.clone_tree(inputs))
+            ref_in = compare.clone_tree(inputs)
+            ref = self._call(ref_model, ref_in)
             set_precision_flags()
+            ref_aliases = compare.aliases_any(ref, ref_in)
             if len(self._output_sizes) < 64:
                 self._output_sizes |= {t.numel() * t.element_size() for t in compare.leaves(ref)
                                        if isinstance(t, torch.Tensor)}
-            bad = compare.check_structure(out, ref, cand_in, strict_strides=opts.strict_strides)
+            bad = compare.check_structure(out, ref, cand_in, strict_strides=opts.strict_strides,
+                                          allow_input_alias=ref_aliases)
             if bad:
                 raise Outcome("incorrect", f"{bad} ({label})")
             if not opts.strict_strides:
@@ -297,6 +320,7 @@ class Evaluator:
             self._kernel_dependency(cand_model, recorder, inputs0, ref_out0, spec, v)
         self._check_state(before)
 
+        lap("correctness_and_integrity")
         # ---- timing and diagnosis ---------------------------------------------------------
         # Minimum traffic of any implementation: read inputs and weights once, write outputs once.
         weights = list(ref_model.parameters()) + list(ref_model.buffers())
@@ -311,6 +335,7 @@ class Evaluator:
         diag.kernels = [KernelInfo(name=k, launches=n, registers=kernel_meta[k][0], shared_bytes=kernel_meta[k][1],
                                    spills=kernel_meta[k][2]) for k, n in kernel_launches.items()]
         v.evidence["output_shapes"] = out_shapes
+        lap("flops")
         if opts.profile_library_time:
             probe_in = compare.clone_tree(inputs0)  # cloned outside the profiled region
             frac, per_kernel, ops = diagnosis.library_time_fraction(
@@ -323,9 +348,11 @@ class Evaluator:
             if frac > 0.5:
                 v.warnings.append(f"{frac:.0%} of the candidate's time is spent in torch library calls")
             self._check_state(before)
+        lap("library_profile")
         if opts.time_candidates:
             self._time(spec, ref_model, cand_model, opts, v)
             self._check_state(before)
+        lap("timing")
         median = v.candidate_timing.median_ms if v.candidate_timing else 0.0
         cls_ = diagnosis.classify(bytes_moved=bytes_moved, flops=flops, median_ms=median, device_type=dev.type,
                                   device_name=self.fingerprint.get("device_name", ""),

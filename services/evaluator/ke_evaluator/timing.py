@@ -98,11 +98,17 @@ class Timer:
             self._flush.zero_()  # evict L2 so every trial starts cold
             start = self._Event(enable_timing=True)
             end = self._Event(enable_timing=True)
-            self._sync()
+            # No host synchronize before ``start``: the GPU is still busy with the flush while
+            # the host enqueues the call, so Python launch overhead overlaps it as in a real
+            # pipeline (and as triton.testing.do_bench measures). Syncing first exposed that
+            # overhead and made small-kernel samples swing by 30-50% between workers
+            # (H100, 2026-11-22, bench/results/eval_throughput_before.json).
             start.record()
             fn()
             end.record()
-            self._sync()  # device-wide: work on any stream is inside the window
+            # Device-wide: no work from this sample (side streams are banned statically) can
+            # spill into the next one.
+            self._sync()
             return float(start.elapsed_time(end))
         t0 = _perf_counter()
         fn()

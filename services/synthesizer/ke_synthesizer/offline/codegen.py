@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch.fx.node import _get_qualified_name
 
+from .capture import tensor_meta
 from .graph import Group, GroupFailure, Plan
 from .lower_pointwise import HELPERS, PointwiseEmitter
 
@@ -185,7 +186,7 @@ def assemble(plan: Plan, genome: dict[str, str],
         if node.op == "placeholder":
             continue
         if node.op == "output":
-            body.append(f"return {render(node.args[0])}")
+            body.append(f"return {_render_output(node.args[0])}")
             continue
         if node in plan.skipped:
             continue
@@ -228,3 +229,21 @@ def assemble(plan: Plan, genome: dict[str, str],
     if "F." in plan.spec.init_source:
         src = src.replace("import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n", 1)
     return src
+
+
+def _render_output(v: Any) -> str:
+    """Outputs keep the reference's layout: a lowering may produce a permuted view (a
+    reduction over a middle dim computed row-wise), and callers (and the evaluator's
+    stride check) expect what the reference returns. ``.contiguous()`` is free when the
+    tensor already is."""
+    if isinstance(v, torch.fx.Node):
+        meta = tensor_meta(v)
+        if meta is not None and getattr(meta, "memory_format", None) == torch.contiguous_format:
+            return f"{render(v)}.contiguous()"
+        return render(v)
+    if isinstance(v, (tuple, list)):
+        inner = ", ".join(_render_output(x) for x in v)
+        return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (f"({inner})" if isinstance(v, tuple)
+                                                                          else f"[{inner}]")
+    return render(v)
+

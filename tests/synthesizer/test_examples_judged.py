@@ -1,0 +1,39 @@
+"""Every example spec gets a candidate from the offline synthesizer that the evaluator's
+full protocol judges ``correct`` (interpreter on CPU): the CI form of "every reference
+yields a correct candidate"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ke_evaluator.judge import EvalOptions, Judge
+from ke_synthesizer.api import ProposalRequest
+from ke_synthesizer.offline import OfflineSynthesizer
+from tests.conftest import EXAMPLES
+
+SPECS = sorted(EXAMPLES.glob("*.py"))
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[Judge]:
+    # Timing says nothing on CPU; keep it short. Correctness and integrity checks are full.
+    opts = EvalOptions(device="cpu", correctness_trials=2, max_timing_trials=3, timing_input_sets=1,
+                       profile_library_time=False)
+    with Judge(opts) as j:
+        yield j
+
+
+@pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)
+def test_seed_candidate_is_judged_correct(path: Path, judge: Judge) -> None:
+    source = path.read_text()
+    (proposal,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=source, spec_name=path.stem, count=1))
+    verdict = judge.evaluate(source, proposal.source, path.stem)
+    assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
+    assert verdict.evidence["kernel_launches"], "the candidate launched none of its own kernels"
+
+
+def test_there_are_at_least_60_examples() -> None:
+    assert len(SPECS) >= 60
