@@ -187,3 +187,16 @@ def test_fixed_seed_makes_evaluations_reproducible(tmp_path) -> None:  # noqa: A
     assert a.evidence["seed"] == b.evidence["seed"] == 1234
     assert a.correctness is not None and b.correctness is not None
     assert a.correctness.details == b.correctness.details
+
+
+def test_spare_worker_takes_over_after_a_failure_with_the_same_verdicts() -> None:
+    """After a replacement a pre-started spare serves the next job; it never ran a job before."""
+    with Judge(EvalOptions(device="cpu", correctness_trials=2, spare_worker=True)) as j:
+        first = j.evaluate(example(RELU), candidate("wrong_math"))
+        second = j.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+        third = j.evaluate(example(RELU), candidate("wrong_math"))
+        fourth = j.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+    assert [v.status for v in (first, second, third, fourth)] == ["incorrect", "correct", "incorrect", "correct"]
+    pids = [v.evidence["worker"]["pid"] for v in (first, second, third, fourth)]
+    assert len(set(pids)) == 4 or (pids[1] != pids[0] and pids[3] != pids[2])
+    assert second.evidence["worker"]["job_index"] == 1 and fourth.evidence["worker"]["job_index"] == 1

@@ -74,6 +74,11 @@ class EvalOptions:
     # it after incorrect / compile_error (and CPU runtime_error): faster, slightly less safe.
     reuse_worker_after_failure: bool = False
     max_jobs_per_worker: int = 50
+    # Once a worker has been replaced, keep a pre-started spare (never given a job) so the
+    # next replacement is instant. Starting a worker (torch import + CUDA init) took ~3 s
+    # and was most of the judge's wall time on an H100 when failures were frequent
+    # (bench/RESULTS.md). Costs one idle process (and a CUDA context) while it waits.
+    spare_worker: bool = True
 
 
 @dataclass
@@ -290,6 +295,7 @@ class Judge:
         self.root = os.path.abspath(root)
         self._lock = threading.Lock()
         self._worker: _Worker | None = None
+        self._spare: _Worker | None = None
         self._closed = False
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
@@ -319,6 +325,9 @@ class Judge:
             if self._worker is not None:
                 self._worker.shutdown()
                 self._worker = None
+            if self._spare is not None:
+                self._spare.kill()
+                self._spare = None
             if self._own_root:
                 shutil.rmtree(self.root, ignore_errors=True)
             self._closed = True
@@ -338,7 +347,13 @@ class Judge:
             self._worker.kill()
             self._worker = None
         if self._worker is None:
-            self._worker = _Worker(self.root, self.device, self.opts)
+            spare, self._spare = self._spare, None
+            if spare is not None and spare.alive():
+                self._worker = spare  # fresh: a spare never ran a job
+            else:
+                if spare is not None:
+                    spare.kill()
+                self._worker = _Worker(self.root, self.device, self.opts)
             self.workers_started += 1
         return self._worker
 
@@ -348,6 +363,9 @@ class Judge:
             self._worker = None
         # Start the replacement right away: its torch import overlaps the caller's work.
         self._ensure_worker()
+        if self.opts.spare_worker and self._spare is None:
+            # Failures come in runs during a search: have the next replacement ready.
+            self._spare = _Worker(self.root, self.device, self.opts)
 
     def _job_options(self) -> dict[str, Any]:
         o = self.opts
