@@ -14,8 +14,8 @@ from ke_evaluator.verdict import SpecCheck, Verdict
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.subjects import Keys, Subjects
-from kernelevolve.errors import NotFoundError
+from kernelevolve.bus.records import load_session
+from kernelevolve.bus.subjects import Subjects
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -89,10 +89,5 @@ class EvaluatorService:
 
     async def _session(self, sid: str) -> pb.Session:
         if sid not in self._specs:
-            entry = await self._bus.kv_get(Keys.session(sid))
-            if entry is None:
-                raise NotFoundError(f"unknown session {sid}")
-            s = pb.Session()
-            s.ParseFromString(entry.value)
-            self._specs[sid] = s
+            self._specs[sid] = await load_session(self._bus, sid)
         return self._specs[sid]

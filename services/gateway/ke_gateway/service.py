@@ -13,6 +13,7 @@ from ke_search.strategy import make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.records import get_node, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects, check_token
 from kernelevolve.config import SearchSettings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
@@ -80,12 +81,7 @@ class GatewayService:
 
     async def get_session(self, sid: str) -> pb.Session:
         check_token(sid, "session id")
-        entry = await self._bus.kv_get(Keys.session(sid))
-        if entry is None:
-            raise NotFoundError(f"unknown session {sid}")
-        s = pb.Session()
-        s.ParseFromString(entry.value)
-        return s
+        return await load_session(self._bus, sid)
 
     async def watch(self, sid: str) -> AsyncIterator[ev.Envelope]:
         await self.get_session(sid)  # NOT_FOUND before streaming anything
@@ -108,15 +104,11 @@ class GatewayService:
     async def get_candidate(self, sid: str, cid: str) -> spb.GetCandidateResponse:
         await self.get_session(sid)
         check_token(cid, "candidate id")
-        rec = await self._bus.kv_get(Keys.candidate(sid, cid))
-        if rec is None:
-            raise NotFoundError(f"unknown candidate {cid} in session {sid}")
-        cand = pb.Candidate()
-        cand.ParseFromString(rec.value)
+        cand = await load_candidate(self._bus, sid, cid)
         resp = spb.GetCandidateResponse(candidate=cand, source=(await self._store.get(cand.source_key)).decode())
-        node_entry = await self._bus.kv_get(Keys.node(sid, cid))
-        if node_entry is not None:
-            resp.node.ParseFromString(node_entry.value)
+        node = await get_node(self._bus, sid, cid)
+        if node is not None:
+            resp.node.CopyFrom(node)
             if resp.node.report_key:
                 try:
                     resp.report_json = (await self._store.get(resp.node.report_key)).decode()

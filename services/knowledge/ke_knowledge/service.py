@@ -13,6 +13,7 @@ from ke_knowledge.convert import skill_to_proto
 from ke_knowledge.distill import distill_skill
 from kernelevolve.bus.envelope import envelope
 from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.records import get_node, get_record
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -34,20 +35,13 @@ class KnowledgeService:
         result, sid = msg.result, msg.session_id
         if result.status != pb.EVALUATION_STATUS_CORRECT:
             return
-        rec = await self._bus.kv_get(Keys.candidate(sid, result.candidate_id))
-        if rec is None:
+        cand = await get_record(self._bus, Keys.candidate(sid, result.candidate_id), pb.Candidate)
+        if cand is None or not cand.parent_id:
             return
-        cand = pb.Candidate()
-        cand.ParseFromString(rec.value)
-        if not cand.parent_id:
+        pnode = await get_node(self._bus, sid, cand.parent_id)
+        s = await get_record(self._bus, Keys.session(sid), pb.Session)
+        if pnode is None or s is None:
             return
-        parent = await self._bus.kv_get(Keys.node(sid, cand.parent_id))
-        session = await self._bus.kv_get(Keys.session(sid))
-        if parent is None or session is None:
-            return
-        pnode, s = pb.Node(), pb.Session()
-        pnode.ParseFromString(parent.value)
-        s.ParseFromString(session.value)
         skill = distill_skill(sid, cand.candidate_id, s.spec.name, cand.transformation.name,
                               dict(cand.transformation.params), result.speedup, pnode.fitness,
                               result.hardware.kind or s.hardware.kind)

@@ -21,6 +21,7 @@ from ke_search.strategy import ROOT, Strategy, make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.records import load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import ConflictError, NotFoundError
 from kernelevolve.store import ObjectStore
@@ -113,12 +114,7 @@ class SearchService:
         entry = await self._bus.kv_get(key)
         if entry is None:
             # The evaluation overtook the candidate event: build the node from the record.
-            rec = await self._bus.kv_get(Keys.candidate(sid, cid))
-            if rec is None:
-                raise NotFoundError(f"evaluation for unknown candidate {cid} in session {sid}")
-            cand = pb.Candidate()
-            cand.ParseFromString(rec.value)
-            await self._ensure_node(cand)
+            await self._ensure_node(await load_candidate(self._bus, sid, cid))
             entry = await self._bus.kv_get(key)
             assert entry is not None
         node = pb.Node()
@@ -300,11 +296,7 @@ class SearchService:
 
     async def _request_retime(self, session: pb.Session, cid: str) -> None:
         sid = session.session_id
-        rec = await self._bus.kv_get(Keys.candidate(sid, cid))
-        if rec is None:
-            raise NotFoundError(f"finalist {cid} of session {sid} has no candidate record")
-        cand = pb.Candidate()
-        cand.ParseFromString(rec.value)
+        cand = await load_candidate(self._bus, sid, cid)
         req = ev.RetimeRequested(session_id=sid, candidate=cand, hardware=session.hardware)
         log.info("re-timing finalist", extra={"session_id": sid, "candidate_id": cid})
         await self._bus.publish(self._subjects.retime(sid, session.hardware.kind or "cpu"),
@@ -313,12 +305,7 @@ class SearchService:
     # -- helpers --------------------------------------------------------------------------
 
     async def _load_session(self, sid: str) -> pb.Session:
-        entry = await self._bus.kv_get(Keys.session(sid))
-        if entry is None:
-            raise NotFoundError(f"unknown session {sid}")
-        session = pb.Session()
-        session.ParseFromString(entry.value)
-        return session
+        return await load_session(self._bus, sid)
 
     async def _ensure_node(self, cand: pb.Candidate) -> None:
         depth = 0

@@ -17,6 +17,7 @@ from ke_synthesizer.api import CandidateSynthesizer, ParentInfo, Proposal, Propo
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.records import get_node, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import NotFoundError
 from kernelevolve.store import ObjectStore
@@ -120,26 +121,15 @@ class SynthesizerService:
                                     dedup_id=f"exh-{sid}-{req.request_id}")
 
     async def _session(self, sid: str) -> pb.Session:
-        entry = await self._bus.kv_get(Keys.session(sid))
-        if entry is None:
-            raise NotFoundError(f"unknown session {sid}")
-        s = pb.Session()
-        s.ParseFromString(entry.value)
-        return s
+        return await load_session(self._bus, sid)
 
     async def _attach_parent(self, msg: spb.ProposeRequest, sid: str, parent_id: str) -> None:
-        rec = await self._bus.kv_get(Keys.candidate(sid, parent_id))
-        if rec is None:
-            raise NotFoundError(f"parent candidate {parent_id} of session {sid} not found")
-        cand = pb.Candidate()
-        cand.ParseFromString(rec.value)
+        cand = await load_candidate(self._bus, sid, parent_id)
         msg.parent_source = (await self._store.get(cand.source_key)).decode()
         msg.parent_transformation.CopyFrom(cand.transformation)
         msg.parent_genome.update(cand.genome)
-        node = await self._bus.kv_get(Keys.node(sid, parent_id))
-        if node is not None:
-            n = pb.Node()
-            n.ParseFromString(node.value)
+        n = await get_node(self._bus, sid, parent_id)
+        if n is not None:
             if n.report_key:
                 try:
                     report = json.loads(await self._store.get(n.report_key))
