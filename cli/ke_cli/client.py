@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
-from google.protobuf import json_format
 
+from kernelevolve.artifacts import lineage_document
 from kernelevolve.errors import RetryableError
 from kernelevolve.grpc_util import error_from_status
 from kernelevolve.v1 import common_pb2 as pb
@@ -105,8 +105,6 @@ class KernelEvolveClient:
                 (out_dir / "reports" / f"{node.node_id}.json").write_text(resp.report_json)
             if node.node_id == session.best_candidate_id:
                 (out_dir / "best_kernel.py").write_text(resp.source)
-        lineage = {"session_id": session_id, "spec": session.spec.name,
-                   "nodes": [json_format.MessageToDict(n, preserving_proto_field_name=True,
-                                                       always_print_fields_with_no_presence=True) for n in nodes]}
+        lineage = lineage_document(session_id, session.spec.name, nodes)
         (out_dir / "lineage.json").write_text(json.dumps(lineage, indent=2))
         return out_dir

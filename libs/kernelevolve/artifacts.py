@@ -15,6 +15,11 @@ folder store at the run folder and uses an empty prefix, so the run folder *is* 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from kernelevolve.v1 import common_pb2 as pb
 
 
 @dataclass(frozen=True)
@@ -49,3 +54,14 @@ class Artifacts:
     @property
     def summary(self) -> str:
         return f"{self.prefix}summary.json"
+
+
+def lineage_document(session_id: str, spec_name: str, nodes: list[pb.Node]) -> dict[str, Any]:
+    """The content of ``lineage.json``: the same whether the search service writes it or a
+    client exports a run folder through the gateway."""
+    return {
+        "session_id": session_id,
+        "spec": spec_name,
+        "nodes": [json_format.MessageToDict(n, preserving_proto_field_name=True,
+                                            always_print_fields_with_no_presence=True) for n in nodes],
+    }

@@ -42,3 +42,13 @@ async def load_candidate(bus: EventBus, sid: str, cid: str) -> pb.Candidate:
 
 async def get_node(bus: EventBus, sid: str, nid: str) -> pb.Node | None:
     return await get_record(bus, Keys.node(sid, nid), pb.Node)
+
+
+async def list_nodes(bus: EventBus, sid: str) -> list[pb.Node]:
+    """Every node of a session's search tree, in key order."""
+    nodes = []
+    for key in await bus.kv_keys(Keys.nodes(sid)):
+        node = await get_record(bus, key, pb.Node)
+        if node is not None:
+            nodes.append(node)
+    return nodes

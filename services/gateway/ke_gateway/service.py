@@ -13,7 +13,7 @@ from ke_search.strategy import make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.records import get_node, load_candidate, load_session
+from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects, check_token
 from kernelevolve.config import SearchSettings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
@@ -92,14 +92,7 @@ class GatewayService:
 
     async def list_nodes(self, sid: str) -> list[pb.Node]:
         await self.get_session(sid)
-        out = []
-        for key in await self._bus.kv_keys(Keys.nodes(sid)):
-            entry = await self._bus.kv_get(key)
-            if entry is not None:
-                n = pb.Node()
-                n.ParseFromString(entry.value)
-                out.append(n)
-        return out
+        return await list_nodes(self._bus, sid)
 
     async def get_candidate(self, sid: str, cid: str) -> spb.GetCandidateResponse:
         await self.get_session(sid)

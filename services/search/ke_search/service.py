@@ -14,14 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from google.protobuf import json_format
-
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, make_strategy
-from kernelevolve.artifacts import Artifacts
+from kernelevolve.artifacts import Artifacts, lineage_document
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.records import load_candidate, load_session
+from kernelevolve.bus.records import list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import ConflictError, NotFoundError
 from kernelevolve.store import ObjectStore
@@ -323,14 +321,7 @@ class SearchService:
             pass  # already there (replay, or created by an overtaking evaluation)
 
     async def nodes(self, sid: str) -> list[pb.Node]:
-        out: list[pb.Node] = []
-        for key in await self._bus.kv_keys(Keys.nodes(sid)):
-            entry = await self._bus.kv_get(key)
-            if entry is not None:
-                n = pb.Node()
-                n.ParseFromString(entry.value)
-                out.append(n)
-        return out
+        return await list_nodes(self._bus, sid)
 
     async def _update_session(self, sid: str, st: SearchState, nodes: list[pb.Node], finished: bool) -> None:
         for _attempt in range(20):
@@ -367,12 +358,7 @@ class SearchService:
                       f"speedup {best.fitness:.3f}x on {session.hardware.kind}\n")
             await self._store.put(art.best_kernel, header.encode() + source, "text/x-python")
             best_key = art.best_kernel
-        lineage = {
-            "session_id": sid,
-            "spec": session.spec.name,
-            "nodes": [json_format.MessageToDict(n, preserving_proto_field_name=True,
-                                                always_print_fields_with_no_presence=True) for n in nodes],
-        }
+        lineage = lineage_document(sid, session.spec.name, nodes)
         await self._store.put(art.lineage, json.dumps(lineage, indent=2).encode(), "application/json")
         summary = {
             "session_id": sid,

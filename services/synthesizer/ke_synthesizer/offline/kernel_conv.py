@@ -64,26 +64,9 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
                   extra={"nd": nd, "s": s, "p": p, "d": d})
 
 
-def _operands(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .graph import node_inputs
-
-    ext: list[Any] = []
-    scalars: list[torch.fx.Node] = []
-    for m in group.members[1:]:
-        for v in node_inputs(group.ops[m]):
-            if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
-                continue
-            if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
-                if v not in ext:
-                    ext.append(v)
-            elif isinstance(v, torch.fx.Node) and v not in scalars:
-                scalars.append(v)
-    return ext, scalars
-
-
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     from .graph import group_outputs
-    from .kernel_pointwise import kernel_name, load_cast
+    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast
 
     conv = group.members[0]
     op = group.ops[conv]
@@ -94,7 +77,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
                                                                       ("BLOCK_K", "32")))
     warps = int(genome.get(f"{key}.num_warps", "4"))
     stages = int(genome.get(f"{key}.num_stages", "2"))
-    ext, scalars = _operands(plan, group)
+    ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     has_bias = op.args.get("bias") is not None
     name = kernel_name(group, "conv")
@@ -196,8 +179,9 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 def conv_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
     from .graph import group_outputs
+    from .kernel_pointwise import epilogue_operands
 
     a = group.ops[group.members[0]].args
-    ext, scalars = _operands(plan, group)
+    ext, scalars = epilogue_operands(plan, group)
     head = [a["input"], a["weight"]] + ([a["bias"]] if a.get("bias") is not None else [])
     return head + ext + scalars, group_outputs(plan, group)

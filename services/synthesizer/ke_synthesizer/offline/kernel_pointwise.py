@@ -65,6 +65,23 @@ def collect_operands(plan: Plan, group: Group) -> Operands:
     return ops
 
 
+def epilogue_operands(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    """External tensor operands and runtime scalars of the pointwise epilogue fused after a
+    group's anchor op (members after the first), each once, in first-use order."""
+    ext: list[Any] = []
+    scalars: list[torch.fx.Node] = []
+    for m in group.members[1:]:
+        for v in node_inputs(group.ops[m]):
+            if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+                continue
+            if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+                if v not in ext:
+                    ext.append(v)
+            elif isinstance(v, torch.fx.Node) and v not in scalars:
+                scalars.append(v)
+    return ext, scalars
+
+
 def operand_value_fn(plan: Plan, group: Group, ops: Operands, load_names: dict[int, str]):
     """Map an op argument to its in-kernel expression."""
 

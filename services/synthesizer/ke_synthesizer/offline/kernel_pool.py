@@ -69,31 +69,14 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
                                                "count_include_pad": bool(args.get("count_include_pad", True))})
 
 
-def _operands(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .graph import node_inputs
-
-    ext: list[Any] = []
-    scalars: list[torch.fx.Node] = []
-    for m in group.members[1:]:
-        for v in node_inputs(group.ops[m]):
-            if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
-                continue
-            if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
-                if v not in ext:
-                    ext.append(v)
-            elif isinstance(v, torch.fx.Node) and v not in scalars:
-                scalars.append(v)
-    return ext, scalars
-
-
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     from .graph import group_outputs
-    from .kernel_pointwise import kernel_name, load_cast
+    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast
 
     pool = group.members[0]
     e = group.ops[pool].extra
     (kh, kw), (sh, sw), (ph, pw) = e["k"], e["s"], e["p"]
-    ext, scalars = _operands(plan, group)
+    ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
     warps = int(genome.get(f"{group.key}.num_warps", "4"))
@@ -185,6 +168,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 def pool_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
     from .graph import group_outputs
+    from .kernel_pointwise import epilogue_operands
 
-    ext, scalars = _operands(plan, group)
+    ext, scalars = epilogue_operands(plan, group)
     return [group.ops[group.members[0]].args["input"]] + ext + scalars, group_outputs(plan, group)
