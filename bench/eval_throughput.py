@@ -1,8 +1,10 @@
 """Evaluator throughput on a GPU: our Judge (warm sandboxed workers, strict protocol)
 against a process-per-candidate harness (bench/baseline_harness.py), on the same
 candidates. Also times a few candidates twice to show the spread of our timings.
+``--parallel N`` (N > 1) adds a run of the Judge with ``parallel_workers=N`` (workers share
+the GPU; timing takes it alone) through ``Judge.evaluate_many``.
 
-    python bench/eval_throughput.py --out DIR [--specs a,b,c] [--per-spec N]
+    python bench/eval_throughput.py --out DIR [--specs a,b,c] [--per-spec N] [--parallel N]
 
 Writes DIR/eval_throughput.json and prints a short table.
 """
@@ -62,20 +64,33 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
     return out
 
 
-def run_ours(cands: list[dict[str, str]], reuse: bool = False) -> tuple[float, dict[str, dict]]:
-    from ke_evaluator.judge import EvalOptions, Judge
+def run_ours(cands: list[dict[str, str]], reuse: bool = False, parallel: int = 1) -> tuple[float, dict[str, dict]]:
+    from ke_evaluator.judge import EvalJob, EvalOptions, Judge
 
     results = {}
     t0 = time.perf_counter()
-    with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse)) as judge:
-        for c in cands:
-            v = judge.evaluate(c["spec_source"], c["source"], c["id"])
+    with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse, parallel_workers=parallel)) as judge:
+        if parallel > 1:
+            verdicts = judge.evaluate_many([EvalJob(c["spec_source"], c["source"], c["id"]) for c in cands])
+        else:
+            verdicts = []
+            for c in cands:
+                verdicts.append(judge.evaluate(c["spec_source"], c["source"], c["id"]))
+                print(f"  {c['id']:<24} {verdicts[-1].status:<14} {time.perf_counter() - t0:6.1f}s", flush=True)
+        for c, v in zip(cands, verdicts, strict=True):
+            cache = v.evidence.get("reference_cache") or {}
+            lock = v.evidence.get("device_lock") or {}
             results[c["id"]] = {"status": v.status, "reason": v.reason[:200], "speedup": v.speedup,
                                 "candidate_ms": v.candidate_timing.median_ms if v.candidate_timing else None,
+                                "candidate_host_ms": v.candidate_timing.host_median_ms if v.candidate_timing else None,
+                                "candidate_per_call_ms": v.candidate_timing.per_call_median_ms
+                                if v.candidate_timing else None,
                                 "ci": [v.candidate_timing.ci_low_ms, v.candidate_timing.ci_high_ms]
                                 if v.candidate_timing else None,
                                 "trials": v.candidate_timing.trials if v.candidate_timing else 0,
-                                "wall_s": v.evidence.get("wall_s"), "stage_s": v.evidence.get("stage_s")}
+                                "wall_s": v.evidence.get("wall_s"), "stage_s": v.evidence.get("stage_s"),
+                                "reference_outputs": cache.get("reference_outputs"),
+                                "lock_wait_s": sum((lock.get("waited_s") or {}).values())}
     return time.perf_counter() - t0, results
 
 
@@ -102,13 +117,31 @@ def main() -> None:
     ap.add_argument("--specs", default=",".join(DEFAULT_SPECS))
     ap.add_argument("--per-spec", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=5, help="correct candidates timed twice, in fresh workers")
+    ap.add_argument("--parallel", type=int, default=1,
+                    help="also run the Judge with this many parallel workers on the GPU (> 1)")
+    ap.add_argument("--skip-reuse", action="store_true", help="leave out the reuse_worker_after_failure run")
+    ap.add_argument("--stack-dump-s", type=float, default=0.0,
+                    help="print every thread's stack after this many seconds (diagnosing a stall)")
     args = ap.parse_args()
+    if args.stack_dump_s > 0:
+        import faulthandler
+
+        faulthandler.dump_traceback_later(args.stack_dump_s, exit=False)
     names = [s for s in args.specs.split(",") if s]
+    t0 = time.perf_counter()
     cands = make_candidates(names, args.per_spec)
+    print(f"{len(cands)} candidates generated in {time.perf_counter() - t0:.0f}s", flush=True)
     ours_s, ours = run_ours(cands)
-    reuse_s, reuse = run_ours(cands, reuse=True)
+    print(f"ours (default): {ours_s:.1f}s", flush=True)
+    par_s, par = run_ours(cands, parallel=args.parallel) if args.parallel > 1 else (0.0, {})
+    if par:
+        print(f"ours ({args.parallel} parallel workers): {par_s:.1f}s", flush=True)
+    reuse_s, reuse = run_ours(cands, reuse=True) if not args.skip_reuse else (0.0, {})
+    if reuse:
+        print(f"ours (reuse after failure): {reuse_s:.1f}s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         base_s, base = run_baseline(cands, Path(tmp))
+    print(f"baseline: {base_s:.1f}s", flush=True)
     agree, stricter, disagree = 0, [], []
     for c in cands:
         a, b = ours[c["id"]]["status"] == "correct", base[c["id"]]["status"] == "correct"
@@ -123,26 +156,45 @@ def main() -> None:
     _, again = run_ours(correct)
     spread = [{"id": c["id"], "first_ms": ours[c["id"]]["candidate_ms"], "second_ms": again[c["id"]]["candidate_ms"],
                "diff_pct": 100 * abs(again[c["id"]]["candidate_ms"] - ours[c["id"]]["candidate_ms"])
-               / ours[c["id"]]["candidate_ms"]} for c in correct if again[c["id"]]["candidate_ms"]]
+               / ours[c["id"]]["candidate_ms"],
+               "first_per_call_ms": ours[c["id"]]["candidate_per_call_ms"],
+               "second_per_call_ms": again[c["id"]]["candidate_per_call_ms"]}
+              for c in correct if again[c["id"]]["candidate_ms"]]
     n = len(cands)
     summary = {
         "date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "candidates": n, "specs": names,
         "ours_seconds": ours_s, "baseline_seconds": base_s, "ours_reuse_seconds": reuse_s,
-        "reuse_ratio": base_s / reuse_s,
-        "reuse_agreement": sum(ours[c["id"]]["status"] == reuse[c["id"]]["status"] for c in cands),
+        "reuse_ratio": base_s / reuse_s if reuse_s else None,
+        "reuse_agreement": sum(ours[c["id"]]["status"] == reuse[c["id"]]["status"] for c in cands) if reuse else None,
         "ours_per_gpu_minute": 60 * n / ours_s, "baseline_per_gpu_minute": 60 * n / base_s,
         "throughput_ratio": base_s / ours_s, "verdict_agreement": agree,
         "ours_stricter": stricter, "disagreements": disagree, "timing_spread": spread,
         "ours": ours, "baseline": base, "ours_reuse": reuse,
+        "reference_outputs_cached": sum(r.get("reference_outputs") == "cached" for r in ours.values()),
     }
+    if par:
+        summary.update({
+            "parallel_workers": args.parallel, "ours_parallel_seconds": par_s,
+            "ours_parallel_per_gpu_minute": 60 * n / par_s, "parallel_ratio": base_s / par_s,
+            "parallel_agreement": sum(ours[c["id"]]["status"] == par[c["id"]]["status"] for c in cands),
+            "parallel_lock_wait_s": sum(r.get("lock_wait_s") or 0.0 for r in par.values()),
+            "ours_parallel": par,
+        })
     write_json(args.out / "eval_throughput.json", summary)
     print(f"device {summary['fingerprint'].get('gpu')}  torch {summary['fingerprint']['torch']}  "
           f"triton {summary['fingerprint']['triton']}")
     print(f"candidates {n}: ours {ours_s:.1f}s ({summary['ours_per_gpu_minute']:.1f}/min)  "
           f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  "
           f"ratio {summary['throughput_ratio']:.2f}x")
-    print(f"ours with worker reuse after failures: {reuse_s:.1f}s  ratio {summary['reuse_ratio']:.2f}x  "
-          f"same verdicts {summary['reuse_agreement']}/{n}")
+    if reuse:
+        print(f"ours with worker reuse after failures: {reuse_s:.1f}s  ratio {summary['reuse_ratio']:.2f}x  "
+              f"same verdicts {summary['reuse_agreement']}/{n}")
+    if par:
+        print(f"ours with {args.parallel} parallel workers: {par_s:.1f}s "
+              f"({summary['ours_parallel_per_gpu_minute']:.1f}/min)  ratio {summary['parallel_ratio']:.2f}x  "
+              f"same verdicts {summary['parallel_agreement']}/{n}  "
+              f"waiting for the device lock {summary['parallel_lock_wait_s']:.1f}s in all")
+    print(f"reference outputs served from the cache: {summary['reference_outputs_cached']}/{n} (default run)")
     stages: dict[str, float] = {}
     for r in ours.values():
         for k, val in (r.get("stage_s") or {}).items():
@@ -154,7 +206,8 @@ def main() -> None:
     for s in stricter + disagree:
         print("  ", s)
     for s in spread:
-        print(f"  spread {s['id']}: {s['first_ms']:.4f} vs {s['second_ms']:.4f} ms ({s['diff_pct']:.1f}%)")
+        print(f"  spread {s['id']}: device {s['first_ms']:.4f} vs {s['second_ms']:.4f} ms ({s['diff_pct']:.1f}%); "
+              f"per call {s['first_per_call_ms']:.4f} vs {s['second_per_call_ms']:.4f} ms")
 
 
 if __name__ == "__main__":

@@ -67,6 +67,11 @@ class EvaluatorSettings:
     correctness_trials: int = 5
     workers: int = 1
     scratch_dir: str = ""
+    # Candidates judged at once on this evaluator's device: the Judge keeps this many
+    # sandboxed workers; checks overlap, timing takes the device alone (exclusive lock).
+    # 1 on CPU (the interpreter is CPU-bound); 2-4 pays off on a GPU, where compile and
+    # correctness leave it mostly idle (bench/eval_throughput.py --parallel N).
+    parallel_workers: int = 1
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ FULL_POLICY = [
     ("decoy_kernel_functional", RELU, "rejected", "does not depend"),
     ("pointer_cache", RELU, "rejected", "result caching"),
     ("value_cache", RELU, "rejected", "result caching"),
+    ("cross_job_store", RELU, "rejected", "frame/global inspection"),
+    ("cache_tamper", RELU, "rejected", "frame/global inspection"),
     ("try_fallback", RELU, "rejected", "try/except"),
     ("inherit_model", RELU, "rejected", "subclasses the reference Model"),
     ("tf32_flip", RELU, "rejected", "precision flags"),
@@ -66,6 +68,7 @@ FULL_POLICY = [
 RUNTIME_ONLY = [
     ("pointer_cache", "incorrect", "same buffers as trial 0"),
     ("value_cache", "rejected", "same output memory on two calls"),
+    ("cache_tamper", "rejected", "cached inputs or reference changed"),
     ("thread_spawn", "rejected", "started threads"),
     ("monkeypatch_timer", "rejected", "time.perf_counter"),
     ("tf32_flip", "rejected", "allow_tf32"),

@@ -118,6 +118,16 @@ def test_roofline_classification(flops: float, nbytes: float, ms: float, device_
     assert d["achieved_gbps"] == pytest.approx(nbytes / (ms / 1e3) / 1e9)
 
 
+def test_host_bound_call_is_latency_bound_and_rates_use_device_time() -> None:
+    # 1 GB moved in 0.5 ms of device time, but the launcher needs 0.8 ms per call.
+    d = diagnosis.classify(bytes_moved=1e9, flops=0.0, median_ms=0.8, device_type="cuda",
+                           device_name="NVIDIA H100 80GB HBM3", uses_tensor_cores=False,
+                           device_ms=0.5, host_ms=0.8)
+    assert d["bound"] == "latency"
+    assert d["achieved_gbps"] == pytest.approx(1e9 / 0.5e-3 / 1e9)
+    assert any("launch-bound" in n for n in d["notes"])
+
+
 def test_flop_counter_on_matmul() -> None:
     a = torch.randn(8, 16)
     b = torch.randn(16, 4)

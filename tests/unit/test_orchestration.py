@@ -71,7 +71,8 @@ async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflig
     assert final.status == pb.SESSION_STATUS_COMPLETED and final.evaluated == budget
     generated = [e.candidate_generated.candidate.candidate_id for e in events
                  if e.WhichOneof("payload") == "candidate_generated"]
-    retimed = [e.candidate_retimed.result.candidate_id for e in events if e.WhichOneof("payload") == "candidate_retimed"]
+    retimed = [e.candidate_retimed.result.candidate_id for e in events
+               if e.WhichOneof("payload") == "candidate_retimed"]
     assert sorted(judge.evaluated) == sorted(generated + retimed)  # each once, the finalist once more
     assert len(retimed) == 1 and retimed[0] == final.best_candidate_id
     nodes = await gw.list_nodes(final.session_id)
@@ -160,6 +161,28 @@ def test_local_search_uses_the_same_strategy(budget: int) -> None:
     assert best is not None and best.verdict.speedup == max(c.verdict.speedup for c in result.candidates)
     if budget > 3:
         assert best.node.depth >= 1  # greedy expanded a correct node
+
+
+@pytest.mark.parametrize("batch", [2, 3])
+def test_local_search_in_batches_judges_the_budget_and_expands_the_best(batch: int) -> None:
+    from ke_search.local import run_local_search
+
+    class BatchJudge(FakeJudge):
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches: list[int] = []
+
+        def evaluate_many(self, jobs: list[tuple[str, str, str]]) -> list[Verdict]:
+            self.batches.append(len(jobs))
+            return [self.evaluate(*job) for job in jobs]
+
+    judge = BatchJudge()
+    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=3, max_block=1024), judge, 7,
+                              batch=batch)
+    assert len(result.candidates) == 7
+    assert len({c.node.node_id for c in result.candidates}) == 7
+    assert max(judge.batches) == batch and sum(judge.batches) <= 7
+    assert any(c.node.depth >= 1 for c in result.candidates)
 
 
 def test_local_search_stops_when_space_is_exhausted() -> None:

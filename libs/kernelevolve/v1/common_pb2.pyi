@@ -133,20 +133,26 @@ class Candidate(_message.Message):
     def __init__(self, candidate_id: _Optional[str] = ..., session_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., source_key: _Optional[str] = ..., source_sha256: _Optional[str] = ..., synthesizer: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fallback_nodes: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., genome: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TimingStats(_message.Message):
-    __slots__ = ("median_ms", "iqr_ms", "ci_low_ms", "ci_high_ms", "trials", "min_ms")
+    __slots__ = ("median_ms", "iqr_ms", "ci_low_ms", "ci_high_ms", "trials", "min_ms", "device_median_ms", "host_median_ms", "per_call_median_ms")
     MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
     IQR_MS_FIELD_NUMBER: _ClassVar[int]
     CI_LOW_MS_FIELD_NUMBER: _ClassVar[int]
     CI_HIGH_MS_FIELD_NUMBER: _ClassVar[int]
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     MIN_MS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
+    HOST_MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
+    PER_CALL_MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
     median_ms: float
     iqr_ms: float
     ci_low_ms: float
     ci_high_ms: float
     trials: int
     min_ms: float
-    def __init__(self, median_ms: _Optional[float] = ..., iqr_ms: _Optional[float] = ..., ci_low_ms: _Optional[float] = ..., ci_high_ms: _Optional[float] = ..., trials: _Optional[int] = ..., min_ms: _Optional[float] = ...) -> None: ...
+    device_median_ms: float
+    host_median_ms: float
+    per_call_median_ms: float
+    def __init__(self, median_ms: _Optional[float] = ..., iqr_ms: _Optional[float] = ..., ci_low_ms: _Optional[float] = ..., ci_high_ms: _Optional[float] = ..., trials: _Optional[int] = ..., min_ms: _Optional[float] = ..., device_median_ms: _Optional[float] = ..., host_median_ms: _Optional[float] = ..., per_call_median_ms: _Optional[float] = ...) -> None: ...
 
 class CorrectnessStats(_message.Message):
     __slots__ = ("trials", "max_abs_error", "max_rel_error", "atol", "rtol")

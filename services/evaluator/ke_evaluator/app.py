@@ -34,6 +34,7 @@ def make_judge(settings: EvaluatorSettings, hardware_kind: str, stack: AsyncExit
         compile_timeout_s=settings.compile_timeout_s,
         run_timeout_s=settings.run_timeout_s,
         scratch_dir=Path(settings.scratch_dir) if settings.scratch_dir else None,
+        parallel_workers=max(1, settings.parallel_workers),
     ))
     stack.callback(judge.close)
     return judge
@@ -47,7 +48,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
     judge = judge or make_judge(settings.evaluator, hardware_kind, stack)
-    service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind)
+    service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind,
+                               parallel=max(1, settings.evaluator.parallel_workers))
     server = await start_server(
         settings.grpc.host, settings.grpc.evaluator_port if port is None else port,
         [lambda s: sgrpc.add_EvaluatorServicer_to_server(EvaluatorServicer(service), s)],

@@ -39,7 +39,10 @@ def verdict_to_pb(v: Verdict, hardware_kind: str, report_key: str = "") -> pb.Ev
         if t is not None:
             getattr(res, name).CopyFrom(pb.TimingStats(median_ms=t.median_ms, iqr_ms=t.iqr_ms,
                                                        ci_low_ms=t.ci_low_ms, ci_high_ms=t.ci_high_ms,
-                                                       trials=t.trials, min_ms=t.min_ms))
+                                                       trials=t.trials, min_ms=t.min_ms,
+                                                       device_median_ms=t.device_median_ms,
+                                                       host_median_ms=t.host_median_ms,
+                                                       per_call_median_ms=t.per_call_median_ms))
     if v.diagnosis is not None:
         d = v.diagnosis
         res.diagnosis.CopyFrom(pb.Diagnosis(

@@ -67,8 +67,16 @@ def classify(
     device_type: str,
     device_name: str,
     uses_tensor_cores: bool,
+    device_ms: float = 0.0,
+    host_ms: float = 0.0,
 ) -> dict[str, Any]:
+    """Bound class and roofline share. ``median_ms`` is the per-call time; with
+    ``device_ms`` (CUDA events) the rates are the kernels' own, and a host enqueue time
+    above the device time marks the call launch-bound whatever its arithmetic intensity."""
     notes: list[str] = []
+    launch_bound = device_type == "cuda" and host_ms > 0 and device_ms > 0 and host_ms > device_ms
+    if device_ms > 0:
+        median_ms = device_ms
     peaks = peaks_for(device_name) if device_type == "cuda" else None
     # Ridge point: FLOPs per byte where compute and bandwidth limits meet. Without device
     # peaks (CPU interpreter) the H100 ridge is used so the class still guides GPU work.
@@ -89,6 +97,10 @@ def classify(
             notes.append(f"runtime {median_ms * 1000:.1f} us is near launch latency")
         if fraction > 1.05:
             notes.append(f"achieved {fraction:.2f}x of the roofline limit: audit this timing")
+        if launch_bound:
+            bound = "latency"
+            notes.append(f"host enqueue {host_ms * 1000:.1f} us per call exceeds the device time "
+                         f"{device_ms * 1000:.1f} us: launch-bound (fewer launches, leaner launcher code)")
     elif device_type != "cuda":
         notes.append(f"bound class from arithmetic intensity {intensity:.2f} FLOP/B vs H100 ridge {ridge:.1f}; "
                      "no device peaks for interpreted CPU runs")

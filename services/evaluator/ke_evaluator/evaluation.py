@@ -3,42 +3,38 @@
 Order of events matters for the defenses (see README.md):
   compile  import the candidate, construct both models (same seed, weights copied),
            first candidate call on input set 0 (Triton JIT compile happens here);
-  run      per trial: fresh seeded inputs -> poison allocator -> candidate on clones
-           (launches counted) -> reference on clones -> structure/value/error checks;
+  run      per trial: seeded inputs (cached per spec and seed, see refcache.py) ->
+           poison allocator -> candidate on clones (launches counted) -> reference on
+           clones (or its cached output) -> structure/value/error checks;
            trial 0 adds candidate -> reference -> candidate (determinism, stale memory);
-           trial 1 rewrites trial 0's buffers in place (address-keyed caches);
-           extra shape sets; kernel-dependency check; global-state checks; timing.
+           trial 1 rewrites trial 0's buffers in place with new values (address-keyed
+           caches; never cached with shared seeds); extra shape sets; kernel-dependency
+           check; global-state checks; timing.
+Device lock (devlock.py): SHARED from the compile phase through profiling, EXCLUSIVE
+for timing, so parallel workers on one device never run work inside a timed sample.
 Candidate faults never raise out of here: they become a verdict dict.
 Worker side: torch + triton only.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
-from . import compare, diagnosis, launches, specs, timing
+from . import compare, defenses, diagnosis, launches, refcache, specs, timing
+from .defenses import Outcome, exc_summary
+from .devlock import DeviceLock, Mode
 from .integrity import GlobalState, set_precision_flags, snapshot, state_violations
 from .verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
 PhaseFn = Callable[[str], None]
-
-
-class Outcome(Exception):
-    """Ends an evaluation early with a final status."""
-
-    def __init__(self, status: str, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
 
 
 @dataclass
@@ -48,6 +44,15 @@ class JobOptions:
     # None: a random base seed per job (recorded in the evidence). Freed memory of an
     # earlier job in the same worker then never holds the answer for this job's inputs.
     seed: int | None = None
+    # True: ``seed`` was derived by the Judge from its secret salt and is shared by a few
+    # jobs of the spec (reference cache). Not reported (``seed_id`` instead); trial 1 and
+    # the timing sets then use a per-job secret seed.
+    seed_shared: bool = False
+    seed_id: str = ""
+    # Reference cache cap: bytes; None = ``reference_cache_fraction`` of free device memory
+    # (CUDA) or refcache.CPU_DEFAULT_BYTES; 0 = off.
+    reference_cache_bytes: int | None = None
+    reference_cache_fraction: float = 0.25
     time_candidates: bool = True
     min_timing_trials: int = 3
     max_timing_trials: int = 10
@@ -66,64 +71,30 @@ class JobOptions:
         return cls(**known)
 
 
-def _exc_summary(exc: BaseException, limit: int = 6) -> str:
-    """``Type: message`` plus the candidate's own frames (file paths are the worker's, useless
-    to a reader; line numbers inside candidate.py are what a synthesizer can act on)."""
-    head = f"{type(exc).__name__}: {exc}"[:600]
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_ke_candidate_" in (f.filename or "")]
-    if not frames:
-        return head
-    where = "; ".join(f"candidate.py line {f.lineno} in {f.name}: {(f.line or '').strip()[:80]}"
-                      for f in frames[-limit:])
-    return f"{head} [at {where}]"
-
-
-def _is_compile_error(exc: BaseException) -> bool:
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"})
-
-
 class Evaluator:
-    """Per-worker state: loaded specs, float64 reference cache, counters."""
+    """Per-worker state: loaded specs, reference cache, device lock, counters."""
 
-    def __init__(self, scratch: str, device: torch.device, fingerprint: dict[str, str]) -> None:
+    def __init__(self, scratch: str, device: torch.device, fingerprint: dict[str, str],
+                 lock: DeviceLock | None = None) -> None:
         self.scratch = scratch
         self.device = device
         self.fingerprint = fingerprint
+        self.lock = lock
         self.spec_cache: dict[str, specs.LoadedSpec] = {}
-        # float64 reference outputs per (spec sha, input key): expensive (fp64 on CPU), reused.
-        self.ref64_cache: dict[tuple[str, str], Any] = {}
+        # Inputs, eager and float64 references per (spec sha, seed, init digest); built on the
+        # first job (its options carry the cap).
+        self.ref_cache: refcache.RefCache | None = None
         self.flops_cache: dict[tuple[str, str], float] = {}
         self.counter = 0
         # Byte sizes of reference outputs seen in this worker: the sizes a candidate's output
         # allocation will request, poisoned before every candidate call.
         self._output_sizes: set[int] = set()
         self._before: GlobalState | None = None
+        self._refs: refcache.JobReferences | None = None  # the running job's view of ref_cache
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
-        """Make fresh allocations hold NaN rather than a stale answer.
-
-        CUDA: allocate NaN-filled blocks of the sizes about to be requested plus a large
-        block, then free them: the caching allocator hands the same memory to the next
-        ``torch.empty``. CPU: several NaN blocks per size, freed together, so malloc's LIFO
-        bins serve the next requests of those sizes from NaN memory; allocations above
-        glibc's mmap threshold come from fresh zeroed pages (no stale data, but zeros).
-        Sizes: the tensors about to be passed plus every output size seen for the spec.
-        """
-        sizes = {t.numel() * t.element_size() for t in compare.leaves(like) if isinstance(t, torch.Tensor)}
-        sizes |= self._output_sizes
-        copies = 1
-        if self.device.type == "cuda":
-            sizes.add(64 * 1024 * 1024)
-        else:
-            copies = 8
-        bufs = []
-        for nbytes in sorted(sizes):
-            n = max(1, nbytes // 4)
-            for _ in range(copies):
-                bufs.append(torch.full((n,), float("nan"), dtype=torch.float32, device=self.device))
-        del bufs
+        defenses.poison_allocator(self.device, like, self._output_sizes)
 
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
@@ -132,25 +103,25 @@ class Evaluator:
             torch.cuda.synchronize()
         return out
 
-    def ref64(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, key: str, inputs: list[Any]) -> Any:
-        ck = (spec.sha, key + f"@{self.device.type}")
-        if ck not in self.ref64_cache:
-            # On the evaluation device: a GPU's float64 units do in milliseconds what the host
-            # needs seconds for at GPU-scale sizes, and seeds differ per evaluation, so this
-            # runs for every candidate. Falls back to the host if the device cannot do it.
-            try:
-                m64 = copy.deepcopy(ref_model).to(device=self.device, dtype=torch.float64)
-                in64 = compare.upcast64(specs.to_device(inputs, self.device))
-                with torch.no_grad():
-                    self.ref64_cache[ck] = m64(*in64)
-            except (RuntimeError, NotImplementedError):
-                m64 = copy.deepcopy(ref_model).to(device="cpu", dtype=torch.float64)
-                in64 = compare.upcast64(specs.to_device(inputs, torch.device("cpu")))
-                with torch.no_grad():
-                    self.ref64_cache[ck] = m64(*in64)
-            if len(self.ref64_cache) > 64:
-                self.ref64_cache.pop(next(iter(self.ref64_cache)))
-        return self.ref64_cache[ck]
+    def _hold(self, mode: Mode | None) -> None:
+        """Device lock: SHARED for work that may overlap other workers', EXCLUSIVE for
+        timing, None to release. The parent stops the phase clock while we wait."""
+        if self.lock is None:
+            return
+        if mode is None:
+            self.lock.release()
+        else:
+            self.lock.acquire(mode)
+
+    def _references(self, opts: JobOptions, spec: specs.LoadedSpec, init: list[Any],
+                    cacheable: bool) -> refcache.JobReferences:
+        if cacheable and self.ref_cache is None:
+            limit = refcache.resolve_limit(opts.reference_cache_bytes, opts.reference_cache_fraction, self.device)
+            self.ref_cache = refcache.RefCache(limit)
+        cache = self.ref_cache if cacheable and self.ref_cache is not None and self.ref_cache.limit_bytes > 0 else None
+        assert opts.seed is not None
+        key = (spec.sha, opts.seed, refcache.init_digest(init) if cache is not None else "")
+        return refcache.JobReferences(cache, key, shared=opts.seed_shared)
 
     # -- the job ---------------------------------------------------------------------------
     def evaluate(self, job: dict[str, Any], phase: PhaseFn) -> dict[str, Any]:
@@ -160,6 +131,9 @@ class Evaluator:
                     fingerprint=dict(self.fingerprint))
         if v.interpreted:
             v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
+        self._refs = None
+        if self.lock is not None:
+            self.lock.reset_stats()
         try:
             self._evaluate(job, opts, v, phase)
         except Outcome as o:
@@ -170,7 +144,14 @@ class Evaluator:
         except MemoryError as exc:
             v.status, v.reason = "runtime_error", f"out of memory: {exc}"
         except Exception as exc:  # noqa: BLE001 - anything left is the candidate's runtime fault
-            v.status, v.reason = "runtime_error", f"evaluation failed: {_exc_summary(exc)}"
+            v.status, v.reason = "runtime_error", f"evaluation failed: {exc_summary(exc)}"
+        finally:
+            self._hold(None)
+            if self._refs is not None:
+                v.evidence["reference_cache"] = self._refs.finish()
+                self._refs = None
+        if self.lock is not None:
+            v.evidence["device_lock"] = self.lock.evidence()
         if v.status != "correct":
             v.speedup = 0.0
         return v.to_dict()
@@ -189,15 +170,25 @@ class Evaluator:
             mark[0] = now
         jobdir = os.path.join(self.scratch, "jobs")
         spec = specs.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
+        cacheable = opts.seed is not None
         if opts.seed is None:
             opts.seed = random.SystemRandom().randrange(1 << 30)
-        v.evidence["seed"] = opts.seed
+        # Per-job secret: with shared seeds, trial 1 and the timing sets take values that no
+        # earlier job has seen (an answer stored by an earlier candidate cannot pass them).
+        fresh_seed = random.SystemRandom().randrange(1 << 30) if opts.seed_shared else opts.seed
+        if opts.seed_shared:
+            v.evidence["seed_source"], v.evidence["seed_id"] = "shared", opts.seed_id
+        else:
+            v.evidence["seed_source"] = "fixed" if cacheable else "random"
+            v.evidence["seed"] = opts.seed
         phase("compile")
+        self._hold("shared")
         set_precision_flags()
         before = snapshot()
         self._before = before
         init = spec.init_inputs()
         ref_model = specs.build_model(spec.Model, init, opts.seed, dev)
+        refs = self._refs = self._references(opts, spec, init, cacheable)
 
         # ---- compile: import + construct + first call ---------------------------------------
         mod_name = f"_ke_candidate_{os.getpid()}_{self.counter}"
@@ -206,7 +197,7 @@ class Evaluator:
         except SyntaxError as exc:
             raise Outcome("compile_error", f"syntax error at line {exc.lineno}: {exc.msg}") from None
         except Exception as exc:  # noqa: BLE001
-            raise Outcome("compile_error", f"candidate module raised on import: {_exc_summary(exc)}") from None
+            raise Outcome("compile_error", f"candidate module raised on import: {exc_summary(exc)}") from None
         cls = getattr(mod, "ModelNew", None)
         if cls is None:
             raise Outcome("compile_error", "candidate does not define ModelNew")
@@ -218,11 +209,12 @@ class Evaluator:
         try:
             cand_model = specs.build_model(cls, init, opts.seed, dev)
         except Exception as exc:  # noqa: BLE001
-            raise Outcome("compile_error", f"ModelNew(*get_init_inputs()) raised: {_exc_summary(exc)}") from None
+            raise Outcome("compile_error", f"ModelNew(*get_init_inputs()) raised: {exc_summary(exc)}") from None
         v.evidence["parameters"] = specs.copy_parameters(ref_model, cand_model)
 
         recorder = launches.LaunchRecorder(module_name=mod_name)
-        inputs0 = spec.inputs(opts.seed + 1000, dev)
+        seed = opts.seed
+        inputs0 = refs.inputs("trial 0", lambda: spec.inputs(seed + 1000, dev))
 
         def run_candidate(inputs: list[Any], label: str) -> Any:
             recorder.reset()
@@ -231,8 +223,8 @@ class Evaluator:
                 with launches.recording(recorder):
                     out = self._call(cand_model, inputs)
             except Exception as exc:  # noqa: BLE001
-                status = "compile_error" if _is_compile_error(exc) else "runtime_error"
-                raise Outcome(status, f"candidate forward raised ({label}): {_exc_summary(exc)}") from None
+                status = "compile_error" if defenses.is_compile_error(exc) else "runtime_error"
+                raise Outcome(status, f"candidate forward raised ({label}): {exc_summary(exc)}") from None
             # After every candidate call, before anything of ours runs again (the reference
             # included): flags, hooks, modes, timers and threads must be as they were.
             self._check_state(before)
@@ -250,10 +242,22 @@ class Evaluator:
         lap("compile")
         phase("run")
         trial_sets: list[tuple[str, list[Any]]] = [("trial 0", inputs0)]
+        fresh: set[str] = set()  # per-job values: never cached
         for i in range(1, max(1, opts.correctness_trials)):
-            trial_sets.append((f"trial {i}", spec.inputs(opts.seed + 1000 + i, dev)))
-        for j, extra in enumerate(spec.extra_inputs(opts.seed + 5000, dev)):
-            trial_sets.append((f"extra shape set {j}", extra))
+            if i == 1 and opts.seed_shared:
+                trial_sets.append(("trial 1", spec.inputs(fresh_seed + 1001, dev)))
+                fresh.add("trial 1")
+            else:
+                trial_sets.append((f"trial {i}", refs.inputs(f"trial {i}", partial(spec.inputs, seed + 1000 + i, dev))))
+        if opts.seed_shared:
+            # Per-job values where a check hangs on one set (hard-coded shapes, the error
+            # budget below): an answer stored by an earlier job of the spec cannot pass them.
+            extras = [(f"extra shape set {j}", x) for j, x in enumerate(spec.extra_inputs(fresh_seed + 5000, dev))]
+            fresh |= {label for label, _ in extras}
+            trial_sets += extras
+            refs.stats["fresh_values"] = "trial 1, the extra shape sets, the timing sets (per-job secret seed)"
+        else:
+            trial_sets += refs.extras(lambda: spec.extra_inputs(seed + 5000, dev))
 
         corr = Correctness(trials=0)
         worst_abs = worst_rel = 0.0
@@ -274,13 +278,27 @@ class Evaluator:
                 cand_in = compare.clone_tree(inputs)
                 out = run_candidate(cand_in, label)
             self._check_state(before)
+            if not refs.unchanged(label.split(" (")[0]):
+                refs.invalidate()
+                raise Outcome("rejected", f"the evaluator's cached inputs or reference changed while the "
+                                          f"candidate ran (writes outside its own tensors?) ({label})")
             mutated = compare.inputs_unchanged(inputs, cand_in)
             if mutated:
                 raise Outcome("incorrect", f"{mutated} ({label})")
-            ref_in = compare.clone_tree(inputs)
-            ref = self._call(ref_model, ref_in)
-            set_precision_flags()
-            ref_aliases = compare.aliases_any(ref, ref_in)
+
+            def reference(inputs: list[Any] = inputs) -> tuple[Any, bool]:
+                ref_in = compare.clone_tree(inputs)
+                out_ref = self._call(ref_model, ref_in)
+                set_precision_flags()
+                return out_ref, compare.aliases_any(out_ref, ref_in)
+
+            key = label.split(" (")[0]
+            if key in fresh or idx == 0:  # trial 0: the reference runs after the candidate, as always
+                ref, ref_aliases = reference()
+                if idx == 0:
+                    refs.check_recomputed(key, ref, ref_aliases, spec.tolerance)
+            else:
+                ref, ref_aliases = refs.reference(key, reference)
             if len(self._output_sizes) < 64:
                 self._output_sizes |= {t.numel() * t.element_size() for t in compare.leaves(ref)
                                        if isinstance(t, torch.Tensor)}
@@ -308,16 +326,21 @@ class Evaluator:
             if idx == 0:
                 ref_out0 = ref
                 out_shapes = [tuple(t.shape) for t in compare.leaves(ref) if isinstance(t, torch.Tensor)]
-                self._crc_and_determinism(run_candidate, inputs, out, ref, spec, v)
-                self._error_budget(spec, ref_model, f"seed {opts.seed + 1000}", inputs, out, ref, opts, v)
-            elif label.startswith("extra shape set 0"):
-                self._error_budget(spec, ref_model, f"extra set 0 seed {opts.seed + 5000}", inputs, out, ref, opts, v)
+                defenses.crc_and_determinism(run_candidate, inputs, out, ref, spec, v)
+            if idx == 0 or key == "extra shape set 0" or (opts.seed_shared and key == "trial 1"):
+                budget_key = f"seed {seed + 1000}" if idx == 0 else f"extra set 0 seed {seed + 5000}"
+                if opts.seed_shared:  # the shared seed is not reported
+                    budget_key = "extra set 0" if key.startswith("extra") else key
+                ref64 = partial(refcache.float64_reference, ref_model, inputs, dev)
+                if key not in fresh:
+                    ref64 = partial(refs.float64, key, ref64)
+                defenses.error_budget(ref64, budget_key, out, ref, opts.error_budget_factor, v)
         v.evidence["kernel_launches"] = kernel_launches
         v.evidence["correctness_sets"] = len(trial_sets)
 
         # ---- the output must depend on the candidate's kernels ---------------------------
         if opts.check_kernel_dependency:
-            self._kernel_dependency(cand_model, recorder, inputs0, ref_out0, spec, v)
+            defenses.kernel_dependency(self._call, self.poison, cand_model, recorder, inputs0, ref_out0, spec, v)
         self._check_state(before)
 
         lap("correctness_and_integrity")
@@ -350,11 +373,15 @@ class Evaluator:
             self._check_state(before)
         lap("library_profile")
         if opts.time_candidates:
-            self._time(spec, ref_model, cand_model, opts, v)
+            self._time(spec, ref_model, cand_model, opts, v, fresh_seed)  # takes the lock EXCLUSIVE
             self._check_state(before)
+        self._hold(None)
         lap("timing")
-        median = v.candidate_timing.median_ms if v.candidate_timing else 0.0
+        ct = v.candidate_timing
+        median = ct.median_ms if ct else 0.0
         cls_ = diagnosis.classify(bytes_moved=bytes_moved, flops=flops, median_ms=median, device_type=dev.type,
+                                  device_ms=ct.device_median_ms if ct else 0.0,
+                                  host_ms=ct.host_median_ms if ct else 0.0,
                                   device_name=self.fingerprint.get("device_name", ""),
                                   uses_tensor_cores=any(t.dtype in (torch.float16, torch.bfloat16)
                                                         for t in compare.leaves(inputs0)
@@ -377,78 +404,6 @@ class Evaluator:
         if problems:
             set_precision_flags()
             raise Outcome("rejected", "candidate changed process state: " + "; ".join(problems))
-
-    def _crc_and_determinism(self, run_candidate: Callable[[list[Any], str], Any], inputs: list[Any],
-                             out1: Any, ref: Any, spec: specs.LoadedSpec, v: Verdict) -> None:
-        """Candidate -> reference -> candidate: the second call runs after the reference's
-        output memory was freed, on fresh clones; it must still be right, and agree with the
-        first call (bitwise, or within the spec tolerance for atomics-style nondeterminism)."""
-        again_in = compare.clone_tree(inputs)
-        out2 = run_candidate(again_in, "repeat after the reference ran")
-        for a, b in zip(compare.leaves(out1), compare.leaves(out2), strict=False):
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and compare.overlaps(a, b):
-                raise Outcome("rejected", "returned the same output memory on two calls (a cached or persistent "
-                                          "result): each call must return new memory")
-        bad = compare.check_structure(out2, ref, again_in, strict_strides=False)
-        if bad:
-            raise Outcome("incorrect", f"{bad} (repeat after the reference ran)")
-        cmp = compare.compare_values(out2, ref, spec.tolerance)
-        if not cmp.ok:
-            raise Outcome("incorrect", f"{cmp.reason} (repeat after the reference ran: stale memory or caching?)")
-        if compare.bitwise_equal(out1, out2):
-            v.evidence["deterministic"] = "bitwise"
-        else:
-            v.evidence["deterministic"] = "within tolerance"
-            v.warnings.append("two runs on identical inputs differ in the last bits (nondeterministic kernel)")
-
-    def _error_budget(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, key: str, inputs: list[Any],
-                      out: Any, ref: Any, opts: JobOptions, v: Verdict) -> None:
-        """Candidate error vs a float64 reference must stay within a small multiple of eager
-        PyTorch's own error (plus a few-ulp floor): catches precision downgrades that a
-        loose absolute tolerance would let through."""
-        try:
-            r64 = self.ref64(spec, ref_model, key, inputs)
-        except Exception as exc:  # noqa: BLE001 - a spec op without float64 support
-            v.evidence.setdefault("error_budget", f"skipped: float64 reference failed ({type(exc).__name__})")
-            return
-        eager_err, scale = compare.max_error(ref, r64)
-        cand_err, _ = compare.max_error(out, r64)
-        dtypes = [t.dtype for t in compare.leaves(ref) if isinstance(t, torch.Tensor) and t.is_floating_point()]
-        if not dtypes:
-            return
-        eps = max(compare.eps_of(d) for d in dtypes)
-        floor = compare.ULP_FLOOR * eps * max(scale, 1.0)
-        budget = max(opts.error_budget_factor * eager_err, floor)
-        v.evidence.setdefault("error_budget", {})
-        if isinstance(v.evidence["error_budget"], dict):
-            v.evidence["error_budget"][key] = {"candidate_error": cand_err, "eager_error": eager_err,
-                                               "budget": budget}
-        if cand_err > budget:
-            raise Outcome("incorrect", f"error vs float64 reference {cand_err:.3g} exceeds the budget {budget:.3g} "
-                                       f"({opts.error_budget_factor:g}x eager PyTorch's own error {eager_err:.3g}); "
-                                       "precision downgrade?")
-
-    def _kernel_dependency(self, cand_model: torch.nn.Module, recorder: launches.LaunchRecorder,
-                           inputs0: list[Any], ref0: Any, spec: specs.LoadedSpec, v: Verdict) -> None:
-        """Re-run with every candidate launch replaced by a NaN-fill of the tensors it was
-        given (inputs and parameters excepted). A result that is still correct was not
-        computed by the candidate's kernels (decoy kernel + library fallback)."""
-        probe_in = compare.clone_tree(inputs0)
-        protected = [compare.storage_span(t) for t in compare.leaves(probe_in) if isinstance(t, torch.Tensor)]
-        protected += [compare.storage_span(t) for t in list(cand_model.parameters()) + list(cand_model.buffers())]
-        probe = launches.LaunchRecorder(module_name=recorder.module_name, suppress=True, protected=protected)
-        self.poison(probe_in)
-        try:
-            with launches.recording(probe):
-                out = self._call(cand_model, probe_in)
-        except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
-            v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
-            return
-        structure_ok = not compare.check_structure(out, ref0, probe_in, strict_strides=False)
-        if structure_ok and compare.compare_values(out, ref0, spec.tolerance).ok:
-            raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
-                                      "launch suppressed it is still correct (work done by library calls?)")
-        v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
 
     def _compiled_baseline(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, inputs: list[Any],
                            v: Verdict) -> Callable[..., Any] | None:
@@ -478,13 +433,11 @@ class Evaluator:
             return None
 
     def _time(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
-              opts: JobOptions, v: Verdict) -> None:
+              opts: JobOptions, v: Verdict, seed: int) -> None:
         dev = self.device
-        seed = opts.seed if opts.seed is not None else 0
         sets = [spec.inputs(seed + 9000 + i, dev) for i in range(max(1, opts.timing_input_sets))]
         policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
                                      ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
-        timer = timing.Timer(dev)
 
         def base(inputs: list[Any]) -> Any:
             with torch.no_grad():
@@ -496,6 +449,10 @@ class Evaluator:
 
         contestants: list[Callable[[list[Any]], Any]] = [base, cand]
         compiled = self._compiled_baseline(spec, ref_model, sets[0], v) if opts.compile_baseline else None
+        # From here to the end of the timing no other worker may use the device (the timer
+        # calibrates on it too).
+        self._hold("exclusive")
+        timer = timing.Timer(dev)
         if compiled is not None:
 
             def comp(inputs: list[Any]) -> Any:
@@ -514,19 +471,23 @@ class Evaluator:
                     if isinstance(dst, torch.Tensor) and dst.is_floating_point():
                         dst.copy_(src).mul_(scale)
 
-        samples = timing.interleaved_many(contestants, sets, timer, policy, refresh=refresh)
-        v.baseline_timing = Timing(**timing.summarize(samples[0]))
-        v.candidate_timing = Timing(**timing.summarize(samples[1]))
+        parts: list[tuple[list[float], list[float]]] = []
+        samples = timing.interleaved_many(contestants, sets, timer, policy, refresh=refresh, parts=parts)
+        v.baseline_timing = Timing(**timing.summarize(samples[0], *parts[0]))
+        v.candidate_timing = Timing(**timing.summarize(samples[1], *parts[1]))
         if v.candidate_timing.median_ms > 0:
             v.speedup = v.baseline_timing.median_ms / v.candidate_timing.median_ms
         if compiled is not None:
-            v.compile_baseline_timing = Timing(**timing.summarize(samples[2]))
+            v.compile_baseline_timing = Timing(**timing.summarize(samples[2], *parts[2]))
             if v.candidate_timing.median_ms > 0:
                 v.speedup_vs_compile = v.compile_baseline_timing.median_ms / v.candidate_timing.median_ms
+        per_call = (v.baseline_timing.per_call_median_ms / v.candidate_timing.per_call_median_ms
+                    if v.candidate_timing.per_call_median_ms > 0 else None)
         v.evidence["timing"] = {"input_sets": len(sets), "fresh_values_each_round": True,
-                                "l2_flush": dev.type == "cuda",
-                                "clock": "cuda events + device synchronize" if dev.type == "cuda"
-                                else "time.perf_counter"}
+                                "l2_flush": dev.type == "cuda", "speedup_per_call": per_call,
+                                "clock": "cuda events behind a spin kernel + device synchronize; host enqueue "
+                                         "time apart" if dev.type == "cuda" else "time.perf_counter",
+                                "spin_shorter_than_host": timer.spin_short}
 
 
 def _same_shapes(a: list[Any], b: list[Any]) -> bool:

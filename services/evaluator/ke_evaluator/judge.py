@@ -1,40 +1,49 @@
-"""The evaluator's entry point: ``Judge`` keeps a warm sandboxed worker and returns verdicts.
+"""The evaluator's entry point: ``Judge`` keeps warm sandboxed workers and returns verdicts.
 
     with Judge(EvalOptions(device="auto")) as judge:
         check = judge.validate_spec(spec_source, "relu_scale_add")
         verdict = judge.evaluate(spec_source, candidate_source, candidate_id="c1")
+        verdicts = judge.evaluate_many([(spec_source, source_a, "a"), (spec_source, source_b, "b")])
 
-Blocking and thread-safe (one evaluation at a time under a lock). Candidate faults are
-verdicts, never exceptions; only misuse raises (``InvalidArgumentError``) and an unusable
-spec passed to ``evaluate`` raises ``InvalidSpecError``.
+Blocking and thread-safe: up to ``parallel_workers`` evaluations run at once, each in its
+own worker (``pool.py``); the workers share the device under a reader/writer lock so that
+timing always has it alone (``devlock.py``). Candidate faults are verdicts, never
+exceptions; only misuse raises (``InvalidArgumentError``) and an unusable spec passed to
+``evaluate`` raises ``InvalidSpecError``.
+
+Seeds: with ``EvalOptions.seed`` None the seed of an evaluation is derived from a secret
+salt drawn once per Judge (never written anywhere; a worker sees only the derived seed),
+the spec and a rotation counter that moves on every ``seed_rotation_jobs`` evaluations of
+the spec in one worker, so consecutive candidates of a spec share input sets and the
+worker reuses their reference outputs (``refcache.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import hmac
 import logging
 import os
+import secrets
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
-import weakref
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 
-from . import protocol, sandbox, static_checks
+from . import devlock, static_checks
+from .pool import Slot, WorkerPool, WorkerProcess
 from .verdict import SpecCheck, Status, Verdict
 
 log = logging.getLogger(__name__)
-
-_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LOG_TRUNCATE_BYTES = 16 * 2**20
 
 
 @dataclass
@@ -45,7 +54,17 @@ class EvalOptions:
     run_timeout_s: float = 120.0  # correctness + integrity checks + timing
     time_candidates: bool = True
     scratch_dir: str | os.PathLike[str] | None = None  # root of worker scratch dirs; a temp dir when None
-    seed: int | None = None  # base seed of inputs and weights; None = random per evaluation (in evidence)
+    # Base seed of inputs and weights. None: derived per evaluation from a secret per-Judge
+    # salt, shared by ``seed_rotation_jobs`` consecutive evaluations of a spec in a worker
+    # (reference cache; not reported) -- or random per evaluation (reported) when the cache
+    # is off. An int: that seed for every evaluation (reported; reproducible).
+    seed: int | None = None
+    seed_rotation_jobs: int = 8
+    # Reference cache of each worker (inputs, eager and float64 reference outputs per spec and
+    # seed): a byte cap; None = reference_cache_fraction of free device memory split over
+    # the workers (CUDA) or 256 MiB (CPU); 0 = off (seeds random per evaluation again).
+    reference_cache_bytes: int | None = None
+    reference_cache_fraction: float = 0.25
     # Timing: None picks the device default (CPU interpreter 3..10, CUDA 10..200).
     min_timing_trials: int | None = None
     max_timing_trials: int | None = None
@@ -79,189 +98,31 @@ class EvalOptions:
     # and was most of the judge's wall time on an H100 when failures were frequent
     # (bench/RESULTS.md). Costs one idle process (and a CUDA context) while it waits.
     spare_worker: bool = True
+    # Workers judging at once on the device (``evaluate`` from several threads, or
+    # ``evaluate_many``). Timing takes the device alone (exclusive lock); everything else
+    # overlaps. Each worker has its own spare and reference cache.
+    parallel_workers: int = 1
+    # Longest wait for the device lock before a job is given up (the wait itself does not
+    # count against compile/run timeouts). None: every other worker's limits added up.
+    lock_wait_timeout_s: float | None = None
 
 
 @dataclass
-class _Reply:
-    kind: str  # "result" | "timeout" | "crashed"
-    payload: dict[str, Any] = field(default_factory=dict)
-    reason: str = ""
+class EvalJob:
+    """One ``evaluate`` call for ``Judge.evaluate_many``."""
 
+    spec_source: str
+    candidate_source: str
+    candidate_id: str = ""
+    fresh_worker: bool = False
 
-def _kill_group(pgid: int, fds: tuple[int, ...]) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(code).name
-    except ValueError:
-        return f"signal {code}"
-
-
-class _Worker:
-    """One sandboxed child process and its pipes."""
-
-    def __init__(self, root: str, device: str, opts: EvalOptions) -> None:
-        self.device = device
-        self.opts = opts
-        self.scratch = tempfile.mkdtemp(prefix="worker-", dir=root)
-        self.log_path = os.path.join(self.scratch, "worker.log")
-        self.jobs = 0
-        self.ready: dict[str, Any] | None = None
-        job_r, job_w = os.pipe()
-        res_r, res_w = os.pipe()
-        env = sandbox.child_environment(
-            os.environ,
-            scratch_dir=self.scratch,
-            device=device,
-            cuda_visible_devices=opts.cuda_visible_devices,
-            pythonpath=_PKG_PARENT,
-        )
-        # Compiler caches shared by successive workers (writable inside the file-system jail).
-        triton_cache = os.path.join(root, "triton-cache")
-        inductor_cache = os.path.join(root, "inductor-cache")
-        os.makedirs(triton_cache, exist_ok=True)
-        os.makedirs(inductor_cache, exist_ok=True)
-        env["TRITON_CACHE_DIR"] = triton_cache
-        env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
-        cmd = [sys.executable, "-m", "ke_evaluator.worker", "--job-fd", str(job_r), "--result-fd", str(res_w),
-               "--device", device, "--file-size-bytes", str(opts.file_size_limit_bytes)]
-        if device == "cpu" and opts.memory_limit_bytes:
-            cmd += ["--address-space-bytes", str(opts.memory_limit_bytes)]
-        if not opts.network_isolation:
-            cmd.append("--no-network-isolation")
-        if opts.filesystem_isolation:
-            cmd += ["--writable", self.scratch, "--writable", triton_cache, "--writable", inductor_cache]
-        self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the worker
-        self.proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own module
-            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, cwd=self.scratch, env=env,
-            pass_fds=(job_r, res_w), start_new_session=True, close_fds=True,
-        )
-        os.close(job_r)
-        os.close(res_w)
-        self.job_fd = job_w
-        self.reader = protocol.LineReader(res_r)
-        self.res_fd = res_r
-        # A Judge dropped without close() must not leave its worker behind.
-        self._finalizer = weakref.finalize(self, _kill_group, self.proc.pid, (job_w, res_r))
-        log.debug("started evaluation worker pid=%s scratch=%s", self.proc.pid, self.scratch)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def log_tail(self, limit: int = 1500) -> str:
-        try:
-            self._log.flush()
-            with open(self.log_path, "rb") as fh:
-                fh.seek(0, os.SEEK_END)
-                size = fh.tell()
-                fh.seek(max(0, size - limit))
-                text = fh.read().decode(errors="replace")
-            # Drop the profiler's start/stop chatter; keep what the candidate or Python printed.
-            return "\n".join(ln for ln in text.splitlines() if not ln.startswith("USDT:")).strip()
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float) -> str:
-        """'' when ready, else why not."""
-        if self.ready is not None:
-            return ""
-        try:
-            msg = self.reader.read(time.monotonic() + timeout)
-        except protocol.ChannelTimeout:
-            return f"worker did not start within {timeout:.0f} s"
-        except protocol.ChannelClosed:
-            return f"worker exited during start-up: {self._exit_description()}"
-        if msg.get("type") != "ready":
-            return f"unexpected first message from worker: {msg.get('type')!r}"
-        self.ready = msg
-        return ""
-
-    def _exit_description(self) -> str:
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            return "pipe closed but the process is still running"
-        tail = self.log_tail()
-        if code < 0:
-            sig = _signal_name(-code)
-            hint = {"SIGSEGV": " (segmentation fault)", "SIGKILL": " (killed: out of memory?)",
-                    "SIGXCPU": " (CPU time limit)", "SIGXFSZ": " (file size limit)",
-                    "SIGABRT": " (aborted)", "SIGBUS": " (bus error)"}.get(sig, "")
-            desc = f"worker killed by {sig}{hint}"
-        else:
-            desc = f"worker exited with code {code} without a result"
-        return desc + (f"; log tail:\n{tail[-800:]}" if tail else "")
-
-    def request(self, msg: dict[str, Any], compile_timeout: float, run_timeout: float) -> _Reply:
-        # Keep the log far below RLIMIT_FSIZE: a chatty earlier candidate must not get a later
-        # one killed by SIGXFSZ. The worker's descriptor is O_APPEND, so truncation is safe.
-        try:
-            if os.path.getsize(self.log_path) > _LOG_TRUNCATE_BYTES:
-                os.truncate(self.log_path, 0)
-        except OSError:
-            pass
-        try:
-            protocol.write_message(self.job_fd, msg)
-        except OSError as exc:
-            return _Reply("crashed", reason=f"worker pipe broken: {exc}; {self._exit_description()}")
-        self.jobs += 1
-        phase = "compile"
-        deadline = time.monotonic() + compile_timeout
-        while True:
-            try:
-                reply = self.reader.read(deadline)
-            except protocol.ChannelTimeout:
-                limit = compile_timeout if phase == "compile" else run_timeout
-                what = ("compile phase (import + construct + first call)" if phase == "compile"
-                        else "run phase (correctness + timing)")
-                return _Reply("timeout", reason=f"{what} exceeded {limit:g} s; worker process group killed")
-            except protocol.ChannelClosed:
-                return _Reply("crashed", reason=self._exit_description())
-            except ValueError as exc:
-                return _Reply("crashed", reason=f"worker sent a malformed message: {exc}")
-            kind = reply.get("type")
-            if kind == "phase":
-                phase = reply.get("phase", phase)
-                deadline = time.monotonic() + (compile_timeout if phase == "compile" else run_timeout)
-            elif kind == "result":
-                return _Reply("result", payload=reply.get("payload", {}))
-
-    def kill(self) -> None:
-        self._finalizer.detach()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the whole group: anything it spawned too
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            log.warning("evaluation worker pid=%s did not die after SIGKILL", self.proc.pid)
-        for fd in (self.job_fd, self.res_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        self._log.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def shutdown(self) -> None:
-        # Ask politely, but a worker holds no state worth saving: do not wait long.
-        try:
-            protocol.write_message(self.job_fd, {"op": "shutdown"})
-            self.proc.wait(timeout=0.5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self.kill()
+    @classmethod
+    def of(cls, job: EvalJob | Sequence[Any]) -> EvalJob:
+        if isinstance(job, EvalJob):
+            return job
+        if isinstance(job, (tuple, list)) and 2 <= len(job) <= 4:
+            return cls(*job)
+        raise InvalidArgumentError("evaluate_many takes EvalJob or (spec_source, candidate_source[, id[, fresh]])")
 
 
 def resolve_device(device: str) -> str:
@@ -281,7 +142,7 @@ def resolve_device(device: str) -> str:
 
 
 class Judge:
-    """Evaluates candidates against specs in a sandboxed, reusable worker process."""
+    """Evaluates candidates against specs in sandboxed, reusable worker processes."""
 
     def __init__(self, opts: EvalOptions | None = None) -> None:
         self.opts = dataclasses.replace(opts) if opts is not None else EvalOptions()  # ours to adjust
@@ -293,14 +154,21 @@ class Judge:
         root = os.fspath(self.opts.scratch_dir) if self.opts.scratch_dir else tempfile.mkdtemp(prefix="ke-eval-")
         os.makedirs(root, exist_ok=True)
         self.root = os.path.abspath(root)
-        self._lock = threading.Lock()
-        self._worker: _Worker | None = None
-        self._spare: _Worker | None = None
-        self._closed = False
+        # The device lock of this Judge's workers lives in its root (devlock.py).
+        self.lock_dir = devlock.create_files(self.root)
+        # Secret of this Judge alone: seeds are derived from it, and it never leaves this process.
+        self._salt = secrets.token_bytes(32)
+        self._state = threading.Lock()  # guards the rotation counters
+        self._spec_jobs: dict[tuple[str, int], int] = {}
+        o = self.opts
+        n = o.parallel_workers
+        lock_wait = o.lock_wait_timeout_s
+        if lock_wait is None:
+            lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.startup_timeout_s) * max(1, n)
+        self._pool = WorkerPool([Slot(i, self._spawn, o, lock_wait) for i in range(n)])
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}
-        self.workers_started = 0
 
     @staticmethod
     def _validate_options(o: EvalOptions) -> None:
@@ -312,6 +180,21 @@ class Judge:
             val = getattr(o, name)
             if val is not None and val < 1:
                 raise InvalidArgumentError(f"{name} must be >= 1")
+        if o.parallel_workers < 1:
+            raise InvalidArgumentError("parallel_workers must be >= 1")
+        if o.seed_rotation_jobs < 1:
+            raise InvalidArgumentError("seed_rotation_jobs must be >= 1")
+        if o.reference_cache_bytes is not None and o.reference_cache_bytes < 0:
+            raise InvalidArgumentError("reference_cache_bytes must be >= 0 (or None)")
+        if not 0.0 <= o.reference_cache_fraction <= 1.0:
+            raise InvalidArgumentError("reference_cache_fraction must be within [0, 1]")
+
+    def _spawn(self) -> WorkerProcess:
+        return WorkerProcess(self.root, self.device, self.opts, lock_dir=self.lock_dir)
+
+    @property
+    def workers_started(self) -> int:
+        return sum(s.started for s in self._pool.slots)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def __enter__(self) -> Judge:
@@ -321,51 +204,25 @@ class Judge:
         self.close()
 
     def close(self) -> None:
-        with self._lock:
-            if self._worker is not None:
-                self._worker.shutdown()
-                self._worker = None
-            if self._spare is not None:
-                self._spare.kill()
-                self._spare = None
-            if self._own_root:
-                shutil.rmtree(self.root, ignore_errors=True)
-            self._closed = True
+        """Waits for running evaluations, then stops every worker."""
+        self._pool.close()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def warm_up(self) -> None:
-        """Start the worker now and wait until it is ready (torch/triton imported)."""
-        with self._lock:
-            worker = self._ensure_worker()
-            if not worker.wait_ready(self.opts.startup_timeout_s) and worker.ready is not None:
-                self.fingerprint = dict(worker.ready.get("fingerprint", {}))
-                self.sandbox_info = dict(worker.ready.get("sandbox", {}))
+        """Start every worker now and wait until they are ready (torch/triton imported)."""
+        with contextlib.ExitStack() as stack:
+            slots = [stack.enter_context(self._pool.lease()) for _ in self._pool.slots]
+            for slot in slots:
+                slot.ensure()  # all start at once
+            for slot in slots:
+                if not slot.wait_ready():
+                    self._note_worker(slot)
 
-    def _ensure_worker(self) -> _Worker:
-        if self._closed:
-            raise InvalidArgumentError("Judge is closed")
-        if self._worker is not None and not self._worker.alive():
-            self._worker.kill()
-            self._worker = None
-        if self._worker is None:
-            spare, self._spare = self._spare, None
-            if spare is not None and spare.alive():
-                self._worker = spare  # fresh: a spare never ran a job
-            else:
-                if spare is not None:
-                    spare.kill()
-                self._worker = _Worker(self.root, self.device, self.opts)
-            self.workers_started += 1
-        return self._worker
-
-    def _replace_worker(self) -> None:
-        if self._worker is not None:
-            self._worker.kill()
-            self._worker = None
-        # Start the replacement right away: its torch import overlaps the caller's work.
-        self._ensure_worker()
-        if self.opts.spare_worker and self._spare is None:
-            # Failures come in runs during a search: have the next replacement ready.
-            self._spare = _Worker(self.root, self.device, self.opts)
+    def _note_worker(self, slot: Slot) -> None:
+        if slot.fingerprint:
+            self.fingerprint = dict(slot.fingerprint)
+            self.sandbox_info = dict(slot.sandbox_info)
 
     def _job_options(self) -> dict[str, Any]:
         o = self.opts
@@ -374,25 +231,27 @@ class Judge:
         d["device"] = self.device
         d["min_timing_trials"] = o.min_timing_trials or (10 if cuda else 3)
         d["max_timing_trials"] = o.max_timing_trials or (200 if cuda else 10)
+        d["reference_cache_fraction"] = o.reference_cache_fraction / o.parallel_workers  # per worker
         return d
 
-    def _send(self, msg: dict[str, Any]) -> tuple[_Reply, _Worker]:
-        worker = self._ensure_worker()
-        why = worker.wait_ready(self.opts.startup_timeout_s)
-        if why:
-            log.warning("evaluation worker failed to start (%s); retrying once", why.splitlines()[0])
-            self._replace_worker()
-            worker = self._ensure_worker()
-            why = worker.wait_ready(self.opts.startup_timeout_s)
-            if why:
-                self._worker = None
-                worker.kill()
-                return _Reply("crashed", reason=f"evaluation worker failed to start: {why}"), worker
-        assert worker.ready is not None
-        self.fingerprint = dict(worker.ready.get("fingerprint", {}))
-        self.sandbox_info = dict(worker.ready.get("sandbox", {}))
-        reply = worker.request(msg, self.opts.compile_timeout_s, self.opts.run_timeout_s)
-        return reply, worker
+    def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
+        """Seed fields of a job of spec ``sha`` in ``slot``."""
+        if self.opts.seed is not None:
+            return {"seed": self.opts.seed}
+        if self.opts.reference_cache_bytes == 0:
+            return {"seed": None}
+        with self._state:
+            n = self._spec_jobs.get((sha, slot.index), 0)
+            self._spec_jobs[(sha, slot.index)] = n + 1
+        rotation = n // self.opts.seed_rotation_jobs
+        digest = hmac.new(self._salt, f"seed:{sha}:{slot.index}:{rotation}".encode(), hashlib.sha256).digest()
+        seed = int.from_bytes(digest[:8], "big") % (1 << 30)
+        # A handle that tells verdicts with equal seeds apart without revealing the seed.
+        seed_id = hmac.new(self._salt, b"seed-id:" + digest, hashlib.sha256).hexdigest()[:12]
+        # The parent's log only (to reproduce a verdict); never in a verdict while it may be in use.
+        log.debug("derived seed %d (seed_id %s) for spec %s, slot %d, rotation %d", seed, seed_id, sha[:12],
+                  slot.index, rotation)
+        return {"seed": seed, "seed_shared": True, "seed_id": seed_id}
 
     # -- public API ----------------------------------------------------------------------------
     def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck:
@@ -401,17 +260,18 @@ class Judge:
         pre = _spec_precheck(spec_source)
         if pre:
             return SpecCheck(ok=False, reason=pre)
-        with self._lock:
+        with self._pool.lease() as slot:
             msg = {"op": "validate_spec", "job_id": uuid.uuid4().hex, "spec_source": spec_source,
                    "spec_name": spec_name, "options": self._job_options()}
-            reply, worker = self._send(msg)
+            reply, worker = slot.send(msg)
+            self._note_worker(slot)
             if reply.kind != "result":
-                self._replace_worker()
+                slot.replace()
                 what = "hung" if reply.kind == "timeout" else "crashed"
                 return SpecCheck(ok=False, reason=f"reference {what} when run: {reply.reason}")
             p = reply.payload
             if not p.get("ok"):
-                self._replace_worker()  # a spec that raised may have left state behind
+                slot.replace()  # a spec that raised may have left state behind
             return SpecCheck(ok=bool(p.get("ok")), reason=str(p.get("reason", "")),
                              warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})))
 
@@ -421,6 +281,8 @@ class Judge:
         to re-time finalists: a lucky timing in a warm worker should not make an elite)."""
         if not isinstance(spec_source, str) or not isinstance(candidate_source, str):
             raise InvalidArgumentError("spec_source and candidate_source must be strings")
+        if self._pool.closed:
+            raise InvalidArgumentError("Judge is closed")
         pre = _spec_precheck(spec_source)
         if pre:
             raise InvalidSpecError(pre)
@@ -435,15 +297,18 @@ class Judge:
             v.evidence["static_findings"] = [f.render() for f in report.findings]
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             return v
-        with self._lock:
+        affinity = hashlib.sha256(spec_source.encode()).hexdigest()  # the worker whose cache has the spec
+        with self._pool.lease(affinity) as slot:
+            seed_opts = self._seed_options(affinity, slot)
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
                    "candidate_source": candidate_source, "candidate_id": candidate_id,
-                   "options": self._job_options()}
-            if fresh_worker and self._worker is not None and self._worker.jobs > 0:
-                self._replace_worker()
-            reply, worker = self._send(msg)
+                   "options": {**self._job_options(), **seed_opts}}
+            if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
+                slot.replace()
+            reply, worker = slot.send(msg)
+            self._note_worker(slot)
             if reply.kind == "result" and "spec_error" in reply.payload:
-                self._replace_worker()
+                slot.replace()
                 raise InvalidSpecError(str(reply.payload["spec_error"]))
             if reply.kind == "result":
                 try:
@@ -459,16 +324,33 @@ class Judge:
                 v.fingerprint = dict(self.fingerprint)
             if v.interpreted and not any("interpreter" in w for w in v.warnings):
                 v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
-            v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs}
+            v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs, "slot": slot.index}
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             if v.status != "correct" and not self._may_reuse(v):
                 # The interpreter, an out-of-bounds access or a half-run candidate can leave
                 # the process corrupted: a fresh worker costs ~3 s, a poisoned one costs trust.
-                self._replace_worker()
+                slot.replace()
             elif worker.jobs >= self.opts.max_jobs_per_worker:
-                self._replace_worker()
+                slot.replace()
+            else:
+                slot.affinity = affinity
             return v
 
+    def evaluate_many(self, jobs: Iterable[EvalJob | Sequence[Any]]) -> list[Verdict]:
+        """Judge several candidates, up to ``parallel_workers`` at once; verdicts in input
+        order. Items: ``EvalJob`` or ``(spec_source, candidate_source[, candidate_id[,
+        fresh_worker]])``. An exception of one job (misuse, an unusable spec) is raised after
+        the others have finished."""
+        items = [EvalJob.of(j) for j in jobs]
+        width = min(self.opts.parallel_workers, len(items))
+        if width <= 1:
+            return [self.evaluate(j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker) for j in items]
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="ke-judge") as ex:
+            futures = [ex.submit(self.evaluate, j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker)
+                       for j in items]
+            for f in futures:
+                f.exception()  # wait for all before raising any
+            return [f.result() for f in futures]
 
     def _may_reuse(self, v: Verdict) -> bool:
         """Whether a worker that produced a non-correct verdict may serve the next job.

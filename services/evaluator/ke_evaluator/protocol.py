@@ -10,6 +10,8 @@ Parent -> worker ("op"):
 Worker -> parent ("type"):
   {"type": "ready", "fingerprint": {...}, "sandbox": {...}}
   {"type": "phase", "job_id", "phase": "compile" | "run"}   # restarts the parent's clock
+  {"type": "lock_wait", "mode": "shared" | "exclusive"}     # waiting for the device lock: clock paused
+  {"type": "lock_held", "mode", "waited_s"}                 # got it: the clock runs on
   {"type": "result", "job_id", "payload": {...}}            # Verdict.to_dict() or SpecCheck fields
 """
 

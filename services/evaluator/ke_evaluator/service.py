@@ -24,32 +24,34 @@ log = logging.getLogger(__name__)
 
 class EvaluatorService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, judge: JudgePort,
-                 hardware_kind: str) -> None:
+                 hardware_kind: str, parallel: int = 1) -> None:
         self._bus = bus
         self._store = store
         self._subjects = subjects
         self._judge = judge
         self.hardware_kind = hardware_kind
-        # One judge, one GPU: evaluations are serialised here so timings do not overlap.
-        self._lock = asyncio.Lock()
+        # One judge, one device: at most ``parallel`` evaluations at once, one per worker of
+        # the judge (EvalOptions.parallel_workers); the judge keeps timings from overlapping.
+        self.parallel = max(1, parallel)
+        self._slots = asyncio.Semaphore(self.parallel)
         self._specs: dict[str, pb.Session] = {}
 
     async def subscribe(self) -> None:
         # Shared durable per hardware kind: evaluators of one kind split the work queue.
         await self._bus.consume(self._subjects.candidate(hardware=self.hardware_kind),
                                 f"evaluator-{self.hardware_kind}", self.on_candidate, ack_wait_s=60.0,
-                                max_deliver=3)
+                                max_deliver=3, concurrency=self.parallel)
         await self._bus.consume(self._subjects.retime(hardware=self.hardware_kind),
                                 f"evaluator-{self.hardware_kind}-retime", self.on_retime, ack_wait_s=60.0,
                                 max_deliver=3)
 
     async def validate_spec(self, spec: pb.OperatorSpec) -> SpecCheck:
-        async with self._lock:
+        async with self._slots:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
                        fresh_worker: bool = False) -> Verdict:
-        async with self._lock:
+        async with self._slots:
             return await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker)
 
     async def on_candidate(self, env: ev.Envelope) -> None:

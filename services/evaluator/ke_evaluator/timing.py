@@ -3,9 +3,22 @@
 Protocol: warm up both (compile/autotune outside the timed region); then per round time
 the baseline and the candidate back to back (order alternates each round, so drift and
 cache state hit both alike). On CUDA each trial flushes L2 by writing a >=256 MB buffer,
-records CUDA events around the call and synchronizes the whole device before reading
-them. On CPU the clock is ``time.perf_counter`` captured at import (a candidate cannot
-swap it). Rounds continue until the median's 95% confidence interval (order statistics)
+then queues a spin kernel (``torch.cuda._sleep``) long enough to cover the host's
+enqueue of the call, records CUDA events around the call and synchronizes the whole
+device before reading them. Each sample has two parts measured separately:
+
+- device time (the sample): the events, with the GPU never idle between them (the spin
+  keeps it busy while the host enqueues), so host overhead cannot leak in by chance;
+- host time: ``perf_counter`` around the call, i.e. the host's cost to enqueue it.
+
+Speedups are ratios of device-time medians; ``max(device, host)`` per sample (the
+per-call time of back-to-back calls from one thread) is reported beside them. Why not
+one mixed number: without the spin a sample measured either part depending on whether
+the L2 flush outlasted the host's enqueue, and the per-call time follows the host,
+whose speed differed by up to 2.5x between two worker processes on the same candidate
+(H100, 2026-11-22, bench/results/eval_throughput.json): the same small kernel judged
+twice differed by 30-70%. On CPU the clock is ``time.perf_counter`` captured
+at import (a candidate cannot swap it). Rounds continue until the median's 95% confidence interval (order statistics)
 is within +-``ci_target`` of the median for both, or the cap / time budget is hit.
 Inputs rotate over several sets with distinct buffers so a cache keyed on pointers or
 values of one set does not serve every trial.
@@ -25,6 +38,10 @@ import torch
 
 _perf_counter = time.perf_counter  # bound before any candidate code runs
 _L2_FLUSH_BYTES = 256 * 1024 * 1024
+# Spin before each timed call: at least 50 us, at most 20 ms (a launcher slower than 10 ms
+# per call is reported as host time either way).
+_MIN_SPIN_MS = 0.05
+_MAX_SPIN_MS = 20.0
 
 
 @dataclass
@@ -50,10 +67,17 @@ def median_ci(samples: list[float], z: float = 1.96) -> tuple[float, float]:
     return s[lo], s[hi]
 
 
-def summarize(samples: list[float]) -> dict[str, Any]:
+def summarize(samples: list[float], device_ms: list[float] | None = None,
+              host_ms: list[float] | None = None) -> dict[str, Any]:
+    """Order statistics of ``samples``; ``device_ms`` / ``host_ms`` (the two parts of each
+    CUDA sample) add their medians and the median per-call time max(device, host)."""
+    parts = {"device_median_ms": statistics.median(device_ms) if device_ms else 0.0,
+             "host_median_ms": statistics.median(host_ms) if host_ms else 0.0,
+             "per_call_median_ms": statistics.median(max(d, h) for d, h in zip(device_ms, host_ms, strict=True))
+             if device_ms and host_ms else 0.0}
     if not samples:
         return {"median_ms": 0.0, "iqr_ms": 0.0, "ci_low_ms": 0.0, "ci_high_ms": 0.0, "trials": 0,
-                "min_ms": 0.0, "samples_ms": []}
+                "min_ms": 0.0, "samples_ms": [], **parts}
     s = sorted(samples)
     if len(s) >= 4:
         q = statistics.quantiles(s, n=4, method="inclusive")
@@ -69,6 +93,7 @@ def summarize(samples: list[float]) -> dict[str, Any]:
         "trials": len(s),
         "min_ms": s[0],
         "samples_ms": [round(x, 6) for x in samples],
+        **parts,
     }
 
 
@@ -81,38 +106,67 @@ def ci_tight(samples: list[float], target: float) -> bool:
 
 
 class Timer:
-    """One timed call on the given device."""
+    """One timed call on the given device; see the module docstring for the protocol."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.cuda = device.type == "cuda"
         self._flush: torch.Tensor | None = None
+        self.last_device_ms = 0.0
+        self.last_host_ms = 0.0
+        self.spin_short = 0  # samples whose host enqueue outlasted the spin (device part suspect)
         if self.cuda:
             self._flush = torch.empty(_L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
             self._Event = torch.cuda.Event
             self._sync = torch.cuda.synchronize
+            self._cycles_per_ms = _spin_rate(self._Event, self._sync)
+        # Per contestant (host costs differ: eager vs a Python launcher), set from warm-up.
+        self._spin_ms: dict[int, float] = {}
 
-    def time_call(self, fn: Callable[[], Any]) -> float:
+    def note_host_ms(self, key: int, host_ms: float) -> None:
+        """Size contestant ``key``'s spin from a host time seen outside the timed region."""
+        self._spin_ms[key] = min(_MAX_SPIN_MS, max(_MIN_SPIN_MS, self._spin_ms.get(key, 0.0), 2.0 * host_ms))
+
+    def time_call(self, fn: Callable[[], Any], key: int = 0) -> float:
         if self.cuda:
             assert self._flush is not None
+            spin_ms = self._spin_ms.get(key, _MIN_SPIN_MS)
             self._flush.zero_()  # evict L2 so every trial starts cold
+            torch.cuda._sleep(int(spin_ms * self._cycles_per_ms))
             start = self._Event(enable_timing=True)
             end = self._Event(enable_timing=True)
-            # No host synchronize before ``start``: the GPU is still busy with the flush while
-            # the host enqueues the call, so Python launch overhead overlaps it as in a real
-            # pipeline (and as triton.testing.do_bench measures). Syncing first exposed that
-            # overhead and made small-kernel samples swing by 30-50% between workers
-            # (H100, 2026-11-22, bench/results/eval_throughput_before.json).
             start.record()
+            t0 = _perf_counter()
             fn()
+            host = (_perf_counter() - t0) * 1000.0
             end.record()
             # Device-wide: no work from this sample (side streams are banned statically) can
             # spill into the next one.
             self._sync()
-            return float(start.elapsed_time(end))
+            device = float(start.elapsed_time(end))
+            if host > spin_ms:
+                self.spin_short += 1
+            # The next spin covers this host time twice over (the spin rate drifts with clocks).
+            self._spin_ms[key] = min(_MAX_SPIN_MS, max(_MIN_SPIN_MS, 2.0 * host))
+            self.last_device_ms, self.last_host_ms = device, host
+            return device
         t0 = _perf_counter()
         fn()
-        return (_perf_counter() - t0) * 1000.0
+        ms = (_perf_counter() - t0) * 1000.0
+        self.last_device_ms = self.last_host_ms = ms
+        return ms
+
+
+def _spin_rate(event: Any, sync: Callable[[], None]) -> float:
+    """GPU clock cycles per millisecond of ``torch.cuda._sleep``, measured once per timer."""
+    cycles = 2_000_000
+    torch.cuda._sleep(cycles // 10)  # wake the clocks up first
+    start, end = event(enable_timing=True), event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    sync()
+    return cycles / max(float(start.elapsed_time(end)), 1e-3)
 
 
 def interleaved(
@@ -132,22 +186,28 @@ def interleaved_many(
     timer: Timer,
     policy: TimingPolicy,
     refresh: Callable[[int, int], None] | None = None,
+    parts: list[tuple[list[float], list[float]]] | None = None,
 ) -> list[list[float]]:
     """Time each contestant once per round, the starting contestant rotating every round.
 
     ``refresh(set_index, round)`` runs before each round, outside the timed region: it
     writes new values into that set's buffers so that no two rounds see the same data.
+    ``parts``, when given, receives per contestant the (device ms, host ms) lists.
     """
     # Warm-up (compile/autotune, caches) outside the timed region. On CPU the interpreter
     # has nothing to compile per input set, and a call can take seconds: one set suffices.
     warm_sets = input_sets if timer.cuda else input_sets[:1]
     for _ in range(max(0, policy.warmup)):
         for inputs in warm_sets:
-            for fn in fns:
+            for key, fn in enumerate(fns):
+                t0 = _perf_counter()
                 fn(inputs)
+                timer.note_host_ms(key, (_perf_counter() - t0) * 1000.0)
     if timer.cuda:
         torch.cuda.synchronize()
     samples: list[list[float]] = [[] for _ in fns]
+    if parts is not None:
+        parts[:] = [([], []) for _ in fns]
     t_start = _perf_counter()
     k = 0
     n = len(fns)
@@ -157,7 +217,10 @@ def interleaved_many(
             refresh(k % len(input_sets), k)
         for j in range(n):
             idx = (k + j) % n
-            samples[idx].append(timer.time_call(functools.partial(fns[idx], inputs)))
+            samples[idx].append(timer.time_call(functools.partial(fns[idx], inputs), key=idx))
+            if parts is not None:
+                parts[idx][0].append(timer.last_device_ms)
+                parts[idx][1].append(timer.last_host_ms)
         k += 1
         if k >= policy.max_trials:
             break

@@ -30,6 +30,11 @@ class Timing:
     trials: int = 0
     min_ms: float = 0.0
     samples_ms: list[float] = field(default_factory=list)
+    # CUDA: median_ms is the kernels' device time (see timing.py); beside it the host's
+    # enqueue time and the per-call time max(device, host) of back-to-back calls.
+    device_median_ms: float = 0.0
+    host_median_ms: float = 0.0
+    per_call_median_ms: float = 0.0
 
 
 @dataclass

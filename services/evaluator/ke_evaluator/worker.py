@@ -60,13 +60,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-network-isolation", action="store_true")
     ap.add_argument("--writable", action="append", default=[],
                     help="directory that stays writable; with at least one, every other mount is read-only")
+    ap.add_argument("--device-lock", default="",
+                    help="directory of the device lock files shared by the Judge's workers (devlock.py)")
     args = ap.parse_args(argv)
 
     # Anything printed (by us, torch or a candidate) goes to the log, never to the protocol.
     os.dup2(2, 1)
 
-    from . import protocol, sandbox
+    from . import devlock, protocol, sandbox
 
+    out_fd = args.result_fd
+    lock = None
+    if args.device_lock:
+        # Opened before the file-system jail. The parent stops its phase clock while we wait.
+        lock = devlock.DeviceLock(
+            args.device_lock,
+            on_wait=lambda mode: protocol.write_message(out_fd, {"type": "lock_wait", "mode": mode}),
+            on_acquired=lambda mode, waited: protocol.write_message(
+                out_fd, {"type": "lock_held", "mode": mode, "waited_s": round(waited, 4)}))
     sandbox_info: dict[str, Any] = {}
     sandbox_info["network"] = "not isolated" if args.no_network_isolation else sandbox.isolate_network()
     sandbox_info["filesystem"] = (sandbox.isolate_filesystem(args.writable) if args.writable
@@ -86,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         sandbox_info["autotune"] = ("first config (no benchmarking in the interpreter)"
                                     if launches.skip_autotune_benchmarks() else "unavailable")
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
+    # Device work of the start-up (context, warm-up kernels) must not land inside another
+    # worker's timed samples: SHARED lock meanwhile.
+    if lock is not None:
+        lock.acquire("shared")
     if device.type == "cuda":
         torch.cuda.init()
         torch.cuda.set_device(device)
@@ -98,11 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.softmax(a, dim=-1).sum().item()
     # The profiler starts a persistent native thread on first use: start it now too.
     diagnosis.library_time_fraction(lambda: a @ a, device.type, set())
+    if lock is not None:
+        lock.release()
     fingerprint = _fingerprint(device)
     scratch = os.getcwd()
-    evaluator = evaluation.Evaluator(scratch, device, fingerprint)
+    evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock)
     reader = protocol.LineReader(args.job_fd)
-    out_fd = args.result_fd
+    sandbox_info["device_lock"] = "shared for checks, exclusive for timing" if lock is not None else "none"
     protocol.write_message(out_fd, {"type": "ready", "fingerprint": fingerprint, "sandbox": sandbox_info})
 
     while True:
@@ -128,7 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(payload.get("evidence"), dict):
                 payload["evidence"]["sandbox"] = sandbox_info
         elif op == "validate_spec":
-            payload = validation.validate(msg, scratch, device, evaluator.spec_cache, phase)
+            try:
+                if lock is not None:
+                    lock.acquire("shared")
+                payload = validation.validate(msg, scratch, device, evaluator.spec_cache, phase)
+            finally:
+                if lock is not None:
+                    lock.release()
         else:
             payload = {"error": f"unknown op {op!r}"}
         sys.stderr.flush()

@@ -51,7 +51,12 @@ def run_local_search(
     strategy: str = "greedy",
     hardware_kind: str = "nvidia",
     on_candidate: Callable[[LocalCandidate], None] | None = None,
+    batch: int = 1,
 ) -> LocalResult:
+    """Search until ``budget`` candidates are judged. ``batch`` > 1 asks for that many
+    children of each chosen parent at once and judges them together (``evaluate_many``,
+    parallel when the judge has several workers); the parent choice then lags by one
+    batch, as it does in the service with several evaluators."""
     strat = make_strategy(strategy)
     result = LocalResult(spec_name)
     by_id: dict[str, LocalCandidate] = {}
@@ -73,25 +78,30 @@ def run_local_search(
                                         "bound": pc.verdict.diagnosis.bound if pc.verdict.diagnosis else "unknown"})
         tried = tuple(Transformation(n.transformation.name, dict(n.transformation.params))
                       for n in nodes if n.parent_id == parent_id)
-        proposals = synthesizer.propose(ProposalRequest(spec_source=spec_source, spec_name=spec_name, count=1,
+        count = max(1, min(batch, budget - len(result.candidates)))
+        proposals = synthesizer.propose(ProposalRequest(spec_source=spec_source, spec_name=spec_name, count=count,
                                                         parent=parent, tried=tried, hardware_kind=hardware_kind))
         if not proposals:
             exhausted.add(parent_id)
             continue
-        prop = proposals[0]
-        cid = f"r{request}-1"
-        verdict = judge.evaluate(spec_source, prop.source, cid)
-        res = verdict_to_pb(verdict, hardware_kind)
+        ids = [f"r{request}-{i + 1}" for i in range(len(proposals))]
+        many = getattr(judge, "evaluate_many", None)
+        if len(proposals) > 1 and many is not None:
+            verdicts = many([(spec_source, p.source, cid) for p, cid in zip(proposals, ids, strict=True)])
+        else:
+            verdicts = [judge.evaluate(spec_source, p.source, cid) for p, cid in zip(proposals, ids, strict=True)]
         depth = by_id[parent_id].node.depth + 1 if parent_id != ROOT else 0
-        node = pb.Node(node_id=cid, parent_id=parent_id, depth=depth, evaluated=True, status=res.status,
-                       fitness=verdict.speedup if verdict.status == "correct" else 0.0,
-                       transformation=pb.Transformation(name=prop.transformation.name,
-                                                        params=prop.transformation.params),
-                       reason=verdict.reason[:500])
-        cand = LocalCandidate(node, prop, verdict)
-        by_id[cid] = cand
-        result.candidates.append(cand)
-        if on_candidate:
-            on_candidate(cand)
+        for prop, cid, verdict in zip(proposals, ids, verdicts, strict=True):
+            res = verdict_to_pb(verdict, hardware_kind)
+            node = pb.Node(node_id=cid, parent_id=parent_id, depth=depth, evaluated=True, status=res.status,
+                           fitness=verdict.speedup if verdict.status == "correct" else 0.0,
+                           transformation=pb.Transformation(name=prop.transformation.name,
+                                                            params=prop.transformation.params),
+                           reason=verdict.reason[:500])
+            cand = LocalCandidate(node, prop, verdict)
+            by_id[cid] = cand
+            result.candidates.append(cand)
+            if on_candidate:
+                on_candidate(cand)
     result.seconds = time.perf_counter() - start
     return result

@@ -1,0 +1,140 @@
+"""Individual checks of one evaluation that go beyond "same values as the reference":
+stale memory and determinism, the float64 error budget, dependence on the candidate's
+own kernels (each raises ``Outcome`` with a final status); NaN-poisoning of the
+allocator; how a candidate's exception is reported. Worker side: torch only.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from . import compare, launches, specs
+from .verdict import Verdict
+
+
+class Outcome(Exception):
+    """Ends an evaluation early with a final status."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: list[Any], out1: Any, ref: Any,
+                        spec: specs.LoadedSpec, v: Verdict) -> None:
+    """Candidate -> reference -> candidate: the second call runs after the reference's
+    output memory was freed, on fresh clones; it must still be right, and agree with the
+    first call (bitwise, or within the spec tolerance for atomics-style nondeterminism)."""
+    again_in = compare.clone_tree(inputs)
+    out2 = run_candidate(again_in, "repeat after the reference ran")
+    for a, b in zip(compare.leaves(out1), compare.leaves(out2), strict=False):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and compare.overlaps(a, b):
+            raise Outcome("rejected", "returned the same output memory on two calls (a cached or persistent "
+                                      "result): each call must return new memory")
+    bad = compare.check_structure(out2, ref, again_in, strict_strides=False)
+    if bad:
+        raise Outcome("incorrect", f"{bad} (repeat after the reference ran)")
+    cmp = compare.compare_values(out2, ref, spec.tolerance)
+    if not cmp.ok:
+        raise Outcome("incorrect", f"{cmp.reason} (repeat after the reference ran: stale memory or caching?)")
+    if compare.bitwise_equal(out1, out2):
+        v.evidence["deterministic"] = "bitwise"
+    else:
+        v.evidence["deterministic"] = "within tolerance"
+        v.warnings.append("two runs on identical inputs differ in the last bits (nondeterministic kernel)")
+
+
+def error_budget(ref64: Callable[[], Any], key: str, out: Any, ref: Any, factor: float, v: Verdict) -> None:
+    """Candidate error vs a float64 reference must stay within a small multiple of eager
+    PyTorch's own error (plus a few-ulp floor): catches precision downgrades that a
+    loose absolute tolerance would let through."""
+    try:
+        r64 = ref64()
+    except Exception as exc:  # noqa: BLE001 - a spec op without float64 support
+        v.evidence.setdefault("error_budget", f"skipped: float64 reference failed ({type(exc).__name__})")
+        return
+    eager_err, scale = compare.max_error(ref, r64)
+    cand_err, _ = compare.max_error(out, r64)
+    dtypes = [t.dtype for t in compare.leaves(ref) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not dtypes:
+        return
+    eps = max(compare.eps_of(d) for d in dtypes)
+    floor = compare.ULP_FLOOR * eps * max(scale, 1.0)
+    budget = max(factor * eager_err, floor)
+    v.evidence.setdefault("error_budget", {})
+    if isinstance(v.evidence["error_budget"], dict):
+        v.evidence["error_budget"][key] = {"candidate_error": cand_err, "eager_error": eager_err, "budget": budget}
+    if cand_err > budget:
+        raise Outcome("incorrect", f"error vs float64 reference {cand_err:.3g} exceeds the budget {budget:.3g} "
+                                   f"({factor:g}x eager PyTorch's own error {eager_err:.3g}); precision downgrade?")
+
+
+def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
+                      cand_model: torch.nn.Module, recorder: launches.LaunchRecorder, inputs0: list[Any],
+                      ref0: Any, spec: specs.LoadedSpec, v: Verdict) -> None:
+    """Re-run with every candidate launch replaced by a NaN-fill of the tensors it was
+    given (inputs and parameters excepted). A result that is still correct was not
+    computed by the candidate's kernels (decoy kernel + library fallback)."""
+    probe_in = compare.clone_tree(inputs0)
+    protected = [compare.storage_span(t) for t in compare.leaves(probe_in) if isinstance(t, torch.Tensor)]
+    protected += [compare.storage_span(t) for t in list(cand_model.parameters()) + list(cand_model.buffers())]
+    probe = launches.LaunchRecorder(module_name=recorder.module_name, suppress=True, protected=protected)
+    poison(probe_in)
+    try:
+        with launches.recording(probe):
+            out = call(cand_model, probe_in)
+    except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
+        v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
+        return
+    structure_ok = not compare.check_structure(out, ref0, probe_in, strict_strides=False)
+    if structure_ok and compare.compare_values(out, ref0, spec.tolerance).ok:
+        raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
+                                  "launch suppressed it is still correct (work done by library calls?)")
+    v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
+
+
+def poison_allocator(device: torch.device, like: list[Any], output_sizes: set[int]) -> None:
+    """Make fresh allocations hold NaN rather than a stale answer.
+
+    CUDA: allocate NaN-filled blocks of the sizes about to be requested plus a large
+    block, then free them: the caching allocator hands the same memory to the next
+    ``torch.empty``. CPU: several NaN blocks per size, freed together, so malloc's LIFO
+    bins serve the next requests of those sizes from NaN memory; allocations above
+    glibc's mmap threshold come from fresh zeroed pages (no stale data, but zeros).
+    Sizes: the tensors about to be passed plus every output size seen (``output_sizes``).
+    """
+    sizes = {t.numel() * t.element_size() for t in compare.leaves(like) if isinstance(t, torch.Tensor)}
+    sizes |= output_sizes
+    copies = 1
+    if device.type == "cuda":
+        sizes.add(64 * 1024 * 1024)
+    else:
+        copies = 8
+    bufs = []
+    for nbytes in sorted(sizes):
+        n = max(1, nbytes // 4)
+        for _ in range(copies):
+            bufs.append(torch.full((n,), float("nan"), dtype=torch.float32, device=device))
+    del bufs
+
+
+def exc_summary(exc: BaseException, limit: int = 6) -> str:
+    """``Type: message`` plus the candidate's own frames (file paths are the worker's, useless
+    to a reader; line numbers inside candidate.py are what a synthesizer can act on)."""
+    head = f"{type(exc).__name__}: {exc}"[:600]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "_ke_candidate_" in (f.filename or "")]
+    if not frames:
+        return head
+    where = "; ".join(f"candidate.py line {f.lineno} in {f.name}: {(f.line or '').strip()[:80]}"
+                      for f in frames[-limit:])
+    return f"{head} [at {where}]"
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"})

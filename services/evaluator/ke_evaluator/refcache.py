@@ -1,0 +1,323 @@
+"""Reference cache of one worker: input sets and reference outputs reused across candidates.
+
+The Judge derives the seeds of consecutive evaluations of one spec from a secret salt
+(``judge.py``), so several candidates of a spec in a row share their input sets. A worker
+keeps, per (spec sha, seed, digest of the constructor arguments), a ``Bundle``: the
+generated input sets (on the device), the eager reference outputs and the float64
+references, in an LRU bounded by bytes.
+
+What keeps the cache from weakening the protocol (README.md, "Reference cache"):
+
+* originals never reach a candidate: every use clones them (``evaluation.py``);
+* every cached tensor has a checksum taken when stored; a bundle changed since (an
+  earlier job wrote into memory it does not own) is dropped at the start of a job, and
+  a change during a job is the candidate's doing (``unchanged`` -> rejected);
+* trial 0's reference is always recomputed after the candidate ran, so the candidate ->
+  reference -> candidate order and the stale-memory check are as before; it is also
+  compared with the cached output (a mismatch drops the bundle);
+* with shared seeds, trial 1 (same buffers, new values), the extra shape sets and the
+  timing sets come from a per-job secret seed and are never cached (and the error budget
+  is also checked on trial 1): an answer stored by an earlier job cannot pass the checks
+  that hang on one set.
+
+Worker side: torch only.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import compare
+
+CacheKey = tuple[str, int, str]
+CPU_DEFAULT_BYTES = 256 * 2**20
+
+
+def tree_bytes(obj: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in compare.leaves(obj) if isinstance(t, torch.Tensor))
+
+
+def _words(t: torch.Tensor) -> torch.Tensor:
+    raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+    n = raw.numel()
+    for dtype, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
+        if n % size == 0:
+            return raw.view(dtype)
+    return raw
+
+
+def checksum(obj: Any) -> tuple[Any, ...]:
+    """Order-independent integer checksum of every tensor's bytes (sum and sum of squares of
+    its 64/32/16-bit words, wrapping): deterministic on any device, one pass, no host copy
+    of the data. Non-tensor leaves are compared by ``repr``."""
+    out: list[Any] = []
+    for t in compare.leaves(obj):
+        if isinstance(t, torch.Tensor):
+            if t.numel() == 0:
+                out.append((tuple(t.shape), 0, 0))
+                continue
+            w = _words(t).to(torch.int64)
+            out.append((tuple(t.shape), int(w.sum()), int((w * w).sum())))
+        else:
+            out.append(repr(t))
+    return tuple(out)
+
+
+def init_digest(init: list[Any]) -> str:
+    """Digest of the constructor arguments: the reference model (and so its outputs) depends
+    on them, and a spec may draw them at random."""
+    h = hashlib.sha256()
+    for x in compare.leaves(init):
+        if isinstance(x, torch.Tensor):
+            h.update(repr((tuple(x.shape), str(x.dtype))).encode())
+            h.update(repr(checksum([x])).encode())
+        else:
+            h.update(repr(x).encode())
+    return h.hexdigest()[:16]
+
+
+def resolve_limit(requested: int | None, fraction: float, device: torch.device) -> int:
+    """Byte cap: ``requested`` when given; else ``fraction`` of the device's free memory
+    (CUDA) or a fixed CPU-sized default."""
+    if requested is not None:
+        return max(0, int(requested))
+    if device.type == "cuda":
+        try:
+            free, _total = torch.cuda.mem_get_info(device)
+            return int(free * max(0.0, fraction))
+        except RuntimeError:
+            return 0
+    return CPU_DEFAULT_BYTES
+
+
+def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: torch.device) -> Any:
+    """The reference in float64: on the evaluation device (a GPU's float64 units do in
+    milliseconds what the host needs seconds for), on the host if the device cannot."""
+    try:
+        m64 = copy.deepcopy(ref_model).to(device=device, dtype=torch.float64)
+        in64 = compare.upcast64(compare.map_tree(inputs, lambda t: t.to(device)))
+        with torch.no_grad():
+            return m64(*in64)
+    except (RuntimeError, NotImplementedError):
+        cpu = torch.device("cpu")
+        m64 = copy.deepcopy(ref_model).to(device=cpu, dtype=torch.float64)
+        in64 = compare.upcast64(compare.map_tree(inputs, lambda t: t.to(cpu)))
+        with torch.no_grad():
+            return m64(*in64)
+
+
+@dataclass
+class Entry:
+    """One input set and what was computed from it, each with its checksum."""
+
+    inputs: list[Any]
+    inputs_sum: tuple[Any, ...]
+    ref: Any = None
+    ref_aliases: bool = False
+    ref_sum: tuple[Any, ...] | None = None
+    ref64: Any = None
+    ref64_sum: tuple[Any, ...] | None = None
+
+    def nbytes(self) -> int:
+        return tree_bytes(self.inputs) + tree_bytes(self.ref) + tree_bytes(self.ref64)
+
+    def intact(self) -> bool:
+        if checksum(self.inputs) != self.inputs_sum:
+            return False
+        if self.ref_sum is not None and checksum(self.ref) != self.ref_sum:
+            return False
+        return self.ref64_sum is None or checksum(self.ref64) == self.ref64_sum
+
+
+@dataclass
+class Bundle:
+    entries: dict[str, Entry] = field(default_factory=dict)
+    extra_labels: list[str] | None = None  # None: the spec's extra sets not generated yet
+
+    def nbytes(self) -> int:
+        return sum(e.nbytes() for e in self.entries.values())
+
+
+class RefCache:
+    """Bundles in least-recently-used order, evicted to stay under ``limit_bytes``."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._lru: OrderedDict[CacheKey, tuple[Bundle, int]] = OrderedDict()
+        self.used_bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def get(self, key: CacheKey) -> Bundle | None:
+        hit = self._lru.get(key)
+        if hit is None:
+            return None
+        self._lru.move_to_end(key)
+        return hit[0]
+
+    def drop(self, key: CacheKey) -> None:
+        hit = self._lru.pop(key, None)
+        if hit is not None:
+            self.used_bytes -= hit[1]
+
+    def drop_spec_except(self, key: CacheKey) -> None:
+        """Drop the spec's bundles of other seeds: shared seeds only move forward."""
+        for k in [k for k in self._lru if k[0] == key[0] and k != key]:
+            self.drop(k)
+
+    def put(self, key: CacheKey, bundle: Bundle) -> bool:
+        """Store (or re-size) ``bundle``; evicts the least recently used others. False when
+        it alone exceeds the cap (then it is not kept)."""
+        self.drop(key)
+        size = bundle.nbytes()
+        if size > self.limit_bytes:
+            return False
+        while self._lru and self.used_bytes + size > self.limit_bytes:
+            _, (_, old) = self._lru.popitem(last=False)
+            self.used_bytes -= old
+        self._lru[key] = (bundle, size)
+        self.used_bytes += size
+        return True
+
+
+class JobReferences:
+    """One job's view of the cache: cached or generated inputs, cached or computed
+    references, checksums verified before every use, and the counts for the evidence.
+    With ``cache`` None it generates and computes everything (and keeps nothing)."""
+
+    def __init__(self, cache: RefCache | None, key: CacheKey, shared: bool) -> None:
+        self.cache = cache
+        self.key = key
+        self.stats: dict[str, Any] = {"enabled": cache is not None}
+        self._counts = {"input_sets_cached": 0, "input_sets_generated": 0, "reference_outputs_cached": 0,
+                        "reference_outputs_computed": 0, "float64_cached": 0, "float64_computed": 0}
+        self.bundle: Bundle | None = None
+        if cache is None:
+            return
+        if shared:
+            cache.drop_spec_except(key)
+        bundle = cache.get(key)
+        if bundle is not None and not all(e.intact() for e in bundle.entries.values()):
+            cache.drop(key)  # written into by an earlier job: never trust it again
+            self.stats["dropped"] = "a cached tensor changed since it was stored"
+            bundle = None
+        self.bundle = bundle if bundle is not None else Bundle()
+
+    def _store(self, label: str, inputs: list[Any]) -> list[Any]:
+        if self.bundle is not None:
+            try:
+                self.bundle.entries[label] = Entry(inputs=inputs, inputs_sum=checksum(inputs))
+            except (RuntimeError, TypeError):
+                pass  # a leaf we cannot checksum: not cached
+        return inputs
+
+    def inputs(self, label: str, make: Callable[[], list[Any]]) -> list[Any]:
+        entry = self.bundle.entries.get(label) if self.bundle is not None else None
+        if entry is not None:
+            self._counts["input_sets_cached"] += 1
+            return entry.inputs
+        self._counts["input_sets_generated"] += 1
+        return self._store(label, make())
+
+    def extras(self, make: Callable[[], list[list[Any]]]) -> list[tuple[str, list[Any]]]:
+        b = self.bundle
+        if b is not None and b.extra_labels is not None and all(x in b.entries for x in b.extra_labels):
+            self._counts["input_sets_cached"] += len(b.extra_labels)
+            return [(x, b.entries[x].inputs) for x in b.extra_labels]
+        sets = make()
+        labels = [f"extra shape set {j}" for j in range(len(sets))]
+        self._counts["input_sets_generated"] += len(sets)
+        for x, s in zip(labels, sets, strict=True):
+            self._store(x, s)
+        if b is not None:
+            b.extra_labels = labels
+        return list(zip(labels, sets, strict=True))
+
+    def reference(self, label: str, compute: Callable[[], tuple[Any, bool]]) -> tuple[Any, bool]:
+        """(reference output, whether it aliases its input), cached or computed now."""
+        entry = self.bundle.entries.get(label) if self.bundle is not None else None
+        if entry is not None and entry.ref_sum is not None:
+            self._counts["reference_outputs_cached"] += 1
+            return entry.ref, entry.ref_aliases
+        ref, aliases = compute()
+        self._counts["reference_outputs_computed"] += 1
+        if entry is not None:
+            try:
+                entry.ref, entry.ref_aliases, entry.ref_sum = ref, aliases, checksum(ref)
+            except (RuntimeError, TypeError):
+                pass
+        return ref, aliases
+
+    def check_recomputed(self, label: str, fresh: Any, aliases: bool, tolerance: dict[str, float] | None) -> None:
+        """Trial 0: the reference ran again (after the candidate); compare with the cached
+        output, or cache the fresh one. A mismatch beyond tolerance drops the bundle."""
+        entry = self.bundle.entries.get(label) if self.bundle is not None else None
+        if entry is None:
+            return
+        if entry.ref_sum is None:
+            try:
+                entry.ref, entry.ref_aliases, entry.ref_sum = fresh, aliases, checksum(fresh)
+            except (RuntimeError, TypeError):
+                pass
+            self.stats["trial0_reference"] = "computed (now cached)"
+            return
+        if compare.bitwise_equal(entry.ref, fresh):
+            self.stats["trial0_reference"] = "recomputed; equals the cached output bitwise"
+        elif not compare.check_structure(fresh, entry.ref, [], strict_strides=False) \
+                and compare.compare_values(fresh, entry.ref, tolerance).ok:
+            self.stats["trial0_reference"] = "recomputed; within tolerance of the cached output"
+        else:
+            self.stats["trial0_reference"] = "recomputed; differs from the cached output: cache dropped"
+            self.invalidate()
+
+    def float64(self, label: str, compute: Callable[[], Any]) -> Any:
+        entry = self.bundle.entries.get(label) if self.bundle is not None else None
+        if entry is not None and entry.ref64_sum is not None:
+            self._counts["float64_cached"] += 1
+            return entry.ref64
+        out = compute()
+        self._counts["float64_computed"] += 1
+        if entry is not None:
+            try:
+                entry.ref64, entry.ref64_sum = out, checksum(out)
+            except (RuntimeError, TypeError):
+                pass
+        return out
+
+    def unchanged(self, label: str) -> bool:
+        """False when a cached tensor of ``label`` changed since it was stored (checked after
+        the candidate ran and before its output is compared)."""
+        entry = self.bundle.entries.get(label) if self.bundle is not None else None
+        return entry is None or entry.intact()
+
+    def invalidate(self) -> None:
+        if self.cache is not None:
+            self.cache.drop(self.key)
+        self.bundle = None
+
+    def finish(self) -> dict[str, Any]:
+        """Keep the bundle (everything in it was computed by us) and report."""
+        c = self._counts
+        if self.cache is not None and self.bundle is not None:
+            kept = self.cache.put(self.key, self.bundle)
+            if not kept:
+                self.stats["kept"] = "no: larger than the cache"
+        self.stats.update(c)
+        cached_refs = c["reference_outputs_cached"] + c["float64_cached"]
+        computed_refs = c["reference_outputs_computed"] + c["float64_computed"]
+        self.stats["reference_outputs"] = ("cached" if cached_refs and not computed_refs else
+                                           "partly cached" if cached_refs else
+                                           "computed" if computed_refs else "none needed")
+        if self.cache is not None:
+            self.stats["bytes"] = self.cache.used_bytes
+            self.stats["limit_bytes"] = self.cache.limit_bytes
+            self.stats["entries"] = len(self.cache)
+        return self.stats

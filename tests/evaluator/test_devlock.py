@@ -1,0 +1,110 @@
+"""The device reader/writer lock (devlock.py) across processes: shared with shared,
+exclusive alone, writers not starved by readers, released when its holder dies."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from ke_evaluator.devlock import DeviceLock, create_files
+
+# A holder process: takes the lock in the given mode, says "held", releases on any input
+# line, says "released". Blocks (without saying "held") while the lock is taken.
+_HOLDER = """
+import sys
+from ke_evaluator.devlock import DeviceLock
+lock = DeviceLock(sys.argv[1], on_wait=lambda mode: print("waiting", flush=True))
+lock.acquire(sys.argv[2])
+print("held", flush=True)
+sys.stdin.readline()
+lock.release()
+print("released", flush=True)
+"""
+
+
+class Holder:
+    def __init__(self, directory: str, mode: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", _HOLDER, directory, mode], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def expect(self, word: str) -> None:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        assert line == word, f"expected {word!r}, got {line!r}"
+
+    def release(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        self.expect("released")
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def lock_dir(tmp_path) -> str:  # noqa: ANN001
+    return create_files(str(tmp_path))
+
+
+def can_take(directory: str, mode: str) -> bool:
+    probe = DeviceLock(directory)
+    try:
+        return probe.try_acquire(mode)  # type: ignore[arg-type]
+    finally:
+        probe.close()
+
+
+@contextmanager
+def holding(directory: str, mode: str) -> Iterator[Holder]:
+    h = Holder(directory, mode)
+    try:
+        h.expect("held")
+        yield h
+    finally:
+        if h.proc.poll() is None:
+            h.proc.kill()
+            h.proc.wait(timeout=10)
+
+
+def test_exclusive_excludes_shared_and_shared_admits_shared(lock_dir: str) -> None:
+    me = DeviceLock(lock_dir)
+    with holding(lock_dir, "exclusive") as writer:
+        assert not me.try_acquire("shared")
+        assert not me.try_acquire("exclusive")
+        writer.release()
+    assert me.try_acquire("shared")
+    with holding(lock_dir, "shared") as reader:  # a second reader gets in beside us
+        assert not can_take(lock_dir, "exclusive")
+        reader.release()
+    me.release()
+    assert me.try_acquire("exclusive")
+    me.close()
+
+
+def test_waiting_writer_holds_off_new_readers(lock_dir: str) -> None:
+    with holding(lock_dir, "shared") as reader:
+        writer = Holder(lock_dir, "exclusive")
+        writer.expect("waiting")  # blocked by the reader, holding the gate
+        assert not can_take(lock_dir, "shared")  # a new reader may not overtake it
+        reader.release()
+        writer.expect("held")
+        assert not can_take(lock_dir, "shared")
+        writer.release()
+    assert can_take(lock_dir, "shared")
+
+
+def test_lock_dies_with_its_holder_and_waits_are_counted(lock_dir: str) -> None:
+    waits: list[str] = []
+    me = DeviceLock(lock_dir, on_wait=waits.append)
+    with holding(lock_dir, "exclusive") as writer:
+        writer.proc.kill()  # killed on timeout: the kernel drops its lock
+        writer.proc.wait(timeout=10)
+        me.acquire("exclusive")
+    assert me.mode == "exclusive"
+    me.release()
+    assert len(me.held) == 1 and me.held[0][0] == "exclusive" and me.held[0][1] <= me.held[0][2]
+    assert set(me.waited) == {"exclusive"}
+    me.close()
