@@ -148,7 +148,8 @@ def test_library_calls_are_listed_and_lowered_ops_are_not(synth: OfflineSynthesi
     (prop,) = synth.propose(ProposalRequest(spec_source=SEQUENTIAL_INPLACE, spec_name="seq", count=1))
     # in-place ops on a tensor that is read again keep their library semantics
     assert "relu_" in prop.fallback_nodes and "cat" in prop.fallback_nodes
-    assert "self.seq[0].weight" in prop.source  # nn.Sequential children are indexed
+    # nn.Sequential children by name; parameters straight from the module dicts (no __getattr__)
+    assert "self._modules['seq']._modules['0']._parameters['weight']" in prop.source
     (prop,) = synth.propose(ProposalRequest(spec_source=SLICES_AND_SCANS, spec_name="scan", count=1))
     assert prop.fallback_nodes == ()
     assert "reverse=True" in prop.source  # flip -> cumsum -> flip became one reverse scan

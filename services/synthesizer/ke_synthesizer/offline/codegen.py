@@ -11,6 +11,7 @@ import math
 import operator
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -18,7 +19,8 @@ import torch.fx
 from torch.fx.node import _get_qualified_name
 
 from .capture import tensor_meta
-from .graph import Group, GroupFailure, Plan
+from .graph import Group, GroupFailure, Plan, is_dead, metadata_aliases
+from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
 from .lower_pointwise import HELPERS, PointwiseEmitter
 
 log = logging.getLogger(__name__)
@@ -47,13 +49,37 @@ def attr_path(path: str) -> str:
     return out
 
 
-def render(v: Any) -> str:
+@dataclass
+class Names:
+    """How the forward spells nodes and attributes: ``alias`` renames nodes (a member that
+    is not stored is read for its shape through a same-shape node); registered
+    submodules, parameters and buffers of ``model`` are read from the module's dicts
+    (``nn.Module.__getattr__`` costs ~0.5 us a lookup, on every forward)."""
+
+    alias: dict[torch.fx.Node, torch.fx.Node] = field(default_factory=dict)
+    model: Any = None
+
+    def attr(self, path: str) -> str:
+        out, obj = "self", self.model
+        for part in path.split("."):
+            for table in ("_modules", "_parameters", "_buffers"):
+                entries = getattr(obj, table, None)
+                if isinstance(obj, torch.nn.Module) and entries is not None and part in entries:
+                    out += f".{table}[{part!r}]"
+                    obj = entries[part]
+                    break
+            else:
+                return attr_path(path)  # a plain attribute somewhere on the path
+        return out
+
+
+def render(v: Any, names: Names | None = None) -> str:
     """An fx argument as Python source in the candidate's forward."""
     if isinstance(v, torch.fx.Node):
-        return var(v)
+        return var(names.alias.get(v, v) if names else v)
     if isinstance(v, str):
         if v.startswith("@"):
-            return attr_path(v[1:])
+            return names.attr(v[1:]) if names else attr_path(v[1:])
         return repr(v)
     if isinstance(v, bool) or v is None:
         return repr(v)
@@ -70,14 +96,14 @@ def render(v: Any) -> str:
     if isinstance(v, torch.device):
         return f"torch.device({str(v)!r})"
     if isinstance(v, slice):
-        return f"slice({render(v.start)}, {render(v.stop)}, {render(v.step)})"
+        return f"slice({render(v.start, names)}, {render(v.stop, names)}, {render(v.step, names)})"
     if v is Ellipsis:
         return "..."
     if isinstance(v, tuple):
-        inner = ", ".join(render(x) for x in v)
+        inner = ", ".join(render(x, names) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, list):
-        return "[" + ", ".join(render(x) for x in v) + "]"
+        return "[" + ", ".join(render(x, names) for x in v) + "]"
     if isinstance(v, torch.Size):
         return render(tuple(v))
     raise ValueError(f"cannot render argument {v!r}")
@@ -104,13 +130,14 @@ def _public_name(target: Any) -> str | None:
     return _PUBLIC.get(id(target))
 
 
-def _call_args(node: torch.fx.Node, skip_first: bool = False) -> str:
+def _call_args(node: torch.fx.Node, skip_first: bool = False,
+               names: Names | None = None) -> str:
     args = list(node.args[1:] if skip_first else node.args)
-    parts = [render(a) for a in args] + [f"{k}={render(v)}" for k, v in node.kwargs.items()]
+    parts = [render(a, names) for a in args] + [f"{k}={render(v, names)}" for k, v in node.kwargs.items()]
     return ", ".join(parts)
 
 
-def render_node(node: torch.fx.Node, plan: Plan) -> str:
+def render_node(node: torch.fx.Node, plan: Plan, names: Names | None = None) -> str:
     """A library-call or glue statement for one fx node."""
     lhs = var(node)
     if node.op == "get_attr":
@@ -124,22 +151,28 @@ def render_node(node: torch.fx.Node, plan: Plan) -> str:
             first = next((n for n in plan.nodes if n.op == "placeholder"), None)
             device = f", device={var(first)}.device" if first is not None else ""
             return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype}{device})"
-        return f"{lhs} = {attr_path(path)}"
+        return f"{lhs} = {names.attr(path) if names else attr_path(path)}"
     if node.op == "call_module":
-        return f"{lhs} = {attr_path(str(node.target))}({_call_args(node)})"
+        target = str(node.target)
+        mod = plan.spec.gm.get_submodule(target)
+        if type(mod) is torch.nn.Flatten and len(node.args) == 1 and not node.kwargs:  # a view: skip Module.__call__
+            return f"{lhs} = {render(node.args[0], names)}.flatten({mod.start_dim}, {mod.end_dim})"
+        if type(mod) is torch.nn.Unflatten and len(node.args) == 1 and not node.kwargs:
+            return f"{lhs} = {render(node.args[0], names)}.unflatten({mod.dim}, {tuple(mod.unflattened_size)!r})"
+        return f"{lhs} = {names.attr(target) if names else attr_path(target)}({_call_args(node, names=names)})"
     if node.op == "call_method":
-        obj_src = render(node.args[0])
-        return f"{lhs} = {obj_src}.{node.target}({_call_args(node, skip_first=True)})"
+        obj_src = render(node.args[0], names)
+        return f"{lhs} = {obj_src}.{node.target}({_call_args(node, skip_first=True, names=names)})"
     target: Any = node.target
     if target in _BINARY_SYMBOLS and len(node.args) == 2 and not node.kwargs:
         a, b = node.args
-        return f"{lhs} = {render(a)} {_BINARY_SYMBOLS[target]} {render(b)}"  # type: ignore[index]
+        return f"{lhs} = {render(a, names)} {_BINARY_SYMBOLS[target]} {render(b, names)}"  # type: ignore[index]
     if target is operator.getitem:
-        return f"{lhs} = {render(node.args[0])}[{render(node.args[1])}]"
+        return f"{lhs} = {render(node.args[0], names)}[{render(node.args[1], names)}]"
     if target is operator.neg:
-        return f"{lhs} = -{render(node.args[0])}"
+        return f"{lhs} = -{render(node.args[0], names)}"
     if target is getattr:
-        return f"{lhs} = {render(node.args[0])}.{node.args[1]}"
+        return f"{lhs} = {render(node.args[0], names)}.{node.args[1]}"
     name = _public_name(target) or _get_qualified_name(target)  # type: ignore[arg-type]
     if name.startswith("builtins."):
         name = name[len("builtins."):]
@@ -148,7 +181,7 @@ def render_node(node: torch.fx.Node, plan: Plan) -> str:
             pass
         else:
             raise ValueError(f"cannot render call to {name}")
-    return f"{lhs} = {name}({_call_args(node)})"
+    return f"{lhs} = {name}({_call_args(node, names=names)})"
 
 
 def _forward_signature(plan: Plan) -> str:
@@ -171,6 +204,8 @@ def assemble(plan: Plan, genome: dict[str, str],
     launchers: list[str] = []
     launcher_of: dict[int, str] = {}
     for g in plan.groups:
+        if is_dead(plan, g):
+            continue  # nothing outside reads its values (only shapes): no kernel
         try:
             k_src, l_src, l_name = generators[g.kind](plan, g, genome, emitter)
         except Exception as exc:  # any generator gap demotes the group, never the candidate
@@ -179,32 +214,7 @@ def assemble(plan: Plan, genome: dict[str, str],
         launchers.append(l_src)
         launcher_of[g.gid] = l_name
 
-    body: list[str] = []
-    last_member = {g.members[-1]: g for g in plan.groups}
-    fallback = set(plan.fallback)
-    for node in plan.nodes:
-        if node.op == "placeholder":
-            continue
-        if node.op == "output":
-            body.append(f"return {_render_output(node.args[0])}")
-            continue
-        if node in plan.skipped:
-            continue
-        if node in plan.group_of:
-            last = last_member.get(node)
-            if last is None:
-                continue
-            g = last
-            args, outs = launch_args[g.kind](plan, g)
-            call = f"{launcher_of[g.gid]}({', '.join(render(a) for a in args)})"
-            lhs = ", ".join(var(o) for o in outs)
-            body.append(f"{lhs} = {call}")
-            continue
-        stmt = render_node(node, plan)
-        if node in fallback:
-            stmt += "  # library call (not lowered)"
-        body.append(stmt)
-
+    body = _forward_body(plan, launch_args, launcher_of)
     parts = [f'"""{title}"""', "", "import math", "", "import torch", "import torch.nn as nn",
              "import triton", "import triton.language as tl", ""]
     for const in plan.spec.constants_source:
@@ -215,6 +225,8 @@ def assemble(plan: Plan, genome: dict[str, str],
         parts += ["", HELPERS[name]]
     for k in kernels:
         parts += ["", k]
+    for name in used_launch_helpers("\n".join(launchers)):
+        parts += ["", LAUNCH_HELPERS[name]]
     for launcher in launchers:
         parts += ["", launcher]
     for helper in plan.spec.helper_classes_source:
@@ -223,12 +235,62 @@ def assemble(plan: Plan, genome: dict[str, str],
     parts.append(textwrap.indent(textwrap.dedent(plan.spec.init_source), "    "))
     parts.append("")
     parts.append(f"    def forward({_forward_signature(plan)}):")
+    if any("._modules[" in line or "._parameters[" in line or "._buffers[" in line for line in body):
+        parts.append("        # submodules and parameters are read from the module's dicts: nn.Module.__getattr__")
+        parts.append("        # costs ~0.5 us a lookup on every call")
     parts += [f"        {line}" for line in body]
     src = "\n".join(parts) + "\n"
     # Specs import torch.nn.functional as F for their __init__ rarely; alias it only if used.
     if "F." in plan.spec.init_source:
         src = src.replace("import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n", 1)
     return src
+
+
+def _nodes_in(v: Any) -> list[torch.fx.Node]:
+    out: list[torch.fx.Node] = []
+    torch.fx.node.map_arg(v, out.append)
+    return out
+
+
+def _forward_body(plan: Plan, launch_args: dict[str, Callable[[Plan, Group], tuple[list[Any], list[torch.fx.Node]]]],
+                  launcher_of: dict[int, str]) -> list[str]:
+    """The forward's statements in graph order: kernel launches at each group's last
+    member, glue and library calls for the rest. Glue whose value nothing emitted reads
+    (shape arithmetic that a kernel took as a constant, a member read only for its shape,
+    ...) is dropped: every statement costs host time on each call."""
+    names = Names(metadata_aliases(plan), plan.spec.model)
+    alias = names.alias
+    last_member = {g.members[-1]: g for g in plan.groups}
+    fallback = set(plan.fallback)
+    stmts: list[tuple[torch.fx.Node | None, str, list[torch.fx.Node]]] = []  # (glue node or None, code, reads)
+    for node in plan.nodes:
+        if node.op == "placeholder" or node in plan.skipped:
+            continue
+        if node.op == "output":
+            stmts.append((None, f"return {_render_output(node.args[0])}", _nodes_in(node.args[0])))
+            continue
+        if node in plan.group_of:
+            g = last_member.get(node)
+            if g is None or g.gid not in launcher_of:
+                continue
+            args, outs = launch_args[g.kind](plan, g)
+            call = f"{launcher_of[g.gid]}({', '.join(render(a, names) for a in args)})"
+            stmts.append((None, f"{', '.join(var(o) for o in outs)} = {call}", _nodes_in(args)))
+            continue
+        stmt = render_node(node, plan, names)
+        reads = [alias.get(n, n) for n in node.all_input_nodes]
+        if node in fallback:
+            stmts.append((None, stmt + "  # library call (not lowered)", reads))
+        else:
+            stmts.append((node, stmt, reads))
+    live: set[torch.fx.Node] = set()
+    keep: list[str] = []
+    for glue, code, reads in reversed(stmts):
+        if glue is not None and glue not in live:
+            continue  # nothing reads this glue value
+        live.update(reads)
+        keep.append(code)
+    return keep[::-1]
 
 
 def _render_output(v: Any) -> str:

@@ -8,7 +8,6 @@ join it (otherwise that consumer would run before the value exists).
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,8 +21,9 @@ from .kernel_conv import conv_op
 from .kernel_matmul import matmul_info
 from .kernel_pool import pool_op
 from .lower_pointwise import PointwiseEmitter
-from .lower_reduction import SCANS, RowInfo, row_info
+from .lower_reduction import FULL_OUTPUT, SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
+from .overrides import max_dim_overrides, scan_overrides
 
 log = logging.getLogger(__name__)
 
@@ -160,67 +160,6 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
     return shape
 
 
-def _scan_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
-                    hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
-    """flip(scan(flip(x, [d]), d), [d]) is a reverse scan: the outer flip becomes one
-    op and the inner two nodes are never materialised."""
-    out: dict[torch.fx.Node, NormOp] = {}
-    for node in nodes:
-        if node.op != "call_function" or node.target is not torch.flip:
-            continue
-        scan = node.args[0]
-        if not isinstance(scan, torch.fx.Node) or len(scan.users) != 1:
-            continue
-        op = normalize(scan, gm)
-        if op is None or op.op not in ("cumsum", "cumprod"):
-            continue
-        inner = op.args["input"]
-        if not (isinstance(inner, torch.fx.Node) and inner.op == "call_function" and inner.target is torch.flip
-                and len(inner.users) == 1):
-            continue
-        rank = len(shape_of(node) or ())
-        dims_outer: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
-        dims_inner: Any = inner.args[1] if len(inner.args) > 1 else inner.kwargs.get("dims")
-        d = op.args["dim"]
-        if not rank or not isinstance(d, int) or not all(isinstance(v, (list, tuple)) and len(v) == 1
-                                                         for v in (dims_outer, dims_inner)):
-            continue
-        if not (dims_outer[0] % rank == dims_inner[0] % rank == d % rank):
-            continue
-        out[node] = NormOp(op.op, {"input": inner.args[0], "dim": d, "reverse": True})
-        hidden[node] = [inner, scan]
-    return out
-
-
-def _max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
-                       hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
-    """torch.max(x, dim) returns (values, indices): its getitem users become amax /
-    argmax ops of their own (the tuple itself is then never materialised)."""
-    out: dict[torch.fx.Node, NormOp] = {}
-    for node in nodes:
-        if node.op not in ("call_function", "call_method"):
-            continue
-        op = normalize(node, gm)
-        if op is None or op.op not in ("max_dim", "min_dim"):
-            continue
-        users = list(node.users)
-        part = {}
-        for u in users:
-            if u.op == "call_function" and u.target is operator.getitem and u.args[1] in (0, 1):
-                part[u] = u.args[1]
-            elif u.op == "call_function" and u.target is getattr and u.args[1] in ("values", "indices"):
-                part[u] = 0 if u.args[1] == "values" else 1
-        if not users or len(part) != len(users):
-            continue
-        for u in users:
-            kind = ("amax" if op.op == "max_dim" else "amin") if part[u] == 0 else (
-                "argmax" if op.op == "max_dim" else "argmin")
-            out[u] = NormOp(kind, {"input": op.args["input"], "dim": op.args["dim"],
-                                   "keepdim": op.args["keepdim"]})
-            hidden[u] = [node]
-    return out
-
-
 def build_plan(spec: CapturedSpec, genome: dict[str, str],
                forced_fallback: set[str] | None = None) -> Plan:
     """Classify nodes and greedily fuse lowerable nodes into kernel groups.
@@ -235,7 +174,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    overrides = {**_max_dim_overrides(nodes, gm, hidden_by), **_scan_overrides(nodes, gm, hidden_by)}
+    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
         overrides.pop(n)
         hidden_by.pop(n, None)
@@ -249,15 +188,22 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     # per-boundary fusion choices met while planning: genome key -> anchor node name
     fusion_knobs: dict[str, str] = {}
 
-    def seal_consumed(node: torch.fx.Node, joined: Group | None) -> None:
-        for inp in node.all_input_nodes:
+    def inputs_of(node: torch.fx.Node, op: NormOp | None) -> list[torch.fx.Node]:
+        """What a node reads; an override (amin of a min tuple, a reverse scan) reads its
+        op's operands, not the hidden nodes it replaces."""
+        if node in overrides and op is not None:
+            return [v for v in op.args.values() if isinstance(v, torch.fx.Node)]
+        return node.all_input_nodes
+
+    def seal_consumed(node: torch.fx.Node, joined: Group | None, op: NormOp | None = None) -> None:
+        for inp in inputs_of(node, op):
             g = group_of.get(inp)
             if g is not None and g is not joined:
                 g.sealed = True
 
     def add(node: torch.fx.Node, op: NormOp, g: Group | None, kind: str, shape: tuple[int, ...],
             info: dict[str, Any] | None = None) -> None:
-        seal_consumed(node, g)
+        seal_consumed(node, g, op)
         if g is None:
             g = Group(len(groups), kind, [], {}, shape, info=dict(info or {}))
             groups.append(g)
@@ -265,9 +211,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
         g.ops[node] = op
         group_of[node] = g
 
-    def producer_groups(node: torch.fx.Node) -> list[Group]:
+    def producer_groups(node: torch.fx.Node, op: NormOp | None = None) -> list[Group]:
         seen: list[Group] = []
-        for inp in reversed(node.all_input_nodes):
+        for inp in reversed(inputs_of(node, op)):
             g = group_of.get(inp)
             if g is not None and not g.sealed and g not in seen:
                 seen.append(g)
@@ -302,7 +248,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
             if _pointwise_ok(node, op, emitter):
                 shape = shape_of(node) or ()
                 target = None
-                for g in producer_groups(node):
+                for g in producer_groups(node, op):
                     if g.kind == "pointwise" and g.shape == shape:
                         target = g
                         break
@@ -319,7 +265,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 if target is not None:
                     # other open pointwise producers of the same shape merge in too, so a
                     # value (e.g. a comparison mask) never has to round-trip memory
-                    for p in producer_groups(node):
+                    for p in producer_groups(node, op):
                         if p is target or p.kind != "pointwise" or p.shape != shape:
                             continue
                         if target.kind in ("matmul", "pool", "conv") and \
@@ -329,7 +275,14 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                             _merge(p, target, group_of, order)
                 if target is not None and target.kind == "row":
                     target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
+                # open pointwise producers of a smaller shape (an expression of a bias or of a
+                # per-row value) that only this node reads are recomputed in its kernel, read
+                # through broadcast strides: one launch and no round trip through memory
+                small = [] if target is not None and target.kind == "row" else \
+                    [p for p in producer_groups(node, op) if p is not target and _absorbable(p, node, shape)]
                 add(node, op, target, "pointwise", shape)
+                for p in small:
+                    _merge(p, group_of[node], group_of, order)
                 continue
             minfo = _safe(matmul_info, node, op, pshape)
             if minfo is not None:
@@ -341,7 +294,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
             if rinfo is not None:
                 x = op.args["input"]
                 target = None
-                for g in producer_groups(node):
+                for g in producer_groups(node, op):
                     if group_of.get(x) is not g:  # type: ignore[call-overload]
                         continue
                     if g.kind == "pointwise" and g.shape == rinfo.full:
@@ -385,6 +338,17 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     skipped = {n for n in nodes if n.op != "output" and n not in group_of and n not in glue
                and n not in fallback and n.op != "placeholder"}
     return Plan(spec, nodes, groups, group_of, fallback, glue, skipped, replan, fusion_knobs)
+
+
+def _absorbable(p: Group, node: torch.fx.Node, shape: tuple[int, ...]) -> bool:
+    """Pointwise group p has a smaller shape that broadcasts to shape, and none of its
+    values is read outside p except by node."""
+    if p.kind != "pointwise" or not p.members or p.shape == shape or len(p.shape) > len(shape):
+        return False
+    pad = (1,) * (len(shape) - len(p.shape)) + tuple(p.shape)
+    if any(a != 1 and a != b for a, b in zip(pad, shape, strict=True)):
+        return False
+    return all(u is node or u in p.ops for m in p.members for u in m.users)
 
 
 def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int]) -> None:
@@ -461,9 +425,80 @@ def _fits_row(node: torch.fx.Node, op: NormOp, g: Group, group_of: dict[torch.fx
 
 
 def group_outputs(plan: Plan, group: Group) -> list[torch.fx.Node]:
-    """Members whose values are needed outside the group (or returned)."""
-    outs = []
-    for m in group.members:
-        if any(plan.group_of.get(u) is not group for u in m.users):
-            outs.append(m)
-    return outs
+    """Members whose values are needed outside the group (or returned). A member read
+    outside only for its shape (``t.size(0)``, ``t.shape``, ...) is not stored when a
+    tensor outside the group provably has the same shape (see ``metadata_aliases``),
+    unless that would leave the kernel without outputs."""
+    outs = [m for m in group.members if _read_outside(plan, group, m)]
+    kept = [m for m in outs if _shape_alias(plan, group, m) is None]
+    return kept or outs
+
+
+def _read_outside(plan: Plan, group: Group, m: torch.fx.Node) -> list[torch.fx.Node]:
+    """Readers of m outside its group. Nodes replaced by an override (the tuple of
+    ``torch.min(x, dim)``, the flips around a reverse scan) are never emitted: the
+    override reads m through its op's arguments instead."""
+    out = [u for u in m.users if plan.group_of.get(u) is not group and u not in plan.skipped]
+    if any(u in plan.skipped for u in m.users):
+        out += [n for g in plan.groups if g is not group for n, op in g.ops.items()
+                if any(v is m for v in op.args.values())]
+    return out
+
+
+def is_dead(plan: Plan, group: Group) -> bool:
+    """No value of the group is needed outside it (at most shapes that inputs have too):
+    the kernel is not generated nor launched."""
+    return all(_shape_alias(plan, group, m) is not None for m in group.members if _read_outside(plan, group, m))
+
+
+def metadata_aliases(plan: Plan) -> dict[torch.fx.Node, torch.fx.Node]:
+    """Group members that are not stored (only their shape is read outside the group)
+    -> the node whose shape the forward reads instead."""
+    aliases: dict[torch.fx.Node, torch.fx.Node] = {}
+    for g in plan.groups:
+        stored = set() if is_dead(plan, g) else set(group_outputs(plan, g))
+        for m in g.members:
+            if m not in stored and _read_outside(plan, g, m):
+                alias = _shape_alias(plan, g, m)
+                assert alias is not None
+                aliases[m] = alias
+    return aliases
+
+
+# metadata reads that depend on the shape only
+_META_METHODS = {"size", "dim", "numel", "ndimension"}
+_META_ATTRS = {"shape", "ndim"}
+
+
+def _metadata_use(plan: Plan, user: torch.fx.Node, node: torch.fx.Node) -> bool:
+    if user not in plan.glue or not user.args or user.args[0] is not node:
+        return False
+    rest = list(user.args[1:]) + list(user.kwargs.values())
+    if any(isinstance(a, torch.fx.Node) and a is node for a in rest):
+        return False
+    if user.op == "call_method":
+        return str(user.target) in _META_METHODS
+    return user.op == "call_function" and user.target is getattr and rest[:1] in (["shape"], ["ndim"])
+
+
+def _shape_alias(plan: Plan, group: Group, node: torch.fx.Node) -> torch.fx.Node | None:
+    """For a member whose every outside use is a metadata read: a node outside the group
+    with the same shape for any input shapes (found through shape-preserving members:
+    softmax, layer_norm, scans, pointwise ops of a single tensor operand), else None."""
+    outside = _read_outside(plan, group, node)
+    if not outside or not all(_metadata_use(plan, u, node) for u in outside):
+        return None
+    cur: Any = node
+    while isinstance(cur, torch.fx.Node) and plan.group_of.get(cur) is group:
+        op = group.ops[cur]
+        if op.op in FULL_OUTPUT:
+            cur = op.args.get("input")
+            continue
+        tensors = [v for v in node_inputs(op) if isinstance(v, str) or (isinstance(v, torch.fx.Node)
+                                                                        and shape_of(v) is not None)]
+        if op.op not in POINTWISE or len(tensors) != 1:
+            return None
+        cur = tensors[0]
+    if not isinstance(cur, torch.fx.Node) or cur in plan.skipped or shape_of(cur) != shape_of(node):
+        return None
+    return cur

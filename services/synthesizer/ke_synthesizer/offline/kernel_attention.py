@@ -111,24 +111,43 @@ def {name}(
     else:
         scale_src = repr(float(scale)) if scale is not None else "1.0 / math.sqrt(d)"
     dt = dtype_of(outs[0]) or torch.float32
-    launch = f'''def {launcher}(q, k, v{", scale" if isinstance(scale, torch.fx.Node) else ""}):
-    lead = list(q.shape[:-2])
+    rt = isinstance(scale, torch.fx.Node)
+    cache = f"_plans_{name}"
+    launch = f'''{cache} = {{}}  # input signature -> launch plan
+
+
+def _views_{name}(q, k, v):
+    # one (batch * heads) grid dimension: leading dims fold
+    return q.reshape(-1, q.shape[-2], q.shape[-1]), k.reshape(-1, k.shape[-2], k.shape[-1]), \\
+        v.reshape(-1, v.shape[-2], v.shape[-1])
+
+
+def _plan_{name}(q, k, v):
     lq, d = q.shape[-2], q.shape[-1]
     lk, dv = k.shape[-2], v.shape[-1]
-    q3 = q.reshape(-1, lq, d)
-    k3 = k.reshape(-1, lk, d)
-    v3 = v.reshape(-1, lk, dv)
-    bh = q3.shape[0]
-    out = torch.empty((bh, lq, dv), device=q.device, dtype={dt})
-    block_d = max(16, triton.next_power_of_2(d))
-    block_dv = max(16, triton.next_power_of_2(dv))
-    if bh * lq * dv > 0:
-        grid = (triton.cdiv(lq, {bm}), bh)
-        {name}[grid](q3, k3, v3, out, lq, lk, d, dv, {scale_src},
-            q3.stride(0), q3.stride(1), q3.stride(2), k3.stride(0), k3.stride(1), k3.stride(2),
-            v3.stride(0), v3.stride(1), v3.stride(2),
+    views = _views_{name}(q, k, v)
+    same = all(_same_data(x, t) for x, t in zip(views, (q, k, v)))
+    bh = views[0].shape[0]
+    grid = ((lq + {bm - 1}) // {bm}, bh) if bh * lq * dv > 0 else None
+    sizes = (lq, lk, d, dv{"" if rt else ", " + scale_src})
+    strides = tuple(s for x in views for s in x.stride())
+    block_d, block_dv = max(16, _pow2(d)), max(16, _pow2(dv))
+    return (*q.shape[:-1], dv), same, grid, sizes, strides, block_d, block_dv
+
+
+def {launcher}(q, k, v{", scale" if rt else ""}):
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride())
+    plan = {cache}.get(key)
+    if plan is None:
+        plan = _remember({cache}, key, _plan_{name}(q, k, v))
+    out_shape, same, grid, sizes, strides, block_d, block_dv = plan
+    if not same:  # some operand view is a copy: rebuild the views
+        q, k, v = _views_{name}(q, k, v)
+    out = torch.empty(out_shape, device=q.device, dtype={dt})
+    if grid is not None:
+        {name}[grid](q, k, v, out, *sizes{", scale" if rt else ""}, *strides,
             BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_D=block_d, BLOCK_DV=block_dv, num_warps={warps}, num_stages={stages})
-    return out.reshape(lead + [lq, dv])
+    return out
 '''
     return kernel, launch, launcher
 

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .capture import dtype_of, shape_of
+from .launch_helpers import cache_key
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
@@ -66,7 +67,7 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     from .graph import group_outputs
-    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast
+    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 
     conv = group.members[0]
     op = group.ops[conv]
@@ -96,7 +97,11 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
     sig = ["x_ptr", "w_ptr"] + (["bias_ptr"] if has_bias else []) + [f"e{i}_ptr" for i in range(len(ext))]
     sig += [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["NB", "CIN", "H", "W", "COUT", "KH", "KW", "OH", "OW"] + [f"s{i}" for i in range(len(scalars))]
+    full = [operand_shape(plan, v) == group.shape for v in ext]
+    bcast = [i for i in range(len(ext)) if not full[i]]
+    sig += ["NB", "CIN", "H", "W", "COUT", "KH", "KW", "OH", "OW"]
+    sig += [f"e{i}_s{k}" for i in bcast for k in range(e["nd"] + 2)]  # broadcast operands: expanded strides
+    sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join("conv" if m is conv else group.ops[m].op for m in group.members)
     lines = [
         "@triton.jit", f"def {name}(", f"    {', '.join(sig)},",
@@ -136,9 +141,13 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         lines.append("    bias = tl.load(bias_ptr + cols, mask=cols < COUT, other=0.0)")
         head = "acc + bias"
     lines.append(f"    v_{conv.name} = {head}")
+    # epilogue operands of the output's shape share its offsets; broadcast ones (a per-channel
+    # scale, ...) are read through the strides of their expanded view
+    idx = ["n_idx[:, None]", "cols"] + (["ow[:, None]"] if e["nd"] == 1 else ["oh[:, None]", "ow[:, None]"])
     for i, v in enumerate(ext):
         dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
-        lines.append(f"    e{i} = tl.load(e{i}_ptr + out_off, mask=mask, other=0){load_cast(dt)}")
+        addr = "out_off" if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
+        lines.append(f"    e{i} = tl.load(e{i}_ptr + {addr}, mask=mask, other=0){load_cast(dt)}")
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
@@ -148,33 +157,50 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         lines.append(f"    tl.store(out{j}_ptr + out_off, v_{m.name}, mask=mask)")
     kernel = "\n".join(lines) + "\n"
 
-    launcher = f"launch_{name}"
     params = ["x", "w"] + (["bias"] if has_bias else []) + [f"e{i}" for i in range(len(ext))]
-    params += [f"s{i}" for i in range(len(scalars))]
-    ll = [f"def {launcher}({', '.join(params)}):"]
+    ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", "",
+          f"def _plan_{name}({', '.join(params)}):"]
     if e["nd"] == 1:
         ll += ["    nb, cin, w_in = x.shape", "    h = 1", "    cout, _, kw = w.shape", "    kh = 1"]
     else:
         ll += ["    nb, cin, h, w_in = x.shape", "    cout, _, kh, kw = w.shape"]
     ll += [f"    oh = (h + 2 * {ph} - {dh} * (kh - 1) - 1) // {sh} + 1",
            f"    ow = (w_in + 2 * {pw} - {dw} * (kw - 1) - 1) // {sw} + 1",
-           f"    shape = [nb, cout, {'ow' if e['nd'] == 1 else 'oh, ow'}]",
+           f"    shape = (nb, cout, {'ow' if e['nd'] == 1 else 'oh, ow'})"]
+    ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
+           f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
+           f"{{shape}}')" for i in range(len(ext))]
+    ll += [f"    grid = ((nb * oh * ow + {bm - 1}) // {bm}, (cout + {bn - 1}) // {bn}) if nb * cout * oh * ow > 0 "
+           "else None",
+           "    tail = (nb, cin, h, w_in, cout, kh, kw, oh, ow)"]
+    ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
+    fulls = [i for i in range(len(ext)) if full[i]]
+    ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in fulls) or 'False'}",
+           "    return shape, materialise, grid, tail", "", ""]
+    key = cache_key(["x.shape", "w.shape"] + [p for i in range(len(ext)) for p in (
+        [f"e{i}.shape"] if full[i] else [f"e{i}.shape", f"e{i}.stride()"])])
+    ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
+           f"    key = {key}",
+           f"    plan = _plans_{name}.get(key)",
+           "    if plan is None:",
+           f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
+           "    shape, materialise, grid, tail = plan",
            "    x = x.contiguous()",
            "    w = w.contiguous()"]
-    call = ["x", "w"] + (["bias"] if has_bias else [])
-    for i in range(len(ext)):
-        ll.append(f"    e{i} = e{i}.expand(shape).contiguous()")
-        call.append(f"e{i}")
+    if fulls:
+        ll.append("    if materialise:  # same-shape epilogue operands that broadcast at run time")
+        ll += [f"        e{i} = e{i}.expand(shape)" for i in fulls]
+        ll += [f"    e{i} = e{i}.contiguous()" for i in fulls]
+    call = list(params)
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
         call.append(f"out{j}")
-    call += ["nb", "cin", "h", "w_in", "cout", "kh", "kw", "oh", "ow"] + [f"s{i}" for i in range(len(scalars))]
-    ll += ["    if nb * cout * oh * ow > 0:",
-           f"        grid = (triton.cdiv(nb * oh * ow, {bm}), triton.cdiv(cout, {bn}))",
+    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
+    ll += ["    if grid is not None:",
            f"        {name}[grid]({', '.join(call)},",
            f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={warps}, num_stages={stages})",
            f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"]
-    return kernel, "\n".join(ll) + "\n", launcher
+    return kernel, "\n".join(ll) + "\n", f"launch_{name}"
 
 
 def conv_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:

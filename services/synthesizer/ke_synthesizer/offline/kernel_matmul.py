@@ -15,6 +15,7 @@ import torch
 import torch.fx
 
 from .capture import dtype_of, shape_of
+from .launch_helpers import cache_key
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
@@ -68,16 +69,24 @@ def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] 
     return info
 
 
-def _launcher_prologue(info: dict[str, Any]) -> list[str]:
-    """Runtime code that views the operands as a [Bt, M, K] x [Bt, K, N] problem."""
+def batched(info: dict[str, Any]) -> bool:
+    """Whether the problem keeps a batch grid dimension (broadcast batch dims of both
+    operands); otherwise every leading dim of a folds into the rows of one 2-D problem."""
+    return info["kind"] != "linear" and max(info["b_rank"], 2) > 2
+
+
+def _views_body(info: dict[str, Any]) -> list[str]:
+    """Runtime code of the views function: a and b as [(batch,) rows, K] x [(batch,) K, cols]
+    views, the output shape and the (batch,) m, n, k sizes."""
     ar, br = info["a_rank"], info["b_rank"]
     if info["kind"] == "linear":
         return [
             "    # linear: rows of a (all leading dims) times weight^T, read through strides",
             "    k = a.shape[-1]",
-            "    out_shape = [*a.shape[:-1], b.shape[0]]",
-            "    a3 = a.reshape(1, -1, k)",
-            "    b3 = b.t().unsqueeze(0)",
+            "    out_shape = (*a.shape[:-1], b.shape[0])",
+            "    a = a.reshape(-1, k)",
+            "    b = b.t()",
+            "    sizes = (a.shape[0], b.shape[1], k)",
         ]
     lines = []
     if ar == 1:
@@ -85,16 +94,17 @@ def _launcher_prologue(info: dict[str, Any]) -> list[str]:
     if br == 1:
         lines.append("    b = b.unsqueeze(-1)  # matrix-vector: a column vector")
     lines.append("    k = a.shape[-1]")
-    if max(br, 2) == 2:
+    if not batched(info):
         lines += ["    # batch dims of a fold into rows: one [M, K] x [K, N] problem",
-                  "    out_shape = [*a.shape[:-1], b.shape[-1]]",
-                  "    a3 = a.reshape(1, -1, k)",
-                  "    b3 = b.unsqueeze(0)"]
+                  "    out_shape = (*a.shape[:-1], b.shape[-1])",
+                  "    a = a.reshape(-1, k)",
+                  "    sizes = (a.shape[0], b.shape[1], k)"]
     else:
-        lines += ["    batch = list(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))",
-                  "    out_shape = [*batch, a.shape[-2], b.shape[-1]]",
-                  "    a3 = a.expand(*batch, a.shape[-2], k).reshape(-1, a.shape[-2], k)",
-                  "    b3 = b.expand(*batch, k, b.shape[-1]).reshape(-1, k, b.shape[-1])"]
+        lines += ["    batch = _broadcast_shape(a.shape[:-2], b.shape[:-2])",
+                  "    out_shape = (*batch, a.shape[-2], b.shape[-1])",
+                  "    a = a.expand(*batch, a.shape[-2], k).reshape(-1, a.shape[-2], k)",
+                  "    b = b.expand(*batch, k, b.shape[-1]).reshape(-1, k, b.shape[-1])",
+                  "    sizes = (a.shape[0], a.shape[1], b.shape[2], k)"]
     if ar == 1:
         lines.append("    out_shape = out_shape[:-2] + out_shape[-1:]")
     if br == 1:
@@ -156,13 +166,16 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     loads = []
     for i, v in enumerate(ext):
         dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
-        loads.append(f"e{i} = tl.load(e{i}_ptr + bid * e{i}_sb + rows * e{i}_sm + cols * e{i}_sn, "
-                     f"mask=mask, other=0){load_cast(dt)}")
+        batch = f"bid * e{i}_sb + " if batched(info) else ""
+        loads.append(f"e{i} = tl.load(e{i}_ptr + {batch}rows * e{i}_sm + cols * e{i}_sn, mask=mask, other=0)"
+                     f"{load_cast(dt)}")
 
     name = kernel_name(group, "matmul")
+    bat = batched(info)
+    dims = ("b", "m", "n") if bat else ("m", "n")
     sig = ["a_ptr", "b_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["M", "N", "K", "a_sb", "a_sm", "a_sk", "b_sb", "b_sk", "b_sn"]
-    sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in ("b", "m", "n")]
+    sig += ["M", "N", "K"] + (["a_sb"] if bat else []) + ["a_sm", "a_sk"] + (["b_sb"] if bat else []) + ["b_sk", "b_sn"]
+    sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in dims]
     sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join(group.ops[m].op for m in group.members)
     dot = 'tl.dot(a, b, input_precision="tf32")' if precision == "tf32" else 'tl.dot(a, b, input_precision="ieee")'
@@ -175,7 +188,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "):",
         f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
         "    pid = tl.program_id(0)",
-        "    bid = tl.program_id(1)",
+        *(["    bid = tl.program_id(1)  # batch"] if bat else []),
         *(["    sid = tl.program_id(2)  # which K slice this program sums"] if split_k > 1 else []),
         "    # grouped ordering: GROUP_M row-tiles advance together so B tiles are reused",
         "    num_pid_m = tl.cdiv(M, BLOCK_M)",
@@ -194,9 +207,9 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
            "    for k0 in range(sid * k_per, tl.minimum(K, (sid + 1) * k_per), BLOCK_K):"] if split_k > 1 else
           ["    for k0 in range(0, K, BLOCK_K):"]),
         "        kk = k0 + rk",
-        "        a = tl.load(a_ptr + bid * a_sb + rm[:, None] * a_sm + kk[None, :] * a_sk,",
+        f"        a = tl.load(a_ptr + {'bid * a_sb + ' if bat else ''}rm[:, None] * a_sm + kk[None, :] * a_sk,",
         "                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
-        "        b = tl.load(b_ptr + bid * b_sb + kk[:, None] * b_sk + rn[None, :] * b_sn,",
+        f"        b = tl.load(b_ptr + {'bid * b_sb + ' if bat else ''}kk[:, None] * b_sk + rn[None, :] * b_sn,",
         "                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
         f"        acc += {dot}",
         "    rows = rm[:, None]",
@@ -204,39 +217,67 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "    mask = (rows < M) & (cols < N)",
     ]
     k_lines += ["    " + line for line in loads + epi]
+    off = ("bid * M * N + " if bat else "") + "rows * N + cols"
     for j, m in enumerate(outs):
         if split_k > 1:
-            k_lines.append(f"    tl.atomic_add(out{j}_ptr + bid * M * N + rows * N + cols, v_{m.name}, mask=mask)")
+            k_lines.append(f"    tl.atomic_add(out{j}_ptr + {off}, v_{m.name}, mask=mask)")
         else:
-            k_lines.append(f"    tl.store(out{j}_ptr + bid * M * N + rows * N + cols, v_{m.name}, mask=mask)")
+            k_lines.append(f"    tl.store(out{j}_ptr + {off}, v_{m.name}, mask=mask)")
     kernel = "\n".join(k_lines) + "\n"
 
-    launcher = f"launch_{name}"
-    params = ["a", "b"] + [f"e{i}" for i in range(len(ext))] + [f"s{i}" for i in range(len(scalars))]
-    ll = [f"def {launcher}({', '.join(params)}):"] + _launcher_prologue(info)
-    ll += ["    bt, m, n = a3.shape[0], a3.shape[1], b3.shape[2]"]
-    call = ["a3", "b3"]
-    for i in range(len(ext)):
-        ll.append(f"    e{i} = e{i}.expand(out_shape).reshape(bt, m, n)")
-        call.append(f"e{i}")
-    for j, o in enumerate(outs):
-        alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
-        ll.append(f"    out{j} = {alloc}((bt, m, n), device=a.device, dtype={dtype_of(o) or torch.float32})")
-        call.append(f"out{j}")
-    call += ["m", "n", "k", "a3.stride(0) if bt > 1 else 0", "a3.stride(1)", "a3.stride(2)",
-             "b3.stride(0) if bt > 1 else 0", "b3.stride(1)", "b3.stride(2)"]
-    call += [f"e{i}.stride({x})" for i in range(len(ext)) for x in (0, 1, 2)]
-    call += [f"s{i}" for i in range(len(scalars))]
-    ll += [
-        "    if bt * m * n > 0:",
-        f"        grid = (triton.cdiv(m, {bm}) * triton.cdiv(n, {bn}), bt{', ' + str(split_k) if split_k > 1 else ''})",
-        f"        {name}[grid]({', '.join(call)},",
-        f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={gm_},"
-        + (f" SPLIT_K={split_k}," if split_k > 1 else "")
-        + f" num_warps={warps}, num_stages={stages})",
-        f"    return {', '.join(f'out{j}.reshape(out_shape)' for j in range(len(outs)))}",
-    ]
-    return kernel, "\n".join(ll) + "\n", launcher
+    launcher = matmul_launcher(name, info, len(ext), len(scalars), [dtype_of(o) or torch.float32 for o in outs],
+                               (bm, bn, bk, gm_, split_k, warps, stages))
+    return kernel, launcher, f"launch_{name}"
+
+
+def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int, out_dtypes: list[torch.dtype],
+                    cfg: tuple[int, ...]) -> str:
+    """Launcher source: the operand views, sizes, strides and grid are computed once per
+    input signature (sizes and strides of every operand) and cached; the kernel then
+    reads the caller's tensors directly (a view has its base's address). When a view
+    needs a copy (a broadcast epilogue operand that cannot be flattened, a batch that
+    does not fold), the views are rebuilt on every call."""
+    bm, bn, bk, gm_, split_k, warps, stages = cfg
+    bat = batched(info)
+    tensors = ["a", "b"] + [f"e{i}" for i in range(n_ext)]
+    scalars = [f"s{i}" for i in range(n_scalars)]
+    cache = f"_plans_{name}"
+    ll = [f"{cache} = {{}}  # input signature -> launch plan", "", "",
+          f"def _views_{name}({', '.join(tensors)}):"] + _views_body(info)
+    for i in range(n_ext):
+        ll.append(f"    e{i} = e{i}.expand(out_shape).reshape(sizes[:-1])  # epilogue operand as the output")
+    ll += [f"    return out_shape, sizes, {', '.join(tensors)}", "", "",
+           f"def _plan_{name}({', '.join(tensors)}):",
+           f"    out_shape, sizes, *views = _views_{name}({', '.join(tensors)})",
+           f"    same = all(_same_data(v, t) for v, t in zip(views, {cache_key(tensors)}))",
+           "    strides = tuple(s for v in views for s in v.stride())"]
+    if bat:
+        ll += ["    bt, m, n, k = sizes",
+               f"    grid = (((m + {bm - 1}) // {bm}) * ((n + {bn - 1}) // {bn}), bt"
+               + (f", {split_k})" if split_k > 1 else ")")]
+    else:
+        ll += ["    m, n, k = sizes", "    bt = 1",
+               f"    grid = (((m + {bm - 1}) // {bm}) * ((n + {bn - 1}) // {bn}),"
+               + (f" 1, {split_k})" if split_k > 1 else ")")]
+    ll += ["    return tuple(out_shape), same, grid if bt * m * n > 0 else None, (m, n, k) + strides", "", "",
+           f"def launch_{name}({', '.join(tensors + scalars)}):",
+           f"    key = {cache_key([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')])}",
+           f"    plan = {cache}.get(key)",
+           "    if plan is None:",
+           f"        plan = _remember({cache}, key, _plan_{name}({', '.join(tensors)}))",
+           "    out_shape, same, grid, sizes_strides = plan",
+           "    if not same:  # some operand view is a copy: rebuild the views",
+           f"        _, _, {', '.join(tensors)} = _views_{name}({', '.join(tensors)})"]
+    alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
+    for j, dt in enumerate(out_dtypes):
+        ll.append(f"    out{j} = {alloc}(out_shape, device=a.device, dtype={dt})")
+    call = tensors + [f"out{j}" for j in range(len(out_dtypes))] + ["*sizes_strides"] + scalars
+    ll += ["    if grid is not None:",
+           f"        {name}[grid]({', '.join(call)},",
+           f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={gm_},"
+           + (f" SPLIT_K={split_k}," if split_k > 1 else "") + f" num_warps={warps}, num_stages={stages})",
+           f"    return {', '.join(f'out{j}' for j in range(len(out_dtypes)))}"]
+    return "\n".join(ll) + "\n"
 
 
 def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:

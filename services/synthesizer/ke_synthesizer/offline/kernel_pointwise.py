@@ -15,6 +15,7 @@ import torch.fx
 
 from .capture import dtype_of, shape_of
 from .graph import Group, Plan, group_outputs, node_inputs
+from .launch_helpers import cache_key
 from .lower_pointwise import PointwiseEmitter, literal
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -52,15 +53,40 @@ def operand_shape(plan: Plan, v: Any) -> tuple[int, ...] | None:
     return shape_of(v)
 
 
+def inline_constant(plan: Plan, v: Any) -> float | None:
+    """A 0-d floating-point tensor created inside the reference forward (``torch.tensor(-0.5)``,
+    fx: a ``_tensor_constantN`` attribute) as a Python float: kernels read it as a literal
+    (same type promotion as a Python scalar), so the forward never rebuilds it per call (on
+    a GPU a blocking host-to-device copy)."""
+    if not (isinstance(v, torch.fx.Node) and v.op == "get_attr"):
+        return None
+    path = str(v.target)
+    if not path.split(".")[-1].startswith("_tensor_constant"):
+        return None
+    obj: Any = plan.spec.gm
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    if isinstance(obj, torch.Tensor) and obj.dim() == 0 and obj.is_floating_point():
+        return float(obj)
+    return None
+
+
+def is_tensor_operand(plan: Plan, v: Any) -> bool:
+    """A tensor the kernel loads (a parameter path or a node with a shape), not a constant."""
+    if isinstance(v, str):
+        return True
+    return isinstance(v, torch.fx.Node) and shape_of(v) is not None and inline_constant(plan, v) is None
+
+
 def collect_operands(plan: Plan, group: Group) -> Operands:
     ops = Operands()
     for m in group.members:
         for v in node_inputs(group.ops[m]):
             if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
                 continue
-            if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            if is_tensor_operand(plan, v):
                 ops.tensor_index(v)
-            elif isinstance(v, torch.fx.Node):
+            elif isinstance(v, torch.fx.Node) and inline_constant(plan, v) is None:
                 ops.scalar_index(v)
     return ops
 
@@ -74,10 +100,10 @@ def epilogue_operands(plan: Plan, group: Group) -> tuple[list[Any], list[torch.f
         for v in node_inputs(group.ops[m]):
             if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
                 continue
-            if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            if is_tensor_operand(plan, v):
                 if v not in ext:
                     ext.append(v)
-            elif isinstance(v, torch.fx.Node) and v not in scalars:
+            elif isinstance(v, torch.fx.Node) and inline_constant(plan, v) is None and v not in scalars:
                 scalars.append(v)
     return ext, scalars
 
@@ -88,7 +114,10 @@ def operand_value_fn(plan: Plan, group: Group, ops: Operands, load_names: dict[i
     def val(v: Any) -> str:
         if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
             return f"v_{v.name}"
-        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+        const = inline_constant(plan, v)
+        if const is not None:
+            return literal(const) or "0.0"
+        if is_tensor_operand(plan, v):
             return load_names[ops.tensor_index(v)]
         if isinstance(v, torch.fx.Node):
             return f"s{ops.scalar_index(v)}"
@@ -135,7 +164,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
 
     in_ptrs = [f"in{i}_ptr" for i in range(len(ops.tensors))]
     out_ptrs = [f"out{j}_ptr" for j in range(len(outs))]
-    dims = [f"d{k}" for k in range(rank)]
+    dims = [f"d{k}" for k in range(1, rank)]  # d0 is never needed to unravel
     strides = [f"in{i}_s{k}" for i in range(len(ops.tensors)) if not full[i] for k in range(rank)]
     scalars = [f"s{i}" for i in range(len(ops.scalars))]
     sig = in_ptrs + out_ptrs + ["n_elements"] + (dims if not all(full) else []) + strides + scalars
@@ -181,38 +210,79 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
     kernel = "\n".join(lines) + "\n"
 
-    # Launcher: computes the runtime output shape, allocates, picks the block, launches.
-    params = [f"t{i}" for i in range(len(ops.tensors))] + scalars
+    launcher = pointwise_launcher(name, ops, full, rank, outs, block, warps, programs)
+    return kernel, launcher, f"launch_{name}"
+
+
+def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, outs: list[torch.fx.Node],
+                       block: int, warps: int, programs: str) -> str:
+    """Launcher source. Same-shape operands are read flat (made contiguous); broadcast
+    operands through the strides of their expanded view, computed once per input
+    signature (sizes, strides) and kept in a small per-launcher cache with the output
+    shape and the grid. No torch.broadcast_shapes, expand or triton.cdiv per call."""
+    n_t = len(ops.tensors)
+    scalars = [f"s{i}" for i in range(len(ops.scalars))]
+    params = [f"t{i}" for i in range(n_t)] + scalars
+    fulls = [i for i in range(n_t) if full[i]]
+    bcast = [i for i in range(n_t) if not full[i]]
     launcher = f"launch_{name}"
-    ll = [f"def {launcher}({', '.join(params)}):"]
-    shapes = ", ".join(f"t{i}.shape" for i in range(len(ops.tensors)))
-    ll.append(f"    shape = torch.broadcast_shapes({shapes})")
-    call_args: list[str] = []
-    for i in range(len(ops.tensors)):
-        if full[i]:
-            ll.append(f"    t{i} = t{i}.expand(shape).contiguous()")
-        else:
-            ll.append(f"    t{i} = t{i}.expand(shape)  # broadcast: read through zero strides")
-        call_args.append(f"t{i}")
-    for j, m in enumerate(outs):
-        dt = dtype_of(m) or torch.float32
-        ll.append(f"    out{j} = torch.empty(shape, device=t0.device, dtype={dt})")
-        call_args.append(f"out{j}")
-    ll.append("    n = out0.numel()")
-    call_args.append("n")
-    if not all(full):
-        call_args += [f"shape[{k}]" for k in range(rank)]
-        call_args += [f"t{i}.stride({k})" for i in range(len(ops.tensors)) if not full[i] for k in range(rank)]
-    call_args += scalars
-    ll.append(f"    block = min({block}, triton.next_power_of_2(max(n, 1)))")
-    ll.append("    if n > 0:")
-    if programs == "grid":
-        ll.append("        grid = (triton.cdiv(n, block),)")
+    dtypes = [dtype_of(m) or torch.float32 for m in outs]
+    grid_of = "(n + block - 1) // block"
+    if programs != "grid":
+        grid_of = f"min({grid_of}, {int(programs)})"
+    ll: list[str] = []
+    if not bcast:
+        ll.append(f"def {launcher}({', '.join(params)}):")
+        if len(fulls) > 1:
+            cond = " or ".join(f"t{i}.shape != t0.shape" for i in fulls[1:])
+            ll += [f"    if {cond}:  # operands broadcast at run time: materialise them at the common shape",
+                   f"        shape = _broadcast_shape({', '.join(f't{i}.shape' for i in fulls)})"]
+            ll += [f"        t{i} = t{i}.expand(shape)" for i in fulls]
+        ll += [f"    t{i} = t{i}.contiguous()" for i in fulls]
+        ll += [f"    out{j} = torch.empty_like(t0, dtype={dt}, memory_format=torch.contiguous_format)"
+               for j, dt in enumerate(dtypes)]
+        ll += ["    n = t0.numel()", "    if n > 0:", f"        block = min({block}, _pow2(n))",
+               f"        grid = ({grid_of},){'  # persistent programs' if programs != 'grid' else ''}"]
+        tail = ""
     else:
-        ll.append(f"        grid = (min(triton.cdiv(n, block), {int(programs)}),)  # persistent programs")
-    ll.append(f"        {name}[grid]({', '.join(call_args)}, BLOCK_SIZE=block, num_warps={warps})")
+        cache = f"_plans_{name}"
+        key = cache_key([p for i in range(n_t) for p in ([f"t{i}.shape"] if full[i] else
+                                                            [f"t{i}.shape", f"t{i}.stride()"])])
+        ll += [f"{cache} = {{}}  # input signature -> launch plan", "", "",
+               f"def _plan_{name}({', '.join(f't{i}' for i in range(n_t))}):",
+               "    # output shape, whether same-shape operands must be materialised (they broadcast at",
+               "    # run time), element count, grid, block, then output dims 1.. and broadcast strides",
+               f"    shape = _broadcast_shape({', '.join(f't{i}.shape' for i in range(n_t))})",
+               f"    if len(shape) > {rank}:",
+               f"        raise RuntimeError(f'{name}: output rank {{len(shape)}} > {rank}')",
+               f"    padded = (1,) * ({rank} - len(shape)) + shape",
+               f"    materialise = {' or '.join(f't{i}.shape != shape' for i in fulls) or 'False'}",
+               "    n = math.prod(shape)",
+               f"    block = min({block}, _pow2(n))",
+               "    tail = padded[1:]"]
+        ll += [f"    tail += _expanded_strides(padded, t{i}.shape, t{i}.stride())" for i in bcast]
+        ll += [f"    return shape, materialise, n, ({grid_of},), block, tail", "", "",
+               f"def {launcher}({', '.join(params)}):",
+               f"    key = {key}",
+               f"    plan = {cache}.get(key)",
+               "    if plan is None:",
+               f"        plan = _remember({cache}, key, _plan_{name}({', '.join(f't{i}' for i in range(n_t))}))",
+               "    shape, materialise, n, grid, block, tail = plan"]
+        if fulls:
+            ll += ["    if materialise:  # same-shape operands that broadcast at run time"]
+            ll += [f"        t{i} = t{i}.expand(shape)" for i in fulls]
+            ll += [f"    t{i} = t{i}.contiguous()" for i in fulls]
+            ll += [f"    out{j} = torch.empty_like(t{fulls[0]}, dtype={dt}, memory_format=torch.contiguous_format)"
+                   for j, dt in enumerate(dtypes)]
+        else:
+            ll += [f"    out{j} = torch.empty(shape, device=t0.device, dtype={dt})" for j, dt in enumerate(dtypes)]
+        ll.append("    if n > 0:")
+        tail = ", *tail"
+    call = [f"t{i}" for i in range(n_t)] + [f"out{j}" for j in range(len(outs))] + ["n"]
+    ll.append(f"        {name}[grid]({', '.join(call)}{tail}{''.join(', ' + x for x in scalars)}, "
+              f"BLOCK_SIZE=block, num_warps={warps})")
     ll.append(f"    return {', '.join(f'out{j}' for j in range(len(outs)))}")
-    return kernel, "\n".join(ll) + "\n", launcher
+    return "\n".join(ll) + "\n"
 
 
 def launcher_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:

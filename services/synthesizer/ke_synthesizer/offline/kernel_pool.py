@@ -13,6 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .capture import dtype_of, shape_of
+from .launch_helpers import cache_key
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
@@ -71,7 +72,7 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     from .graph import group_outputs
-    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast
+    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 
     pool = group.members[0]
     e = group.ops[pool].extra
@@ -96,8 +97,14 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
             raise ValueError(f"unsupported operand {v!r}")
         return lit
 
+    rank = len(group.shape)
+    full = [operand_shape(plan, v) == group.shape for v in ext]
+    bcast = [i for i in range(len(ext)) if not full[i]]
     sig = ["x_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["n_out", "H", "W", "OH", "OW"] + [f"s{i}" for i in range(len(scalars))]
+    sig += ["n_out", "H", "W", "OH", "OW"]
+    sig += [f"d{k}" for k in range(1, rank - e["nd"]) if bcast]  # leading output dims (unravel)
+    sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
+    sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join(f"{e['kind']}_pool" if m is pool else group.ops[m].op for m in group.members)
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", "    BLOCK_SIZE: tl.constexpr,", "):",
              f"    # Fuses {fused}: each lane reduces one {kh}x{kw} window (stride {sh}x{sw}, padding {ph}x{pw}).",
@@ -126,9 +133,18 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         lines.append(f"    v_{pool.name} = acc / {float(kh * kw)!r}")
     else:
         lines.append(f"    v_{pool.name} = acc / tl.maximum(count, 1.0)")
+    # epilogue operands of the output's shape are read flat; broadcast ones (a per-channel
+    # shift, ...) through the strides of their expanded view, the plane index unravelled
+    lead = rank - e["nd"]
+    if bcast:
+        lines.append("    rem = plane")
+        for k in reversed(range(lead)):
+            lines += [f"    i{k} = rem % d{k}", f"    rem = rem // d{k}"] if k else ["    i0 = rem"]
+    idx = [f"i{k}" for k in range(lead)] + (["ow"] if e["nd"] == 1 else ["oh", "ow"])
     for i, v in enumerate(ext):
         dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
-        lines.append(f"    e{i} = tl.load(e{i}_ptr + offs, mask=mask, other=0){load_cast(dt)}")
+        addr = "offs" if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
+        lines.append(f"    e{i} = tl.load(e{i}_ptr + {addr}, mask=mask, other=0){load_cast(dt)}")
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
@@ -138,32 +154,49 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
     kernel = "\n".join(lines) + "\n"
 
-    launcher = f"launch_{name}"
-    params = ["x"] + [f"e{i}" for i in range(len(ext))] + [f"s{i}" for i in range(len(scalars))]
-    ll = [f"def {launcher}({', '.join(params)}):"]
+    ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", ""]
+    params = ["x"] + [f"e{i}" for i in range(len(ext))]
+    ll.append(f"def _plan_{name}({', '.join(params)}):")
     if e["nd"] == 1:
-        ll += ["    lead = list(x.shape[:-1])", "    h, w = 1, x.shape[-1]"]
+        ll += ["    h, w = 1, x.shape[-1]"]
     else:
-        ll += ["    lead = list(x.shape[:-2])", "    h, w = x.shape[-2], x.shape[-1]"]
+        ll += ["    h, w = x.shape[-2], x.shape[-1]"]
     ll += [f"    oh = (h + 2 * {ph} - {kh}) // {sh} + 1",
            f"    ow = (w + 2 * {pw} - {kw}) // {sw} + 1",
-           f"    shape = lead + {'[ow]' if e['nd'] == 1 else '[oh, ow]'}",
+           f"    shape = (*x.shape[:-{e['nd']}], {'ow' if e['nd'] == 1 else 'oh, ow'})"]
+    ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
+           f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
+           f"{{shape}}')" for i in range(len(ext))]
+    ll += ["    n = math.prod(shape)",
+           f"    block = min({block}, _pow2(n))",
+           "    grid = ((n + block - 1) // block,) if n > 0 else None",
+           "    tail = (n, h, w, oh, ow)" + (f" + shape[1:{rank - e['nd']}]" if bcast else "")]
+    ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
+    ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in range(len(ext)) if full[i]) or 'False'}",
+           "    return shape, materialise, grid, block, tail", "", ""]
+    key = cache_key(["x.shape"] + [p for i in range(len(ext)) for p in ([f"e{i}.shape"] if full[i] else
+                                                                         [f"e{i}.shape", f"e{i}.stride()"])])
+    ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
+           f"    key = {key}",
+           f"    plan = _plans_{name}.get(key)",
+           "    if plan is None:",
+           f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
+           "    shape, materialise, grid, block, tail = plan",
            "    x = x.contiguous()"]
-    call = ["x"]
-    for i in range(len(ext)):
-        ll.append(f"    e{i} = e{i}.expand(shape).contiguous()")
-        call.append(f"e{i}")
+    fulls = [i for i in range(len(ext)) if full[i]]
+    if fulls:
+        ll.append("    if materialise:  # same-shape epilogue operands that broadcast at run time")
+        ll += [f"        e{i} = e{i}.expand(shape)" for i in fulls]
+        ll += [f"    e{i} = e{i}.contiguous()" for i in fulls]
+    call = ["x"] + [f"e{i}" for i in range(len(ext))]
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
         call.append(f"out{j}")
-    ll.append("    n = out0.numel()")
-    call += ["n", "h", "w", "oh", "ow"] + [f"s{i}" for i in range(len(scalars))]
-    ll += [f"    block = min({block}, triton.next_power_of_2(max(n, 1)))",
-           "    if n > 0:",
-           "        grid = (triton.cdiv(n, block),)",
+    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
+    ll += ["    if grid is not None:",
            f"        {name}[grid]({', '.join(call)}, BLOCK_SIZE=block, num_warps={warps})",
            f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"]
-    return kernel, "\n".join(ll) + "\n", launcher
+    return kernel, "\n".join(ll) + "\n", f"launch_{name}"
 
 
 def pool_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:

@@ -8,7 +8,6 @@ search graph changes exactly one knob: ``Transformation(name=<knob>, params={"gr
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .graph import Group, Plan
@@ -44,10 +43,11 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "num_warps": ("4", "1", "2", "8"),
     },
     "row": {
-        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction;
-        # online: looped with max + sum(exp(x - max)) fused into one pass (softmax family)
-        # split: columns spread over programs, partial sums combined atomically (few long rows)
-        "strategy": ("single", "looped", "online", "split"),
+        # auto: the launcher picks single / looped (online) / split from the run-time sizes;
+        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction
+        # level; online: looped with max + sum(exp(x - max)) fused into one pass (softmax
+        # family); split: columns spread over programs, partials combined by a second kernel
+        "strategy": ("auto", "single", "looped", "online", "split"),
         "BLOCK_M": ("4", "1", "2", "8", "16", "32", "64"),
         "BLOCK_N": ("1024", "64", "256", "512", "2048"),
         "num_warps": ("4", "1", "2", "8"),
@@ -66,12 +66,6 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "SPLIT_K": ("1", "2", "4"),
     },
 }
-
-# Rows longer than this default to the looped strategy (register pressure on GPU).
-SINGLE_PASS_MAX_N = 8192
-# Fewer rows than this, each at least SPLIT_MIN_N long, default to the split strategy.
-SPLIT_MAX_ROWS = 64
-SPLIT_MIN_N = 4096
 
 
 @dataclass(frozen=True)
@@ -97,37 +91,21 @@ def is_column_reduction(group: Group) -> bool:
 COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
 
 
-def default_strategy(group: Group) -> str:
-    allowed = group.info.get("allowed", {}).get("strategy")
-    if allowed is not None and len(allowed) == 1:
-        return allowed[0]
-    rinfo = group.info["row"]
-    n = math.prod(rinfo.full[d] for d in rinfo.dims)
-    m = math.prod(s for d, s in enumerate(rinfo.full) if d not in rinfo.dims)
-    if group.info.get("split") and m < SPLIT_MAX_ROWS and n >= SPLIT_MIN_N:
-        return "split"
-    if n <= SINGLE_PASS_MAX_N and not is_column_reduction(group):
-        return "single"
-    return "online" if group.info.get("online") else "looped"
+def row_strategies_of(plan: Plan, group: Group) -> list[str]:
+    """Strategies a row group can use (computed once per plan, see kernel_row)."""
+    if "strategies" not in group.info:
+        from .graph import group_outputs
+        from .kernel_row import RowBuilder, row_strategies
+        from .lower_pointwise import PointwiseEmitter
 
-
-def _mark_online(plan: Plan, group: Group) -> None:
-    """Record whether the row group has a max / sum-of-exp pair (softmax family)."""
-    if "online" in group.info:
-        return
-    from .graph import group_outputs
-    from .kernel_row import _RowBuilder, online_pairs
-    from .kernel_row_split import split_reduction
-    from .lower_pointwise import PointwiseEmitter
-
-    try:
-        builder = _RowBuilder(plan, group, PointwiseEmitter())
-        builder.build()
-        group.info["online"] = bool(online_pairs(builder.micros))
-        outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
-        group.info["split"] = split_reduction(builder, outs) is not None
-    except (ValueError, KeyError):  # the generator will demote this group anyway
-        group.info["online"] = group.info["split"] = False
+        try:
+            builder = RowBuilder(plan, group, PointwiseEmitter())
+            builder.build()
+            outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
+            group.info["strategies"] = row_strategies(builder, outs)
+        except (ValueError, KeyError):  # the generator will demote this group anyway
+            group.info["strategies"] = ["single"]
+    return group.info["strategies"]
 
 
 def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
@@ -143,24 +121,20 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
         out.append(Knob("attention", "attention", "", ("flash", "unfused")))
     for g in plan.groups:
-        if g.kind == "row":
-            _mark_online(plan, g)
+        avail = row_strategies_of(plan, g) if g.kind == "row" else []
         for name, choices in GROUP_KNOBS.get(g.kind, {}).items():
-            choices = tuple(_filter(g.kind, name, choices, g.info))
             if g.kind == "row" and name == "strategy":
-                d = default_strategy(g)
-                choices = (d,) + tuple(c for c in choices if c != d)
+                # graph.py's allowed list predates chunked scans: availability is computed here
+                choices = tuple(avail) if len(avail) == 1 else ("auto", *avail)
+            else:
+                choices = tuple(_filter(g.kind, name, choices, g.info))
             if g.kind == "row" and name in COLUMN_DEFAULTS and is_column_reduction(g):
                 d = COLUMN_DEFAULTS[name]
                 choices = (d,) + tuple(c for c in choices if c != d)
             if g.kind == "matmul" and name == "SPLIT_K" and len(g.members) > 1:
                 continue  # a non-linear epilogue cannot be applied to partial sums
-            if g.kind == "row" and name == "strategy" and not g.info.get("online"):
-                choices = tuple(c for c in choices if c != "online")
-            if g.kind == "row" and name == "strategy" and not g.info.get("split"):
-                choices = tuple(c for c in choices if c != "split")
-            strategy = genome.get(f"{g.key}.strategy", default_strategy(g)) if g.kind == "row" else ""
-            if g.kind == "row" and name == "BLOCK_N" and strategy == "single":
+            strategy = genome.get(f"{g.key}.strategy", "auto") if g.kind == "row" else ""
+            if g.kind == "row" and name == "BLOCK_N" and (strategy == "single" or avail == ["single"]):
                 continue  # the whole row is one block
             if g.kind == "row" and name == "programs" and strategy == "split":
                 continue  # the split grid is sized by the row length

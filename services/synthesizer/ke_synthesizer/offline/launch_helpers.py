@@ -1,0 +1,63 @@
+"""Plain-Python helpers for the generated launchers, emitted once per candidate module
+(only those a launcher calls), and the rules that keep launchers cheap on the host.
+
+Every forward pays its launchers' Python on every call, and on a GPU the benchmark time
+of a candidate is about max(host enqueue time, device time). ``triton.cdiv`` and
+``triton.next_power_of_2`` are ``ConstexprFunction`` objects (about 2 us a call),
+``torch.broadcast_shapes`` goes through torch._refs (about 10 us), ``expand`` /
+``reshape`` / ``t`` create a view each (about 1-3 us), ``torch.empty`` with a
+``torch.Size`` about 2 us; the helpers below replace what the hot path needs of them.
+See README.md ("Host overhead").
+"""
+
+from __future__ import annotations
+
+import re
+
+LAUNCH_HELPERS: dict[str, str] = {
+    "_pow2": '''def _pow2(n):
+    """triton.next_power_of_2 (n >= 1) in plain Python: triton's costs ~2 us a call."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+''',
+    "_broadcast_shape": '''def _broadcast_shape(*shapes):
+    """torch.broadcast_shapes in plain Python: torch's costs ~10 us a call."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for i, d in enumerate(s, rank - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} cannot be broadcast")
+                out[i] = d
+    return tuple(out)
+''',
+    "_expanded_strides": '''def _expanded_strides(shape, size, stride):
+    """Strides of a tensor (size, stride) read as if expanded to shape: 0 where it broadcasts."""
+    lead = len(shape) - len(size)
+    return tuple(0 if i < lead or size[i - lead] == 1 else stride[i - lead] for i in range(len(shape)))
+''',
+    "_remember": '''def _remember(plans, key, plan):
+    """Keep a launch plan for one input signature (sizes, strides): a small bounded cache."""
+    if len(plans) >= 64:
+        plans.clear()
+    plans[key] = plan
+    return plan
+''',
+    "_same_data": '''def _same_data(view, t):
+    """Whether view reads t's memory (a view at the same address, not a copy)."""
+    return view.data_ptr() == t.data_ptr() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+''',
+}
+
+_CALL = re.compile(r"\b(" + "|".join(re.escape(n) for n in LAUNCH_HELPERS) + r")\(")
+
+
+def used_launch_helpers(source: str) -> list[str]:
+    """Names of the helpers that launcher source calls, in a stable order."""
+    return sorted(set(_CALL.findall(source)))
+
+
+def cache_key(parts: list[str]) -> str:
+    """Source of a plan-cache key: a tuple of cheap attribute reads (``t.shape``,
+    ``t.stride()``); hashing torch.Size tuples costs well under a microsecond."""
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"

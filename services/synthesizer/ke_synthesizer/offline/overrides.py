@@ -1,0 +1,75 @@
+"""Overrides: fx patterns planned as one canonical op each, the nodes they replace
+hidden (never emitted). ``torch.max(x, dim)`` tuples become amax / argmax of their
+getitem users; ``flip(scan(flip(x)))`` becomes one reverse scan."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from .capture import shape_of
+from .ops import NormOp, normalize
+
+
+def scan_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                   hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
+    """flip(scan(flip(x, [d]), d), [d]) is a reverse scan: the outer flip becomes one
+    op and the inner two nodes are never materialised."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        if node.op != "call_function" or node.target is not torch.flip:
+            continue
+        scan = node.args[0]
+        if not isinstance(scan, torch.fx.Node) or len(scan.users) != 1:
+            continue
+        op = normalize(scan, gm)
+        if op is None or op.op not in ("cumsum", "cumprod"):
+            continue
+        inner = op.args["input"]
+        if not (isinstance(inner, torch.fx.Node) and inner.op == "call_function" and inner.target is torch.flip
+                and len(inner.users) == 1):
+            continue
+        rank = len(shape_of(node) or ())
+        dims_outer: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
+        dims_inner: Any = inner.args[1] if len(inner.args) > 1 else inner.kwargs.get("dims")
+        d = op.args["dim"]
+        if not rank or not isinstance(d, int) or not all(isinstance(v, (list, tuple)) and len(v) == 1
+                                                         for v in (dims_outer, dims_inner)):
+            continue
+        if not (dims_outer[0] % rank == dims_inner[0] % rank == d % rank):
+            continue
+        out[node] = NormOp(op.op, {"input": inner.args[0], "dim": d, "reverse": True})
+        hidden[node] = [inner, scan]
+    return out
+
+
+def max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                      hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
+    """torch.max(x, dim) returns (values, indices): its getitem users become amax /
+    argmax ops of their own (the tuple itself is then never materialised)."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        if node.op not in ("call_function", "call_method"):
+            continue
+        op = normalize(node, gm)
+        if op is None or op.op not in ("max_dim", "min_dim"):
+            continue
+        users = list(node.users)
+        part = {}
+        for u in users:
+            if u.op == "call_function" and u.target is operator.getitem and u.args[1] in (0, 1):
+                part[u] = u.args[1]
+            elif u.op == "call_function" and u.target is getattr and u.args[1] in ("values", "indices"):
+                part[u] = 0 if u.args[1] == "values" else 1
+        if not users or len(part) != len(users):
+            continue
+        for u in users:
+            kind = ("amax" if op.op == "max_dim" else "amin") if part[u] == 0 else (
+                "argmax" if op.op == "max_dim" else "argmin")
+            out[u] = NormOp(kind, {"input": op.args["input"], "dim": op.args["dim"],
+                                   "keepdim": op.args["keepdim"]})
+            hidden[u] = [node]
+    return out
