@@ -152,7 +152,11 @@ def main() -> None:
                 statuses: dict[str, int] = {}
                 for c in res.candidates:
                     statuses[c.verdict.status] = statuses.get(c.verdict.status, 0) + 1
-                row.update(evaluated=len(res.candidates), search_s=res.seconds, statuses=statuses)
+                row.update(evaluated=len(res.candidates), search_s=res.seconds, statuses=statuses,
+                           failures=[{"id": c.node.node_id, "status": c.verdict.status,
+                                      "transformation": c.proposal.transformation.name,
+                                      "reason": c.verdict.reason[:300]}
+                                     for c in res.candidates if c.verdict.status != "correct"])
                 best = res.best
                 if best is not None:
                     row.update(best_id=best.node.node_id, best_transformation=best.proposal.transformation.name,
