@@ -200,3 +200,18 @@ def test_spare_worker_takes_over_after_a_failure_with_the_same_verdicts() -> Non
     pids = [v.evidence["worker"]["pid"] for v in (first, second, third, fourth)]
     assert len(set(pids)) == 4 or (pids[1] != pids[0] and pids[3] != pids[2])
     assert second.evidence["worker"]["job_index"] == 1 and fourth.evidence["worker"]["job_index"] == 1
+
+
+def test_spare_from_start_serves_the_first_replacement_at_once() -> None:
+    """With spare_from_start the spare is spawned beside the first worker, so the job after
+    the first failure does not wait for a worker start."""
+    with Judge(EvalOptions(device="cpu", correctness_trials=2, spare_from_start=True)) as j:
+        j.warm_up()
+        slot = j._pool.slots[0]  # noqa: SLF001 - the pool's internals are what is under test
+        assert slot.spare is not None
+        spare_pid = slot.spare.proc.pid
+        first = j.evaluate(example(RELU), candidate("wrong_math"))
+        second = j.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+    assert [first.status, second.status] == ["incorrect", "correct"]
+    assert second.evidence["worker"]["pid"] == spare_pid != first.evidence["worker"]["pid"]
+    assert second.evidence["worker"]["job_index"] == 1

@@ -98,6 +98,11 @@ class EvalOptions:
     # and was most of the judge's wall time on an H100 when failures were frequent
     # (bench/RESULTS.md). Costs one idle process (and a CUDA context) while it waits.
     spare_worker: bool = True
+    # Start the spare with the first worker instead of after the first replacement. None:
+    # on CUDA only. An H100 run waited ~10 s for a worker after its first failure, 14% of
+    # the run (bench/results/eval_throughput.json); on a small CPU host the idle torch
+    # import would compete with the work.
+    spare_from_start: bool | None = None
     # Workers judging at once on the device (``evaluate`` from several threads, or
     # ``evaluate_many``). Timing takes the device alone (exclusive lock); everything else
     # overlaps. Each worker has its own spare and reference cache.
@@ -165,7 +170,8 @@ class Judge:
         lock_wait = o.lock_wait_timeout_s
         if lock_wait is None:
             lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.startup_timeout_s) * max(1, n)
-        self._pool = WorkerPool([Slot(i, self._spawn, o, lock_wait) for i in range(n)])
+        early = o.spare_worker and (o.spare_from_start if o.spare_from_start is not None else self.device == "cuda")
+        self._pool = WorkerPool([Slot(i, self._spawn, o, lock_wait, spare_early=early) for i in range(n)])
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}

@@ -278,8 +278,9 @@ class Slot:
     one caller at a time (``WorkerPool.lease``)."""
 
     def __init__(self, index: int, spawn: Callable[[], WorkerProcess], opts: EvalOptions,
-                 lock_wait_timeout: float) -> None:
+                 lock_wait_timeout: float, spare_early: bool = False) -> None:
         self.index = index
+        self.spare_early = spare_early
         self._spawn = spawn
         self.opts = opts
         self.lock_wait_timeout = lock_wait_timeout
@@ -305,6 +306,8 @@ class Slot:
                 self.worker = self._spawn()
             self.started += 1
             self.affinity = ""
+            if self.spare_early and self.spare is None:
+                self.spare = self._spawn()  # ready before the first failure needs it
         return self.worker
 
     def replace(self) -> None:
