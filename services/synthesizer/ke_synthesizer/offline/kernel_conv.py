@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .capture import dtype_of, shape_of
-from .launch_helpers import cache_key
+from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
@@ -177,7 +177,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     fulls = [i for i in range(len(ext)) if full[i]]
     ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in fulls) or 'False'}",
            "    return shape, materialise, grid, tail", "", ""]
-    key = cache_key(["x.shape", "w.shape"] + [p for i in range(len(ext)) for p in (
+    key = tuple_source(["x.shape", "w.shape"] + [p for i in range(len(ext)) for p in (
         [f"e{i}.shape"] if full[i] else [f"e{i}.shape", f"e{i}.stride()"])])
     ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
            f"    key = {key}",

@@ -15,7 +15,7 @@ import torch
 import torch.fx
 
 from .capture import dtype_of, shape_of
-from .launch_helpers import cache_key
+from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
@@ -249,7 +249,7 @@ def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int,
     ll += [f"    return out_shape, sizes, {', '.join(tensors)}", "", "",
            f"def _plan_{name}({', '.join(tensors)}):",
            f"    out_shape, sizes, *views = _views_{name}({', '.join(tensors)})",
-           f"    same = all(_same_data(v, t) for v, t in zip(views, {cache_key(tensors)}))",
+           f"    same = all(_same_data(v, t) for v, t in zip(views, {tuple_source(tensors)}))",
            "    strides = tuple(s for v in views for s in v.stride())"]
     if bat:
         ll += ["    bt, m, n, k = sizes",
@@ -261,7 +261,7 @@ def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int,
                + (f" 1, {split_k})" if split_k > 1 else ")")]
     ll += ["    return tuple(out_shape), same, grid if bt * m * n > 0 else None, (m, n, k) + strides", "", "",
            f"def launch_{name}({', '.join(tensors + scalars)}):",
-           f"    key = {cache_key([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')])}",
+           f"    key = {tuple_source([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')])}",
            f"    plan = {cache}.get(key)",
            "    if plan is None:",
            f"        plan = _remember({cache}, key, _plan_{name}({', '.join(tensors)}))",

@@ -15,7 +15,7 @@ import torch.fx
 
 from .capture import dtype_of, shape_of
 from .graph import Group, Plan, group_outputs, node_inputs
-from .launch_helpers import cache_key
+from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -246,7 +246,7 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
         tail = ""
     else:
         cache = f"_plans_{name}"
-        key = cache_key([p for i in range(n_t) for p in ([f"t{i}.shape"] if full[i] else
+        key = tuple_source([p for i in range(n_t) for p in ([f"t{i}.shape"] if full[i] else
                                                             [f"t{i}.shape", f"t{i}.stride()"])])
         ll += [f"{cache} = {{}}  # input signature -> launch plan", "", "",
                f"def _plan_{name}({', '.join(f't{i}' for i in range(n_t))}):",

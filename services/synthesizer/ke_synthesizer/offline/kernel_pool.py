@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .capture import dtype_of, shape_of
-from .launch_helpers import cache_key
+from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
@@ -174,7 +174,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
     ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in range(len(ext)) if full[i]) or 'False'}",
            "    return shape, materialise, grid, block, tail", "", ""]
-    key = cache_key(["x.shape"] + [p for i in range(len(ext)) for p in ([f"e{i}.shape"] if full[i] else
+    key = tuple_source(["x.shape"] + [p for i in range(len(ext)) for p in ([f"e{i}.shape"] if full[i] else
                                                                          [f"e{i}.shape", f"e{i}.stride()"])])
     ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
            f"    key = {key}",

@@ -57,7 +57,8 @@ def used_launch_helpers(source: str) -> list[str]:
     return sorted(set(_CALL.findall(source)))
 
 
-def cache_key(parts: list[str]) -> str:
-    """Source of a plan-cache key: a tuple of cheap attribute reads (``t.shape``,
+def tuple_source(parts: list[str]) -> str:
+    """Source of a tuple literal of the given expressions (one item keeps its comma): shape
+    tuples, and plan-cache keys made of cheap attribute reads (``t.shape``,
     ``t.stride()``); hashing torch.Size tuples costs well under a microsecond."""
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"

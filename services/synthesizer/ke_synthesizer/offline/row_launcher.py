@@ -28,7 +28,7 @@ import torch
 import torch.fx
 
 from .capture import dtype_of
-from .launch_helpers import cache_key
+from .launch_helpers import tuple_source
 from .row_layout import operand_meta, own_dim
 
 if TYPE_CHECKING:
@@ -64,19 +64,15 @@ def _shape_source(b: RowBuilder) -> int | None:
     return None
 
 
-def _tuple(items: list[str]) -> str:
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
 def _checks(b: RowBuilder, src: int | None) -> list[str]:
     """Plan-time checks that operands still have the broadcast pattern the kernel was
     generated for (an operand that does not fit raises, never computes something else)."""
     lay, rank = b.lay, b.lay.rank
     d = [f"d{k}" for k in range(rank)]
-    keep = _tuple([d[k] if k in lay.kept else "1" for k in range(rank)])
-    flat = _tuple([d[k] for k in lay.kept])
-    col = _tuple([d[k] if k in lay.dims else "1" for k in range(rank)])
-    full = _tuple(d)
+    keep = tuple_source([d[k] if k in lay.kept else "1" for k in range(rank)])
+    flat = tuple_source([d[k] for k in lay.kept])
+    col = tuple_source([d[k] if k in lay.dims else "1" for k in range(rank)])
+    full = tuple_source(d)
     lines = []
     for i, op in enumerate(b.operands):
         r = len(lay.kept) if op.layout == "rowflat" else rank
@@ -136,11 +132,11 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
     shapes = []
     for _m, layout in outs:
         if layout == "full":
-            shapes.append(_tuple(d))
+            shapes.append(tuple_source(d))
         else:
-            shapes.append(_tuple([d[k] if k in lay.kept else "1" for k in range(rank)]) if layout == "row"
-                          else _tuple([d[k] for k in lay.kept]))
-    pl += [f"    sizes = {_tuple(sizes)}", f"    shapes = {_tuple(shapes)}",
+            shapes.append(tuple_source([d[k] if k in lay.kept else "1" for k in range(rank)]) if layout == "row"
+                          else tuple_source([d[k] for k in lay.kept]))
+    pl += [f"    sizes = {tuple_source(sizes)}", f"    shapes = {tuple_source(shapes)}",
            "    kind, grid, fgrid, bm, bn, bs, s, chunk, psize, isize = 0, None, None, 1, 1, 1, 1, 1, 0, 0",
            "    if m > 0:"]
     if lay.orient == "col":
@@ -156,7 +152,7 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
         key += [f"t{i}.shape"] + ([f"t{i}.stride()"] if op.cls == "strided" else [])
     key.append(f"{dev}.is_cuda")
     ll = [f"def launch_{name}({', '.join(tensors + scalars)}):",
-          f"    key = {cache_key(key)}",
+          f"    key = {tuple_source(key)}",
           f"    plan = {cache}.get(key)",
           "    if plan is None:",
           f"        plan = _remember({cache}, key, _plan_{name}({', '.join(tensors)}))",
