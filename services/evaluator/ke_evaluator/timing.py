@@ -42,6 +42,7 @@ _L2_FLUSH_BYTES = 256 * 1024 * 1024
 # per call is reported as host time either way).
 _MIN_SPIN_MS = 0.05
 _MAX_SPIN_MS = 20.0
+_SPIN_RATES: dict[int, float] = {}  # device index -> cycles per ms, see _spin_rate
 
 
 @dataclass
@@ -119,13 +120,16 @@ class Timer:
             self._flush = torch.empty(_L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
             self._Event = torch.cuda.Event
             self._sync = torch.cuda.synchronize
-            self._cycles_per_ms = _spin_rate(self._Event, self._sync)
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            if index not in _SPIN_RATES:
+                _SPIN_RATES[index] = _spin_rate(self._Event, self._sync)
+            self._cycles_per_ms = _SPIN_RATES[index]
         # Per contestant (host costs differ: eager vs a Python launcher), set from warm-up.
         self._spin_ms: dict[int, float] = {}
 
     def note_host_ms(self, key: int, host_ms: float) -> None:
         """Size contestant ``key``'s spin from a host time seen outside the timed region."""
-        self._spin_ms[key] = min(_MAX_SPIN_MS, max(_MIN_SPIN_MS, self._spin_ms.get(key, 0.0), 2.0 * host_ms))
+        self._spin_ms[key] = max(self._spin_ms.get(key, 0.0), _spin_for(host_ms))
 
     def time_call(self, fn: Callable[[], Any], key: int = 0) -> float:
         if self.cuda:
@@ -146,8 +150,7 @@ class Timer:
             device = float(start.elapsed_time(end))
             if host > spin_ms:
                 self.spin_short += 1
-            # The next spin covers this host time twice over (the spin rate drifts with clocks).
-            self._spin_ms[key] = min(_MAX_SPIN_MS, max(_MIN_SPIN_MS, 2.0 * host))
+            self._spin_ms[key] = _spin_for(host)
             self.last_device_ms, self.last_host_ms = device, host
             return device
         t0 = _perf_counter()
@@ -157,8 +160,16 @@ class Timer:
         return ms
 
 
+def _spin_for(host_ms: float) -> float:
+    """Spin before the next call: twice the host time seen (the spin rate drifts with
+    clocks), within the bounds."""
+    return min(_MAX_SPIN_MS, max(_MIN_SPIN_MS, 2.0 * host_ms))
+
+
 def _spin_rate(event: Any, sync: Callable[[], None]) -> float:
-    """GPU clock cycles per millisecond of ``torch.cuda._sleep``, measured once per timer.
+    """GPU clock cycles per millisecond of ``torch.cuda._sleep``, measured once per device
+    and process (a Timer is built for every judged candidate; the clock rate is the
+    device's, not the candidate's).
 
     An idle H100 sat at 345 MHz against a 1980 MHz boost clock: a rate measured before the
     clocks rise would make every spin several times shorter than meant. So: spin a while
