@@ -87,8 +87,7 @@ def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
             out[f"{label}_host_ms"] = summary["host_median_ms"]
             out[f"{label}_per_call_ms"] = summary["per_call_median_ms"]
             out[f"{label}_trials"] = summary["trials"]
-        out["bytes"] = tensor_bytes(inputs) + tensor_bytes(expected) + sum(
-            p.numel() * p.element_size() for p in ref.parameters())
+        out["bytes"] = tensor_bytes(inputs) + tensor_bytes(expected) + tensor_bytes(list(ref.parameters()))
     torch._dynamo.reset()
     return out
 
