@@ -138,3 +138,30 @@ def test_secrets_never_reach_the_worker(judge_with_planted_secrets: Judge) -> No
     # The candidate raises if it can see a planted secret: correct means the env was scrubbed.
     v = judge_with_planted_secrets.evaluate(example(RELU), candidate("env_secret"))
     assert v.status == "correct", v.reason
+
+
+def test_a_spec_can_turn_the_error_budget_off(judge: Judge) -> None:
+    """The fp16 candidate above fails only the float64 budget; a spec that declares its
+    loose tolerance as the bound (KE_ERROR_BUDGET = False) accepts it and says so."""
+    spec = _spec("test:affine_loose_tolerance") + "\nKE_ERROR_BUDGET = False\n"
+    v = judge.evaluate(spec, candidate("precision_downgrade"), candidate_id="budget_off")
+    assert v.status == "correct", v.reason
+    assert v.evidence["error_budget"].startswith("off: the spec sets KE_ERROR_BUDGET = False")
+    # fp16 is ~1.4e4x eager's error here: a spec factor of 1e5 admits it, and is the one used
+    wide = judge.evaluate(_spec("test:affine_loose_tolerance") + "\nKE_ERROR_BUDGET = 1e5\n",
+                          candidate("precision_downgrade"), candidate_id="budget_1e5")
+    assert wide.status == "correct", wide.reason
+    for e in wide.evidence["error_budget"].values():
+        assert e["budget"] >= 1e5 * e["eager_error"] * (1 - 1e-9) and e["candidate_error"] <= e["budget"]
+
+
+@pytest.mark.parametrize("value", ["0.5", "True", "'off'", "[10]"])
+def test_error_budget_declarations_are_checked(tmp_path, value: str) -> None:  # noqa: ANN001
+    from ke_evaluator import specs
+
+    src = _spec("test:affine_loose_tolerance") + f"\nKE_ERROR_BUDGET = {value}\n"
+    with pytest.raises(specs.SpecError, match="KE_ERROR_BUDGET"):
+        specs.load_spec(src, "bad_budget", str(tmp_path), {})
+    no_tol = example(RELU) + "\nKE_ERROR_BUDGET = False\n"
+    with pytest.raises(specs.SpecError, match="explicit KE_TOLERANCE"):
+        specs.load_spec(no_tol, "no_tol", str(tmp_path), {})

@@ -108,3 +108,66 @@ def test_lock_dies_with_its_holder_and_waits_are_counted(lock_dir: str) -> None:
     assert len(me.held) == 1 and me.held[0][0] == "exclusive" and me.held[0][1] <= me.held[0][2]
     assert set(me.waited) == {"exclusive"}
     me.close()
+
+
+def test_reader_steps_aside_for_a_waiting_writer(lock_dir: str) -> None:
+    import threading
+
+    me = DeviceLock(lock_dir)
+    me.acquire("shared")
+    assert not me.writer_waiting()
+    assert me.step_aside() == 0.0 and me.mode == "shared" and me.held == []  # nobody waits: kept
+    writer = Holder(lock_dir, "exclusive")
+    try:
+        writer.expect("waiting")
+        assert me.writer_waiting()
+        stepped = threading.Thread(target=me.step_aside)
+        stepped.start()
+        writer.expect("held")  # it got in while our check phase was between two steps
+        assert stepped.is_alive()  # and we queue behind it
+        writer.release()
+        stepped.join(timeout=10)
+        assert not stepped.is_alive() and me.mode == "shared"
+        assert [m for m, _, _ in me.held] == ["shared"] and me.waited["shared"] > 0
+    finally:
+        if writer.proc.poll() is None:
+            writer.proc.kill()
+            writer.proc.wait(timeout=10)
+    me.close()
+
+
+def test_compile_hooks_release_shared_and_keep_exclusive(lock_dir: str) -> None:
+    import torch
+
+    from ke_evaluator.compile_release import CompileRelease, install
+
+    me = DeviceLock(lock_dir)
+    release = CompileRelease(me, torch.device("cpu"))
+    me.acquire("shared")
+    assert release.before(key="k") is None  # falsy: Triton compiles
+    assert me.mode is None and can_take(lock_dir, "exclusive")  # another worker may time now
+    release.after(key="k")
+    assert me.mode == "shared" and release.released == 1
+    me.acquire("exclusive")  # a compile during timing warm-up keeps the device
+    release.before()
+    assert me.mode == "exclusive" and not can_take(lock_dir, "shared")
+    release.after()
+    assert me.mode == "exclusive" and release.released == 1
+    me.release()
+    me.acquire("shared")
+    release.before()  # a compile that raises never calls after(): the next one starts clean
+    me.acquire("exclusive")
+    release.before()
+    release.after()
+    assert me.mode == "exclusive"
+    me.close()
+
+    from triton import knobs
+
+    saved = (knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook)
+    try:
+        assert install(release) == "released while Triton compiles"
+        assert knobs.runtime.jit_cache_hook == release.before
+        assert knobs.runtime.jit_post_compile_hook == release.after
+    finally:
+        knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = saved

@@ -115,3 +115,23 @@ def test_inputs_are_generated_on_the_device_unless_the_spec_opts_out(tmp_path) -
     expected = host.module.get_inputs()
     got = host.inputs(3, dev)
     assert all(torch.equal(x.cpu(), y) for x, y in zip(got, expected, strict=True) if isinstance(y, torch.Tensor))
+
+
+def test_parallel_workers_compile_unlocked_and_agree(tmp_path) -> None:  # noqa: ANN001
+    """Two workers on one GPU: Triton compiles run with the device lock released (the
+    evidence counts them), timing stays exclusive (recorded holds never overlap), and the
+    verdicts are those of a single worker."""
+    opts = EvalOptions(device="cuda", correctness_trials=3, max_timing_trials=30, parallel_workers=2,
+                       scratch_dir=str(tmp_path))
+    jobs = [(example(spec), candidate(name), name) for name, spec in
+            [("ok_relu_scale_add", RELU), ("ok_softmax_rows", "softmax_rows"),
+             ("ok_linear_bias_relu", "linear_bias_relu"), ("wrong_math", RELU)]]
+    with Judge(opts) as judge:
+        verdicts = judge.evaluate_many(jobs)
+    assert [v.status for v in verdicts] == ["correct", "correct", "correct", "incorrect"], \
+        [v.reason for v in verdicts]
+    assert verdicts[0].evidence["sandbox"]["warmed"] == ["flop counter", "triton compile + launch"]
+    locks = [v.evidence["device_lock"] for v in verdicts[:3]]
+    assert all(lk["compiles_unlocked"] >= 1 for lk in locks), locks
+    exclusive = sorted((a, b) for lk in locks for m, a, b in lk["held"] if m == "exclusive")
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(exclusive, exclusive[1:], strict=False)), exclusive

@@ -42,6 +42,7 @@ def test_correct_candidate_full_verdict(tmp_path) -> None:  # noqa: ANN001
     assert v.evidence["sandbox"]["network"] in ("netns", "userns+netns", "socket-blocked")
     fs = v.evidence["sandbox"]["filesystem"]
     assert fs == "read-only except scratch" or fs.startswith("not isolated")  # the latter without root
+    assert "flop counter" in v.evidence["sandbox"]["warmed"]  # one-time costs paid at start-up
     d = json.loads(json.dumps(v.to_dict()))
     assert Verdict.from_dict(d).to_dict() == d
     assert d["status"] in STATUSES

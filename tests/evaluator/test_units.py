@@ -3,6 +3,8 @@ timing statistics, environment scrubbing, roofline classification."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -191,3 +193,21 @@ def test_input_alias_allowed_only_when_the_reference_aliases() -> None:
     assert not compare.aliases_any(ref_in * 2, [ref_in])
     assert "aliases input" in compare.check_structure(x.view(4, 6), x.clone(), [x])
     assert compare.check_structure(x.view(4, 6), x.clone(), [x], allow_input_alias=True) == ""
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("shape", [(1,), (3, 5), (2, 7, 3)])
+def test_max_error_skips_non_finite_pairs_and_reads_float64(dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+    from ke_evaluator.compare import max_error
+
+    ref = torch.linspace(-3, 3, math.prod(shape), dtype=torch.float64).reshape(shape)
+    out = ref.to(dtype)
+    err, scale = max_error(out, ref)
+    assert scale == 3.0
+    assert err == float((out.double() - ref).abs().max())
+    if ref.numel() > 1:
+        bad = out.clone()
+        bad.view(-1)[0] = float("nan")  # judged by compare_values, not counted here
+        bad.view(-1)[-1] = out.view(-1)[-1] + 0.5
+        assert max_error(bad, ref)[0] >= 0.5 - 1e-2
+        assert max_error([bad], [ref]) == max_error(bad, ref)

@@ -12,6 +12,8 @@ Order of events matters for the defenses (see README.md):
            check; global-state checks; timing.
 Device lock (devlock.py): SHARED from the compile phase through profiling, EXCLUSIVE
 for timing, so parallel workers on one device never run work inside a timed sample.
+Between trials a SHARED holder steps aside for a waiting timer, and Triton compiles run
+with the lock released (compile_release.py): the CPU compiles while the GPU times.
 Candidate faults never raise out of here: they become a verdict dict.
 Worker side: torch + triton only.
 """
@@ -29,6 +31,7 @@ from typing import Any
 import torch
 
 from . import compare, defenses, diagnosis, launches, refcache, specs, timing
+from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .devlock import DeviceLock, Mode
 from .integrity import GlobalState, set_precision_flags, snapshot, state_violations
@@ -75,11 +78,12 @@ class Evaluator:
     """Per-worker state: loaded specs, reference cache, device lock, counters."""
 
     def __init__(self, scratch: str, device: torch.device, fingerprint: dict[str, str],
-                 lock: DeviceLock | None = None) -> None:
+                 lock: DeviceLock | None = None, compile_release: CompileRelease | None = None) -> None:
         self.scratch = scratch
         self.device = device
         self.fingerprint = fingerprint
         self.lock = lock
+        self.compile_release = compile_release  # lets the lock go while Triton compiles
         self.spec_cache: dict[str, specs.LoadedSpec] = {}
         # Inputs, eager and float64 references per (spec sha, seed, init digest); built on the
         # first job (its options carry the cap).
@@ -113,6 +117,15 @@ class Evaluator:
         else:
             self.lock.acquire(mode)
 
+    def _step_aside(self) -> None:
+        """Between two steps of the SHARED phase: a waiting timing phase goes first. Our
+        queued work finishes before we let go (it must not run inside its samples)."""
+        if self.lock is None or self.lock.mode != "shared" or not self.lock.writer_waiting():
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self.lock.step_aside()
+
     def _references(self, opts: JobOptions, spec: specs.LoadedSpec, init: list[Any],
                     cacheable: bool) -> refcache.JobReferences:
         if cacheable and self.ref_cache is None:
@@ -134,6 +147,7 @@ class Evaluator:
         self._refs = None
         if self.lock is not None:
             self.lock.reset_stats()
+        compiles_unlocked = self.compile_release.released if self.compile_release is not None else 0
         try:
             self._evaluate(job, opts, v, phase)
         except Outcome as o:
@@ -152,6 +166,8 @@ class Evaluator:
                 self._refs = None
         if self.lock is not None:
             v.evidence["device_lock"] = self.lock.evidence()
+            if self.compile_release is not None:
+                v.evidence["device_lock"]["compiles_unlocked"] = self.compile_release.released - compiles_unlocked
         if v.status != "correct":
             v.speedup = 0.0
         return v.to_dict()
@@ -265,6 +281,7 @@ class Evaluator:
         ref_out0: Any = None
         out_shapes: list[Any] = []
         for idx, (label, inputs) in enumerate(trial_sets):
+            self._step_aside()
             if idx == 0:
                 cand_in, out = first_in, first_out
             elif idx == 1 and _same_shapes(persistent, inputs):
@@ -334,11 +351,16 @@ class Evaluator:
                 ref64 = partial(refcache.float64_reference, ref_model, inputs, dev)
                 if key not in fresh:
                     ref64 = partial(refs.float64, key, ref64)
-                defenses.error_budget(ref64, budget_key, out, ref, opts.error_budget_factor, v)
+                if spec.error_budget is False:
+                    v.evidence["error_budget"] = "off: the spec sets KE_ERROR_BUDGET = False (KE_TOLERANCE binds)"
+                else:
+                    factor = opts.error_budget_factor if spec.error_budget is None else float(spec.error_budget)
+                    defenses.error_budget(ref64, budget_key, out, ref, factor, v)
         v.evidence["kernel_launches"] = kernel_launches
         v.evidence["correctness_sets"] = len(trial_sets)
 
         # ---- the output must depend on the candidate's kernels ---------------------------
+        self._step_aside()
         if opts.check_kernel_dependency:
             defenses.kernel_dependency(self._call, self.poison, cand_model, recorder, inputs0, ref_out0, spec, v)
         self._check_state(before)
@@ -359,6 +381,7 @@ class Evaluator:
                                    spills=kernel_meta[k][2]) for k, n in kernel_launches.items()]
         v.evidence["output_shapes"] = out_shapes
         lap("flops")
+        self._step_aside()
         if opts.profile_library_time:
             probe_in = compare.clone_tree(inputs0)  # cloned outside the profiled region
             frac, per_kernel, ops = diagnosis.library_time_fraction(

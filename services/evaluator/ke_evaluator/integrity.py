@@ -49,6 +49,13 @@ def _timer_objects() -> dict[str, Any]:
     from triton.runtime.jit import JITFunction
 
     objs["triton.JITFunction.run"] = JITFunction.run
+    try:  # the compile hooks release the device lock (compile_release.py): nobody else's
+        from triton import knobs
+
+        objs["triton.knobs.runtime.jit_cache_hook"] = getattr(knobs.runtime, "jit_cache_hook", None)
+        objs["triton.knobs.runtime.jit_post_compile_hook"] = getattr(knobs.runtime, "jit_post_compile_hook", None)
+    except ImportError:
+        pass
     try:
         from triton.runtime.interpreter import InterpretedFunction
 

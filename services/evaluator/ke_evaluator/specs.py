@@ -56,6 +56,9 @@ class LoadedSpec:
     name: str
     module: types.ModuleType
     tolerance: dict[str, float] | None = None
+    # KE_ERROR_BUDGET: False = the spec declared none (its tolerance is the only bound);
+    # a number = its factor; None = the Judge's factor
+    error_budget: float | bool | None = None
     extra_count: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -133,7 +136,14 @@ def load_spec(source: str, name: str, directory: str, cache: dict[str, LoadedSpe
                 and all(isinstance(v, (int, float)) and v >= 0 for v in tol.values())):
             raise SpecError("KE_TOLERANCE must be a dict with non-negative 'atol' and/or 'rtol'")
         tol = {k: float(v) for k, v in tol.items()}
-    loaded = LoadedSpec(sha=sha, name=name, module=mod, tolerance=tol)
+    budget = getattr(mod, "KE_ERROR_BUDGET", None)
+    factor_ok = isinstance(budget, (int, float)) and not isinstance(budget, bool) and budget >= 1
+    if budget is not None and budget is not False and not factor_ok:
+        raise SpecError("KE_ERROR_BUDGET must be False (no float64 error budget) or a factor >= 1")
+    if budget is False and tol is None:
+        raise SpecError("KE_ERROR_BUDGET = False needs an explicit KE_TOLERANCE: the tolerance is then the only bound")
+    loaded = LoadedSpec(sha=sha, name=name, module=mod, tolerance=tol,
+                        error_budget=budget if budget is False else (float(budget) if budget is not None else None))
     cache[sha] = loaded
     return loaded
 

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from . import diagnosis, evaluation, integrity, launches, validation
+    from . import compile_release, diagnosis, evaluation, integrity, launches, validation, warm
 
     sandbox_info["launch_hooks"] = launches.install()
     if args.device == "cpu":
@@ -111,13 +111,28 @@ def main(argv: list[str] | None = None) -> int:
         a = torch.randn(256, 256, device=device)
         (a @ a).sum().item()
         torch.softmax(a, dim=-1).sum().item()
-    # The profiler starts a persistent native thread on first use: start it now too.
-    diagnosis.library_time_fraction(lambda: a @ a, device.type, set())
     if lock is not None:
         lock.release()
+    # The profiler starts a persistent native thread on first use: start it now too. Its
+    # start-up (CUPTI) is seconds of host work, done unlocked: the profiled op is a CPU op,
+    # so nothing of it reaches the device. (Held under the lock it kept another worker's
+    # timing phase waiting 4-5 s after every worker replacement: bench/RESULTS.md.)
+    cpu_a = torch.randn(64, 64)
+    diagnosis.library_time_fraction(lambda: cpu_a @ cpu_a, device.type, set())
+    release = None
+    if lock is not None and device.type == "cuda":
+        release = compile_release.CompileRelease(lock, device)
+        sandbox_info["compile_lock"] = compile_release.install(release)
+    if lock is not None:
+        lock.acquire("shared")
+    sandbox_info["warmed"] = warm.warm_process(device)
+    if lock is not None:
+        lock.release()
+    if release is not None:
+        release.released = 0  # count the candidates' compiles only
     fingerprint = _fingerprint(device)
     scratch = os.getcwd()
-    evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock)
+    evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock, compile_release=release)
     reader = protocol.LineReader(args.job_fd)
     sandbox_info["device_lock"] = "shared for checks, exclusive for timing" if lock is not None else "none"
     protocol.write_message(out_fd, {"type": "ready", "fingerprint": fingerprint, "sandbox": sandbox_info})

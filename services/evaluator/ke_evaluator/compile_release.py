@@ -1,0 +1,65 @@
+"""Let go of the device lock while Triton compiles: compilation is CPU work.
+
+A candidate's first call (and every new shape specialisation after it) compiles its
+kernels inside ``JITFunction.run``: a second or more of CPU time per kernel (MLIR passes,
+``ptxas``) during which this worker puts nothing on the GPU. Holding the SHARED device
+lock through it kept every other worker's timing phase (EXCLUSIVE) waiting; released,
+one worker compiles on the CPU while another times on the GPU.
+
+Triton calls ``knobs.runtime.jit_cache_hook`` just before it compiles a kernel that is not
+in its in-memory cache and ``jit_post_compile_hook`` after it (triton >= 3.4). Before
+releasing, the worker synchronizes its device: work it queued earlier must not run inside
+another worker's timed sample. The post-compile hook takes the lock back before control
+returns to the candidate, so no candidate code runs unlocked. An EXCLUSIVE holder (a
+compile during timing warm-up) keeps its lock. A compile that raises leaves the lock
+released; the job then ends, which releases it anyway.
+
+Worker side: torch and triton only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .devlock import DeviceLock
+
+
+class CompileRelease:
+    """The two hooks, bound to one worker's lock. ``released`` counts compiles done unlocked."""
+
+    def __init__(self, lock: DeviceLock, device: torch.device) -> None:
+        self.lock = lock
+        self.cuda = device.type == "cuda"
+        self.released = 0
+        self._mine = False  # this compile released the lock and must take it back
+
+    def before(self, **_: Any) -> None:
+        self._mine = self.lock.mode == "shared"
+        if self._mine:
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.lock.release()
+            self.released += 1
+        return None  # falsy: Triton goes on and compiles
+
+    def after(self, **_: Any) -> None:
+        if self._mine and self.lock.mode is None:
+            self.lock.acquire("shared")
+        self._mine = False
+        return None
+
+
+def install(release: CompileRelease) -> str:
+    """Set Triton's compile hooks; returns what was done (for the sandbox report)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return "unavailable: triton.knobs missing (triton < 3.4): the lock is held while compiling"
+    rt = knobs.runtime
+    if not hasattr(rt, "jit_cache_hook") or not hasattr(rt, "jit_post_compile_hook"):
+        return "unavailable: no jit compile hooks in this triton: the lock is held while compiling"
+    rt.jit_cache_hook = release.before
+    rt.jit_post_compile_hook = release.after
+    return "released while Triton compiles"
