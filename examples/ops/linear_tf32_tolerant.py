@@ -16,6 +16,7 @@ class Model(nn.Module):
 
 IN_F, OUT_F = 96, 80
 KE_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}
+KE_ERROR_BUDGET = False  # the tolerance above is the bound: TF32's error is ~1e3x fp32's
 
 
 def get_inputs():

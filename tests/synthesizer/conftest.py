@@ -3,11 +3,13 @@ candidates (one child interpreter for all examples keeps the suite fast on 2 cor
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ke_evaluator.judge import EvalOptions, Judge
 from ke_synthesizer.api import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
@@ -39,3 +41,13 @@ def seed_results(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
     for name, prop in proposals.items():
         results[name]["proposal"] = prop
     return results
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[Judge]:
+    """The evaluator's full correctness and integrity protocol on CPU (interpreter); timing
+    says nothing there, so it is kept short."""
+    opts = EvalOptions(device="cpu", correctness_trials=2, max_timing_trials=3, timing_input_sets=1,
+                       profile_library_time=False)
+    with Judge(opts) as j:
+        yield j

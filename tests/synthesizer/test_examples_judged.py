@@ -4,26 +4,17 @@ yields a correct candidate"."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import Judge
 from ke_synthesizer.api import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from tests.conftest import EXAMPLES
 
 SPECS = sorted(EXAMPLES.glob("*.py"))
 
-
-@pytest.fixture(scope="module")
-def judge() -> Iterator[Judge]:
-    # Timing says nothing on CPU; keep it short. Correctness and integrity checks are full.
-    opts = EvalOptions(device="cpu", correctness_trials=2, max_timing_trials=3, timing_input_sets=1,
-                       profile_library_time=False)
-    with Judge(opts) as j:
-        yield j
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: p.stem)

@@ -165,6 +165,22 @@ def test_forced_strategies_on_awkward_sizes(synth: OfflineSynthesizer) -> None:
     assert not bad, bad
 
 
+@pytest.mark.parametrize(("shape", "offered"), [((256, 257), False), ((7, 300), True), ((1, 65536), True)])
+def test_single_is_offered_only_for_rows_that_fit_a_block(synth: OfflineSynthesizer, shape: tuple[int, int],
+                                                          offered: bool) -> None:
+    """A full reduction of 65792 elements: whole rows in registers would exceed what one
+    Triton block holds, so the knob leaves "single" out and a genome that asks for it
+    gets the run-time choice; shorter extents keep it."""
+    src = _spec("x):\n        return (x * 2.0).sum()", f"[torch.randn{shape}]")
+    space = dict(synth.space(src, "full_sum"))
+    strategies = [v for k, v in space.items() if k.endswith(".strategy")]
+    assert len(strategies) == 1 and "auto" in strategies[0] and "looped" in strategies[0]
+    assert ("single" in strategies[0]) is offered
+    key = next(k for k in space if k.endswith(".strategy"))
+    _, full, _ = synth.lower(synth._capture(src, "full_sum"), {key: "single"})
+    assert full[key] == ("single" if offered else "auto")
+
+
 def test_auto_choice_at_sizes_of_each_branch(synth: OfflineSynthesizer, tmp_path) -> None:
     cases = {
         # short rows: whole rows in registers

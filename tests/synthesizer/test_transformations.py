@@ -83,7 +83,7 @@ def test_space_lists_knobs_per_kernel_kind(synth: OfflineSynthesizer) -> None:
     space = dict(synth.space(example_source("linear_softmax"), "linear_softmax"))
     assert space["fusion"][0] == "greedy"
     assert {"g0.BLOCK_M", "g0.BLOCK_N", "g0.BLOCK_K", "g0.GROUP_M", "g0.num_stages"} <= set(space)
-    assert space["g0.precision"] == ["ieee"]  # tf32 is opt-in per spec
+    assert space["g0.precision"] == ["tf32x3", "ieee"]  # tf32 is opt-in per spec
     assert {"g1.strategy", "g1.BLOCK_M", "g1.num_warps"} <= set(space)
     assert space["g1.strategy"] == ["auto", "single", "looped", "online", "split"]  # auto: chosen at run time
     assert "g1.BLOCK_N" in space  # auto may walk long rows in chunks
@@ -91,7 +91,7 @@ def test_space_lists_knobs_per_kernel_kind(synth: OfflineSynthesizer) -> None:
     assert "g1.BLOCK_N" not in single  # only meaningful for the chunked strategies
     # a spec that declares a loose KE_TOLERANCE may use TF32 dot products
     tolerant = dict(synth.space(example_source("linear_tf32_tolerant"), "linear_tf32_tolerant"))
-    assert tolerant["g0.precision"] == ["ieee", "tf32"]
+    assert tolerant["g0.precision"] == ["tf32x3", "ieee", "tf32"]
     # attention written in plain ops can be lowered as one flash kernel or left unfused
     assert dict(synth.space(example_source("attention_plain"), "attention_plain"))["attention"] == ["flash", "unfused"]
 

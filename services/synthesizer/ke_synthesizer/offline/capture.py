@@ -44,6 +44,8 @@ class CapturedSpec:
     forward_params: list[str] = field(default_factory=list)
     # the spec's KE_TOLERANCE override ({"atol": .., "rtol": ..}) when it declares one
     tolerance: dict[str, float] = field(default_factory=dict)
+    # KE_ERROR_BUDGET = False: the judge skips its float64 error budget (see spec_allows_tf32)
+    error_budget_off: bool = False
     # graph rewrites applied or found (see decompose.py), e.g. {"attention": 1}
     rewrites: dict[str, int] = field(default_factory=dict)
 
@@ -142,6 +144,7 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         helper_classes_source=helpers,
         forward_params=[str(p) for p in params],
         tolerance=_tolerance(ns),
+        error_budget_off=ns.get("KE_ERROR_BUDGET", None) is False,
     )
     if decomposed:
         from .decompose import decompose, fuse_attention

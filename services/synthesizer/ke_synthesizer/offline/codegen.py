@@ -21,6 +21,7 @@ from torch.fx.node import _get_qualified_name
 from .capture import tensor_meta
 from .graph import Group, GroupFailure, Plan, is_dead, metadata_aliases
 from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
+from .library_impl import LIBRARY_COMMENT
 from .lower_pointwise import HELPERS, PointwiseEmitter
 
 log = logging.getLogger(__name__)
@@ -262,6 +263,7 @@ def _forward_body(plan: Plan, launch_args: dict[str, Callable[[Plan, Group], tup
     alias = names.alias
     last_member = {g.members[-1]: g for g in plan.groups}
     fallback = set(plan.fallback)
+    chosen = {n for n in fallback if n.name in plan.impl_knobs.values()}  # impl=library
     stmts: list[tuple[torch.fx.Node | None, str, list[torch.fx.Node]]] = []  # (glue node or None, code, reads)
     for node in plan.nodes:
         if node.op == "placeholder" or node in plan.skipped:
@@ -275,12 +277,15 @@ def _forward_body(plan: Plan, launch_args: dict[str, Callable[[Plan, Group], tup
                 continue
             args, outs = launch_args[g.kind](plan, g)
             call = f"{launcher_of[g.gid]}({', '.join(render(a, names) for a in args)})"
-            stmts.append((None, f"{', '.join(var(o) for o in outs)} = {call}", _nodes_in(args)))
+            lib = [var(n) for n in _nodes_in(args) if n in chosen]
+            note = f"  # reads the library output {', '.join(lib)}" if lib else ""
+            stmts.append((None, f"{', '.join(var(o) for o in outs)} = {call}{note}", _nodes_in(args)))
             continue
         stmt = render_node(node, plan, names)
         reads = [alias.get(n, n) for n in node.all_input_nodes]
         if node in fallback:
-            stmts.append((None, stmt + "  # library call (not lowered)", reads))
+            note = LIBRARY_COMMENT if node in chosen else "  # library call (not lowered)"
+            stmts.append((None, stmt + note, reads))
         else:
             stmts.append((node, stmt, reads))
     live: set[torch.fx.Node] = set()

@@ -53,6 +53,7 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
 
 def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     from .graph import group_outputs
+    from .kernel_matmul import dot_precision
     from .kernel_pointwise import kernel_name
 
     node = group.members[0]
@@ -61,6 +62,8 @@ def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     bn = int(genome.get(f"{group.key}.BLOCK_N", "64"))
     warps = int(genome.get(f"{group.key}.num_warps", "4"))
     stages = int(genome.get(f"{group.key}.num_stages", "2"))
+    precision, note = dot_precision(genome, group.key)
+    note_src = "".join(f"    {line}\n" for line in note)
     name = kernel_name(group, "flash")
     causal = extra["causal"]
     outs = group_outputs(plan, group)
@@ -83,11 +86,11 @@ def {name}(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
     {"hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M)  # causal: later keys are all masked" if causal else "hi = LK"}
-    for start in range(0, hi, BLOCK_N):
+{note_src}    for start in range(0, hi, BLOCK_N):
         rn = start + tl.arange(0, BLOCK_N)
         k = tl.load(k_ptr + bid * k_sb + rn[None, :] * k_sn + rd[:, None] * k_sd,
                     mask=(rn[None, :] < LK) & (rd[:, None] < D), other=0.0).to(tl.float32)
-        s = tl.dot(q, k, input_precision="ieee") * sm_scale
+        s = tl.dot(q, k, input_precision="{precision}") * sm_scale
         valid = (rn[None, :] < LK){" & (rn[None, :] <= rm[:, None])" if causal else ""}
         s = tl.where(valid, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -98,7 +101,7 @@ def {name}(
         l_i = l_i * alpha + tl.sum(p, axis=1)
         v = tl.load(v_ptr + bid * v_sb + rn[:, None] * v_sn + rdv[None, :] * v_sd,
                     mask=(rn[:, None] < LK) & (rdv[None, :] < DV), other=0.0).to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="{precision}")
         m_i = m_new
     out = acc / l_i[:, None]
     tl.store(o_ptr + bid * LQ * DV + rm[:, None] * DV + rdv[None, :], out,

@@ -67,6 +67,7 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     from .graph import group_outputs
+    from .kernel_matmul import dot_precision
     from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 
     conv = group.members[0]
@@ -78,6 +79,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
                                                                       ("BLOCK_K", "32")))
     warps = int(genome.get(f"{key}.num_warps", "4"))
     stages = int(genome.get(f"{key}.num_stages", "2"))
+    precision, note = dot_precision(genome, key)
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     has_bias = op.args.get("bias") is not None
@@ -129,7 +131,8 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         "        a = tl.load(x_ptr + ((n_idx[:, None] * CIN + ci[None, :]) * H + ih) * W + iw, mask=a_mask, other=0.0)",
         "        b = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rk[:, None] < K) & (rn[None, :] < COUT),",
         "                    other=0.0)",
-        '        acc += tl.dot(a, b, input_precision="ieee")',
+        *("        " + line for line in note),
+        f'        acc += tl.dot(a, b, input_precision="{precision}")',
         "    rows = rm[:, None]",
         "    cols = rn[None, :]",
         "    mask = (rows < M) & (cols < COUT)",

@@ -4,7 +4,8 @@ pointwise ops (activation, scaling, residual add, ...) fused as an epilogue.
 
 Choices (genome): BLOCK_M/N/K tiles, GROUP_M grouped program ordering (neighbouring
 programs share B tiles in L2), num_warps, num_stages and the fp32 dot precision
-(``ieee`` by default; ``tf32`` only when the spec declares a loose tolerance).
+(``tf32x3`` by default for fp32 operands, ``ieee``, and ``tf32`` only when the spec
+declares a loose tolerance; see ``dot_precision``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] 
     return info
 
 
+# what the generated kernels say about a non-ieee dot (the ieee source is unchanged)
+_DOT_NOTES = {
+    "tf32x3": "tf32x3: three TF32 tensor-core products (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi), close to fp32",
+    "tf32": "tf32: one TF32 tensor-core product (10-bit mantissa), allowed by the spec's tolerance",
+}
+
+
+def dot_precision(genome: dict[str, str], key: str) -> tuple[str, list[str]]:
+    """``tl.dot`` input precision of group ``key`` (genome knob ``<key>.precision``, one of
+    space.DOT_PRECISIONS; ieee when absent) and comment lines for the kernel source.
+    Shared by the matmul, attention and conv generators."""
+    from .space import DOT_PRECISIONS
+
+    precision = genome.get(f"{key}.precision", "ieee")
+    if precision not in DOT_PRECISIONS:
+        raise ValueError(f"unknown dot precision {precision!r}")
+    return precision, [f"# {_DOT_NOTES[precision]}"] if precision in _DOT_NOTES else []
+
+
 def batched(info: dict[str, Any]) -> bool:
     """Whether the problem keeps a batch grid dimension (broadcast batch dims of both
     operands); otherwise every leading dim of a folds into the rows of one 2-D problem."""
@@ -121,7 +141,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     gm_ = int(genome.get(f"{key}.GROUP_M", "8"))
     warps = int(genome.get(f"{key}.num_warps", "4"))
     stages = int(genome.get(f"{key}.num_stages", "3"))
-    precision = genome.get(f"{key}.precision", "ieee")
+    precision, note = dot_precision(genome, key)
     # split-K: SPLIT_K programs share one output tile, each summing a slice of K and
     # adding it atomically; only offered when the epilogue is linear (bias / alpha)
     split_k = int(genome.get(f"{key}.SPLIT_K", "1"))
@@ -178,7 +198,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in dims]
     sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join(group.ops[m].op for m in group.members)
-    dot = 'tl.dot(a, b, input_precision="tf32")' if precision == "tf32" else 'tl.dot(a, b, input_precision="ieee")'
+    dot = f'tl.dot(a, b, input_precision="{precision}")'
     k_lines = [
         "@triton.jit",
         f"def {name}(",
@@ -211,6 +231,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
         f"        b = tl.load(b_ptr + {'bid * b_sb + ' if bat else ''}kk[:, None] * b_sk + rn[None, :] * b_sn,",
         "                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        *("        " + line for line in note),
         f"        acc += {dot}",
         "    rows = rm[:, None]",
         "    cols = rn[None, :]",

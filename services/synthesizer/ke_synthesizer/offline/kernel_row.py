@@ -141,6 +141,24 @@ class RowBuilder:
         return [mi for mi in self.micros if mi.name in need]
 
 
+# An explicit "single" keeps a row block's whole reduced extent in registers. Past this
+# many elements Triton refuses the block (2^20 elements per tensor) or spills: on an H200
+# every explicit "single" child of a 2^23-element full reduction (mse, hinge, huber,
+# sum_all, kl_div, frobenius) failed to compile (bench/RESULTS.md). "auto" only takes the
+# single branch for short rows at run time, so it is unaffected.
+SINGLE_MAX_EXTENT = 1 << 16
+
+
+def single_offered(b: RowBuilder, avail: list[str]) -> bool:
+    """Whether "single" may be chosen explicitly: the captured reduced extent is small,
+    or nothing else can lower the group."""
+    full, dims = b.rinfo.full, b.rinfo.dims
+    extent = 1
+    for d in dims:
+        extent *= int(full[d]) if d < len(full) else 1
+    return extent <= SINGLE_MAX_EXTENT or avail == ["single"]
+
+
 def row_strategies(b: RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:
     """Strategies this group can use: single always; looped unless forward and reverse
     scans share a pass; online with a max / sum-of-exp pair; split without scans."""
@@ -166,7 +184,7 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     avail = row_strategies(b, outs)
     b.helpers.clear()  # only helpers of the emitted kernels
     strategy = genome.get(f"{key}.strategy", "auto")
-    if strategy != "auto" and strategy not in avail:
+    if strategy != "auto" and (strategy not in avail or (strategy == "single" and not single_offered(b, avail))):
         strategy = "auto"
     dm, dn = DEFAULT_BLOCKS[b.lay.orient]
     info = LaunchInfo(block_m=int(genome.get(f"{key}.BLOCK_M", dm)), block_n=int(genome.get(f"{key}.BLOCK_N", dn)),

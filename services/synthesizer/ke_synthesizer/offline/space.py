@@ -11,11 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .graph import Group, Plan
+from .library_impl import IMPL_CHOICES, library_offered
 
 GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
     # greedy: fuse each lowerable node into its producer's kernel; none: one kernel per op
     "fusion": ("greedy", "none"),
 }
+
+# tl.dot input precision of fp32 operands (matmul, attention and conv groups). tf32x3
+# sums three TF32 tensor-core products (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi): close to fp32
+# accuracy, on tensor cores instead of FMA units, so it is the default for fp32 operands.
+# graph.dot_precisions narrows the list per group: ieee only (as before) for fp16 / bf16
+# operands, and tf32 only when the spec opts in (see graph.spec_allows_tf32).
+DOT_PRECISIONS = ("tf32x3", "ieee", "tf32")
 
 # Per-kind knobs of one kernel group and their choices; the first is the default.
 GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -30,6 +38,7 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "BLOCK_N": ("64", "32", "16", "128"),
         "num_warps": ("4", "8", "2"),
         "num_stages": ("2", "1", "3"),
+        "precision": DOT_PRECISIONS,
     },
     "conv": {
         "BLOCK_M": ("64", "32", "128"),
@@ -37,6 +46,7 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "BLOCK_K": ("32", "16", "64"),
         "num_warps": ("4", "2", "8"),
         "num_stages": ("2", "3"),
+        "precision": DOT_PRECISIONS,
     },
     "pool": {
         "BLOCK_SIZE": ("1024", "256", "512", "2048"),
@@ -60,8 +70,7 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "GROUP_M": ("8", "1", "4"),
         "num_warps": ("4", "2", "8"),
         "num_stages": ("3", "2", "4"),
-        # fp32 dot precision; tf32 only when the spec opts in (see graph.spec_allows_tf32)
-        "precision": ("ieee", "tf32"),
+        "precision": DOT_PRECISIONS,
         # K split across programs with atomic adds (linear epilogues only)
         "SPLIT_K": ("1", "2", "4"),
     },
@@ -95,14 +104,16 @@ def row_strategies_of(plan: Plan, group: Group) -> list[str]:
     """Strategies a row group can use (computed once per plan, see kernel_row)."""
     if "strategies" not in group.info:
         from .graph import group_outputs
-        from .kernel_row import RowBuilder, row_strategies
+        from .kernel_row import RowBuilder, row_strategies, single_offered
         from .lower_pointwise import PointwiseEmitter
 
         try:
             builder = RowBuilder(plan, group, PointwiseEmitter())
             builder.build()
             outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
-            group.info["strategies"] = row_strategies(builder, outs)
+            avail = row_strategies(builder, outs)
+            # the knob's choices; the generator keeps "single" for auto's short-row branch
+            group.info["strategies"] = avail if single_offered(builder, avail) else [a for a in avail if a != "single"]
         except (ValueError, KeyError):  # the generator will demote this group anyway
             group.info["strategies"] = ["single"]
     return group.info["strategies"]
@@ -117,6 +128,11 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
         # fuse the pointwise ops after a matmul / conv / pool (epilogue) or before a
         # reduction (prologue) into its kernel, or give them a kernel of their own
         out.append(Knob(key, key.split(".")[0], anchor, ("fused", "separate")))
+    for key, anchor in sorted(plan.impl_knobs.items()):
+        # a conv / matmul as its Triton kernel or as a library call with Triton neighbours;
+        # not offered where the candidate would be left without a Triton kernel
+        if library_offered(plan, anchor):
+            out.append(Knob(key, "impl", anchor, IMPL_CHOICES))
     if plan.spec.rewrites.get("attention"):
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
         out.append(Knob("attention", "attention", "", ("flash", "unfused")))
@@ -125,7 +141,7 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
         for name, choices in GROUP_KNOBS.get(g.kind, {}).items():
             if g.kind == "row" and name == "strategy":
                 # graph.py's allowed list predates chunked scans: availability is computed here
-                choices = tuple(avail) if len(avail) == 1 else ("auto", *avail)
+                choices = tuple(avail) if avail == ["single"] else ("auto", *avail)
             else:
                 choices = tuple(_filter(g.kind, name, choices, g.info))
             if g.kind == "row" and name in COLUMN_DEFAULTS and is_column_reduction(g):

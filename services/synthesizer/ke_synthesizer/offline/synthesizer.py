@@ -86,6 +86,10 @@ class OfflineSynthesizer:
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = self._plan(spec, genome, forced)
             full = complete_genome(plan, genome)
+            if any(genome.get(k) == "library" != full.get(k) for k in plan.impl_knobs):
+                # a library choice this plan does not offer (no Triton kernel would be left)
+                genome = {**genome, **{k: full.get(k, "triton") for k in plan.impl_knobs}}
+                continue
             try:
                 src = assemble(plan, full, _GENERATORS, _LAUNCH_ARGS, f"Triton lowering of {spec.name}.")
             except GroupFailure as exc:

@@ -1,0 +1,121 @@
+"""The tl.dot precision knob of matmul, attention and conv groups: tf32x3 by default for
+fp32 operands, ieee on request, tf32 only for specs with a loose KE_TOLERANCE, ieee only
+(as before) for fp16 operands. The Triton interpreter accepts every choice but computes
+the dot in plain fp32 whatever the precision, so the interpreter runs below check that the
+candidates are well-formed and correct, not the tensor-core rounding of tf32 / tf32x3."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.kernel_matmul import dot_precision
+
+from .conftest import example_source
+
+# fp32 specs with one matmul / attention / conv group (g0)
+FP32_SPECS = ["mm_plain", "linear_bias_relu", "sdpa_causal", "conv2d_bias_relu"]
+LOOSE = '\nKE_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}\nKE_ERROR_BUDGET = False\n'
+
+HALF = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b, q, k, v):
+        return torch.mm(a, b), F.scaled_dot_product_attention(q, k, v)
+
+
+def get_inputs():
+    return [torch.randn(32, 48, dtype=torch.float16), torch.randn(48, 16, dtype=torch.float16),
+            *(torch.randn(1, 2, 16, 16, dtype=torch.float16) for _ in range(3))]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def _precisions(source: str) -> set[str]:
+    return set(re.findall(r'input_precision="(\w+)"', source))
+
+
+def _lower(synth: OfflineSynthesizer, name: str, genome: dict[str, str], src: str | None = None):
+    return synth.lower(synth._capture(src or example_source(name), name), genome)
+
+
+@pytest.mark.parametrize("name", FP32_SPECS)
+def test_fp32_seed_uses_tf32x3(synth: OfflineSynthesizer, name: str) -> None:
+    space = dict(synth.space(example_source(name), name))
+    assert space["g0.precision"] == ["tf32x3", "ieee"]  # tf32 is opt-in per spec
+    (seed,) = synth.propose(ProposalRequest(spec_source=example_source(name), spec_name=name, count=1))
+    assert seed.genome["g0.precision"] == "tf32x3"
+    assert _precisions(seed.source) == {"tf32x3"}
+    assert "# tf32x3: three TF32 tensor-core products" in seed.source
+    ieee, full, _ = _lower(synth, name, {"g0.precision": "ieee"})
+    assert full["g0.precision"] == "ieee"
+    assert _precisions(ieee) == {"ieee"} and "tf32" not in ieee
+    # tf32 is not a choice of a strict spec: the genome falls back to the default
+    strict, full, _ = _lower(synth, name, {"g0.precision": "tf32"})
+    assert full["g0.precision"] == "tf32x3" and _precisions(strict) == {"tf32x3"}
+
+
+@pytest.mark.parametrize("name", ["linear_tf32_tolerant", "sdpa_causal", "conv2d_bias_relu"])
+def test_tf32_only_for_loose_tolerance(synth: OfflineSynthesizer, name: str) -> None:
+    src = example_source(name)
+    if "KE_TOLERANCE" not in src:
+        src += LOOSE
+    space = dict(synth.space(src, name))
+    assert space["g0.precision"] == ["tf32x3", "ieee", "tf32"]  # the default stays tf32x3
+    source, full, _ = _lower(synth, name, {"g0.precision": "tf32"}, src)
+    assert full["g0.precision"] == "tf32" and _precisions(source) == {"tf32"}
+
+
+def test_half_operands_keep_ieee(synth: OfflineSynthesizer) -> None:
+    space = dict(synth.space(HALF, "half"))
+    assert space["g0.precision"] == ["ieee"] and space["g1.precision"] == ["ieee"]  # matmul, attention
+    source, full, fallback = _lower(synth, "half", {"g0.precision": "tf32x3"}, HALF)
+    assert not fallback and full["g0.precision"] == "ieee"
+    assert _precisions(source) == {"ieee"}
+    half_loose = dict(synth.space(HALF + LOOSE, "half_loose"))
+    assert half_loose["g0.precision"] == ["ieee", "tf32"]  # as before: no tf32x3 for fp16
+
+
+def test_precision_change_is_a_recorded_transformation(synth: OfflineSynthesizer) -> None:
+    src = example_source("mm_plain")
+    (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name="mm_plain", count=1))
+    parent = ParentInfo("seed", seed.source, seed.transformation, dict(seed.genome))
+    children = synth.propose(ProposalRequest(spec_source=src, spec_name="mm_plain", count=100, parent=parent))
+    (child,) = [c for c in children if c.transformation.name == "precision"]
+    assert child.transformation == Transformation("precision", {"group": "g0", "value": "ieee"})
+    assert child.genome["g0.precision"] == "ieee" and _precisions(child.source) == {"ieee"}
+
+
+def test_unknown_precision_is_rejected() -> None:
+    assert dot_precision({}, "g0") == ("ieee", [])  # an incomplete genome keeps ieee
+    with pytest.raises(ValueError):
+        dot_precision({"g0.precision": "bf16x3"}, "g0")
+
+
+def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) -> None:
+    jobs = []
+    for name in FP32_SPECS:
+        src = example_source(name)
+        for precision in ("tf32x3", "ieee"):
+            source, full, _ = _lower(synth, name, {"g0.precision": precision})
+            assert full["g0.precision"] == precision
+            jobs.append({"id": f"{name}/{precision}", "spec_source": src, "candidate_source": source, "seeds": [3]})
+    source, _, _ = _lower(synth, "linear_tf32_tolerant", {"g0.precision": "tf32"})
+    jobs.append({"id": "linear_tf32_tolerant/tf32", "spec_source": example_source("linear_tf32_tolerant"),
+                 "candidate_source": source, "seeds": [3]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:], r["trials"]) for r in results if not r["ok"]]
