@@ -1,10 +1,10 @@
 """Evaluator throughput on a GPU: our Judge (warm sandboxed workers, strict protocol)
 against a process-per-candidate harness (bench/baseline_harness.py), on the same
 candidates. Also times a few candidates twice to show the spread of our timings.
-``--parallel N`` (N > 1) adds a run of the Judge with ``parallel_workers=N`` (workers share
+``--parallel 4,8`` adds runs of the Judge with ``parallel_workers`` 4 and 8 (workers share
 the GPU; timing takes it alone) through ``Judge.evaluate_many``.
 
-    python bench/eval_throughput.py --out DIR [--specs a,b,c] [--per-spec N] [--parallel N]
+    python bench/eval_throughput.py --out DIR [--specs a,b,c] [--per-spec N] [--parallel N,M]
 
 Writes DIR/eval_throughput.json and prints a short table.
 """
@@ -65,11 +65,16 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
 
 
 def run_ours(cands: list[dict[str, str]], reuse: bool = False, parallel: int = 1) -> tuple[float, dict[str, dict]]:
+    """Seconds from creating the Judge to the last verdict, and the verdicts. The Judge's
+    start-up (workers importing torch, CUDA contexts: paid once per Judge, not per
+    candidate) is timed apart in STARTUP[parallel]."""
     from ke_evaluator.judge import EvalJob, EvalOptions, Judge
 
     results = {}
     t0 = time.perf_counter()
     with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse, parallel_workers=parallel)) as judge:
+        judge.warm_up()
+        STARTUP[parallel] = time.perf_counter() - t0
         if parallel > 1:
             verdicts = judge.evaluate_many([EvalJob(c["spec_source"], c["source"], c["id"]) for c in cands])
         else:
@@ -90,8 +95,12 @@ def run_ours(cands: list[dict[str, str]], reuse: bool = False, parallel: int = 1
                                 "trials": v.candidate_timing.trials if v.candidate_timing else 0,
                                 "wall_s": v.evidence.get("wall_s"), "stage_s": v.evidence.get("stage_s"),
                                 "reference_outputs": cache.get("reference_outputs"),
-                                "lock_wait_s": sum((lock.get("waited_s") or {}).values())}
+                                "lock_wait_s": sum((lock.get("waited_s") or {}).values()),
+                                "compiles_unlocked": lock.get("compiles_unlocked", 0)}
     return time.perf_counter() - t0, results
+
+
+STARTUP: dict[int, float] = {}  # workers -> seconds the last Judge with that many took to be ready
 
 
 def run_baseline(cands: list[dict[str, str]], workdir: Path) -> tuple[float, dict[str, dict]]:
@@ -117,8 +126,9 @@ def main() -> None:
     ap.add_argument("--specs", default=",".join(DEFAULT_SPECS))
     ap.add_argument("--per-spec", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=5, help="correct candidates timed twice, in fresh workers")
-    ap.add_argument("--parallel", type=int, default=1,
-                    help="also run the Judge with this many parallel workers on the GPU (> 1)")
+    ap.add_argument("--parallel", default="",
+                    help="comma-separated worker counts (> 1): also run the Judge with that many parallel "
+                         "workers on the GPU, e.g. 4,8")
     ap.add_argument("--skip-reuse", action="store_true", help="leave out the reuse_worker_after_failure run")
     ap.add_argument("--stack-dump-s", type=float, default=0.0,
                     help="print every thread's stack after this many seconds (diagnosing a stall)")
@@ -132,10 +142,13 @@ def main() -> None:
     cands = make_candidates(names, args.per_spec)
     print(f"{len(cands)} candidates generated in {time.perf_counter() - t0:.0f}s", flush=True)
     ours_s, ours = run_ours(cands)
-    print(f"ours (default): {ours_s:.1f}s", flush=True)
-    par_s, par = run_ours(cands, parallel=args.parallel) if args.parallel > 1 else (0.0, {})
-    if par:
-        print(f"ours ({args.parallel} parallel workers): {par_s:.1f}s", flush=True)
+    ours_startup = STARTUP[1]
+    print(f"ours (default): {ours_s:.1f}s, of which {ours_startup:.1f}s Judge start-up", flush=True)
+    par_runs: list[tuple[int, float, dict[str, dict]]] = []
+    for width in [int(w) for w in args.parallel.split(",") if w.strip() and int(w) > 1]:
+        par_s, par = run_ours(cands, parallel=width)
+        par_runs.append((width, par_s, par, STARTUP[width]))
+        print(f"ours ({width} parallel workers): {par_s:.1f}s, of which {STARTUP[width]:.1f}s start-up", flush=True)
     reuse_s, reuse = run_ours(cands, reuse=True) if not args.skip_reuse else (0.0, {})
     if reuse:
         print(f"ours (reuse after failure): {reuse_s:.1f}s", flush=True)
@@ -168,32 +181,36 @@ def main() -> None:
         "reuse_agreement": sum(ours[c["id"]]["status"] == reuse[c["id"]]["status"] for c in cands) if reuse else None,
         "ours_per_gpu_minute": 60 * n / ours_s, "baseline_per_gpu_minute": 60 * n / base_s,
         "throughput_ratio": base_s / ours_s, "verdict_agreement": agree,
+        # a Judge is started once and judges for hours: the ratio with its start-up left out
+        "ours_startup_seconds": ours_startup, "warm_throughput_ratio": base_s / (ours_s - ours_startup),
         "ours_stricter": stricter, "disagreements": disagree, "timing_spread": spread,
         "ours": ours, "baseline": base, "ours_reuse": reuse,
         "reference_outputs_cached": sum(r.get("reference_outputs") == "cached" for r in ours.values()),
     }
-    if par:
-        summary.update({
-            "parallel_workers": args.parallel, "ours_parallel_seconds": par_s,
-            "ours_parallel_per_gpu_minute": 60 * n / par_s, "parallel_ratio": base_s / par_s,
-            "parallel_agreement": sum(ours[c["id"]]["status"] == par[c["id"]]["status"] for c in cands),
-            "parallel_lock_wait_s": sum(r.get("lock_wait_s") or 0.0 for r in par.values()),
-            "ours_parallel": par,
-        })
+    summary["parallel_runs"] = [{
+        "workers": width, "seconds": par_s, "per_gpu_minute": 60 * n / par_s, "ratio": base_s / par_s,
+        "startup_seconds": up, "warm_per_gpu_minute": 60 * n / (par_s - up), "warm_ratio": base_s / (par_s - up),
+        "agreement": sum(ours[c["id"]]["status"] == par[c["id"]]["status"] for c in cands),
+        "lock_wait_s": sum(r.get("lock_wait_s") or 0.0 for r in par.values()),
+        "compiles_unlocked": sum(r.get("compiles_unlocked") or 0 for r in par.values()),
+        "verdicts": par,
+    } for width, par_s, par, up in par_runs]
     write_json(args.out / "eval_throughput.json", summary)
     print(f"device {summary['fingerprint'].get('gpu')}  torch {summary['fingerprint']['torch']}  "
           f"triton {summary['fingerprint']['triton']}")
     print(f"candidates {n}: ours {ours_s:.1f}s ({summary['ours_per_gpu_minute']:.1f}/min)  "
           f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  "
-          f"ratio {summary['throughput_ratio']:.2f}x")
+          f"ratio {summary['throughput_ratio']:.2f}x; without the Judge's start-up ({ours_startup:.1f}s) "
+          f"{summary['warm_throughput_ratio']:.2f}x")
     if reuse:
         print(f"ours with worker reuse after failures: {reuse_s:.1f}s  ratio {summary['reuse_ratio']:.2f}x  "
               f"same verdicts {summary['reuse_agreement']}/{n}")
-    if par:
-        print(f"ours with {args.parallel} parallel workers: {par_s:.1f}s "
-              f"({summary['ours_parallel_per_gpu_minute']:.1f}/min)  ratio {summary['parallel_ratio']:.2f}x  "
-              f"same verdicts {summary['parallel_agreement']}/{n}  "
-              f"waiting for the device lock {summary['parallel_lock_wait_s']:.1f}s in all")
+    for run in summary["parallel_runs"]:
+        print(f"ours with {run['workers']} parallel workers: {run['seconds']:.1f}s "
+              f"({run['per_gpu_minute']:.1f}/min)  ratio {run['ratio']:.2f}x  "
+              f"same verdicts {run['agreement']}/{n}  waiting for the device lock {run['lock_wait_s']:.1f}s "
+              f"in all; {run['compiles_unlocked']} compiles with the lock released; without the start-up "
+              f"({run['startup_seconds']:.1f}s) {run['warm_per_gpu_minute']:.1f}/min, {run['warm_ratio']:.2f}x")
     print(f"reference outputs served from the cache: {summary['reference_outputs_cached']}/{n} (default run)")
     stages: dict[str, float] = {}
     for r in ours.values():

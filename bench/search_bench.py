@@ -101,6 +101,8 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=1,
                     help="judge workers sharing the GPU (timing stays exclusive); also the search's batch")
     ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
+    ap.add_argument("--spec-time-s", type=float, default=None,
+                    help="per spec: start no new batch of candidates after this many seconds of search")
     ap.add_argument("--from-results", type=Path, default=None,
                     help="skip the search: re-lower each spec's best genome from an earlier run and re-time it")
     args = ap.parse_args()
@@ -122,7 +124,15 @@ def main() -> None:
         args.budget = int(earlier_run.get("budget", args.budget))  # the search that found the winners
         earlier = {r["spec"]: r for r in earlier_run["rows"]}
         names = [n for n in names if n in earlier]
-    rows = []
+    rows: list[dict[str, Any]] = []
+
+    def save(done: list[dict[str, Any]]) -> None:
+        result = {"date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "budget": args.budget,
+                  "parallel_workers": args.parallel, "copy_bandwidth_gbps": bw, "shard": args.shard, "rows": done}
+        if args.from_results is not None:
+            result["search_from"] = str(args.from_results)
+        write_json(args.out / f"search_{k}of{n}.json", result)
+
     synth = OfflineSynthesizer()
     # During the search the judge keeps its full correctness protocol but times with fewer
     # trials; the winner is re-timed below side by side with eager and torch.compile.
@@ -147,10 +157,13 @@ def main() -> None:
                     row["spec_error"] = check.reason
                     rows.append(row)
                     continue
-                res = run_local_search(source, name, synth, judge, args.budget, batch=args.parallel)
+                res = run_local_search(source, name, synth, judge, args.budget, batch=args.parallel,
+                                       time_limit_s=args.spec_time_s)
                 statuses: dict[str, int] = {}
                 for c in res.candidates:
                     statuses[c.verdict.status] = statuses.get(c.verdict.status, 0) + 1
+                if res.stopped:
+                    row["search_stopped"] = res.stopped
                 row.update(evaluated=len(res.candidates), search_s=res.seconds, statuses=statuses,
                            failures=[{"id": c.node.node_id, "status": c.verdict.status,
                                       "transformation": c.proposal.transformation.name,
@@ -166,13 +179,9 @@ def main() -> None:
                 row["bench_error"] = traceback.format_exc()[-800:]
             rows.append(row)
             print(_line(row), flush=True)
-    result = {"date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "budget": args.budget,
-              "parallel_workers": args.parallel,
-              "copy_bandwidth_gbps": bw, "shard": args.shard, "rows": rows}
-    if args.from_results is not None:
-        result["search_from"] = str(args.from_results)
-    write_json(args.out / f"search_{k}of{n}.json", result)
-    print(f"copy bandwidth {bw:.0f} GB/s; {result['fingerprint']}")
+            save(rows)  # after every spec: a run cut short by a time limit keeps what it finished
+    save(rows)
+    print(f"copy bandwidth {bw:.0f} GB/s; {fingerprint()}")
 
 
 def _timed_row(row: dict[str, Any], source: str, best_source: str, bw: float) -> dict[str, Any]:

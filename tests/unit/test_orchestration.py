@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -190,6 +191,23 @@ def test_local_search_stops_when_space_is_exhausted() -> None:
 
     result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=1, max_block=1024), FakeJudge(), 50)
     assert 0 < len(result.candidates) < 50
+
+
+def test_local_search_stops_at_its_time_limit() -> None:
+    from ke_search.local import run_local_search
+
+    class SlowJudge(FakeJudge):
+        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                     fresh_worker: bool = False) -> Verdict:
+            time.sleep(0.05)
+            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+
+    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=3, max_block=1024), SlowJudge(), 50,
+                              time_limit_s=0.12)
+    assert 1 <= len(result.candidates) < 50
+    assert result.stopped.startswith("time limit of 0.12 s")
+    full = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=3, max_block=1024), FakeJudge(), 4)
+    assert full.stopped == "" and len(full.candidates) == 4
 
 
 class NoisyJudge(FakeJudge):

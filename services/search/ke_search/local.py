@@ -34,6 +34,7 @@ class LocalResult:
     spec_name: str
     candidates: list[LocalCandidate] = field(default_factory=list)
     seconds: float = 0.0
+    stopped: str = ""  # why the search ended before the budget ("" = budget spent or space exhausted)
 
     @property
     def best(self) -> LocalCandidate | None:
@@ -52,11 +53,13 @@ def run_local_search(
     hardware_kind: str = "nvidia",
     on_candidate: Callable[[LocalCandidate], None] | None = None,
     batch: int = 1,
+    time_limit_s: float | None = None,
 ) -> LocalResult:
     """Search until ``budget`` candidates are judged. ``batch`` > 1 asks for that many
     children of each chosen parent at once and judges them together (``evaluate_many``,
     parallel when the judge has several workers); the parent choice then lags by one
-    batch, as it does in the service with several evaluators."""
+    batch, as it does in the service with several evaluators. ``time_limit_s``: start no
+    new batch after this many seconds (``stopped`` says so)."""
     strat = make_strategy(strategy)
     result = LocalResult(spec_name)
     by_id: dict[str, LocalCandidate] = {}
@@ -64,6 +67,9 @@ def run_local_search(
     start = time.perf_counter()
     request = 0
     while len(result.candidates) < budget:
+        if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+            result.stopped = f"time limit of {time_limit_s:g} s after {len(result.candidates)} candidates"
+            break
         nodes = [c.node for c in result.candidates]
         parent_id = strat.select_parent(nodes, exhausted)
         if parent_id is None:
