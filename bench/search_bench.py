@@ -167,6 +167,7 @@ def main() -> None:
                 row.update(evaluated=len(res.candidates), search_s=res.seconds, statuses=statuses,
                            failures=[{"id": c.node.node_id, "status": c.verdict.status,
                                       "transformation": c.proposal.transformation.name,
+                                      "genome": dict(c.proposal.genome),  # to reproduce it
                                       "reason": c.verdict.reason[:300]}
                                      for c in res.candidates if c.verdict.status != "correct"])
                 best = res.best
