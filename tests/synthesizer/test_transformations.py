@@ -13,7 +13,7 @@ from .conftest import example_source
 
 # one spec per kernel kind / strategy family, kept small for the interpreter
 EDGE_SPECS = ["silu_clamp_mul", "layernorm", "argmin_mid", "linear_softmax", "cumsum_rows", "mm_plain",
-              "attention_plain", "conv2d_bias_relu", "avgpool2d_padded"]
+              "attention_plain", "conv2d_bias_relu", "avgpool2d_padded", "maxpool3d_gelu"]
 # row kernels forced onto the chunked strategy with short chunks (several passes per row)
 LOOPED_SPECS = ["softmax_rows", "variance_rows", "layernorm", "argmax_rows", "prod_rows", "rmsnorm",
                 "relu_min_values", "logsumexp_rows", "cross_entropy", "l2_normalize", "mse_plain", "col_mean",

@@ -237,7 +237,7 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
 def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
     """Adaptive average pooling to one output element per plane is a mean over the
     spatial dims (the usual classifier-head global pool)."""
-    nd = 1 if isinstance(mod, nn.AdaptiveAvgPool1d) else 2
+    nd = 1 if isinstance(mod, nn.AdaptiveAvgPool1d) else 2 if isinstance(mod, nn.AdaptiveAvgPool2d) else 3
     size = mod.output_size
     if size not in (1, (1,) * nd, [1] * nd):
         return None
@@ -248,7 +248,7 @@ def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> 
 
 
 def _module_rewrite(mod: nn.Module) -> Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None:
-    if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d)):
+    if isinstance(mod, (nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.AdaptiveAvgPool3d)):
         return lambda g, n: _global_avg_pool(g, n, mod)
     if isinstance(mod, nn.modules.batchnorm._BatchNorm):
         return lambda g, n: _batch_norm(g, n, mod)

@@ -2,6 +2,16 @@
 (M = N * OH * OW), output channels the columns, and the reduction runs over
 Cin * KH * KW, gathering input patches on the fly (no im2col buffer). The bias and
 following pointwise ops of the output's shape run as an epilogue on the accumulator.
+
+Genome knob ``layout`` (conv2d): ``contiguous`` reads NCHW input and OIHW weight and
+reduces over (cin, kh, kw); ``channels_last`` has the launcher convert both to
+``torch.channels_last`` (NHWC / OHWI; free when they already are) and reduces over
+(kh, kw, cin) with cin innermost, so a row of the input tile and a column of the weight
+tile are contiguous channel runs. The launcher guarantees the dense layout, so the kernel
+addresses it from the sizes (no stride arguments). The output is written NCHW either way,
+as the reference returns it for a contiguous input. The weight is converted on every call
+(a small copy): a converted copy kept across calls could go stale (``param.data`` updates
+do not bump the version counter) and is not protected the way parameters are.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ if TYPE_CHECKING:
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
+LAYOUTS = ("contiguous", "channels_last")  # genome knob ``layout`` (conv2d), default first
 
 
 def _tuple(v: Any, nd: int) -> tuple[int, ...] | None:
@@ -80,6 +91,10 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     warps = int(genome.get(f"{key}.num_warps", "4"))
     stages = int(genome.get(f"{key}.num_stages", "2"))
     precision, note = dot_precision(genome, key)
+    layout = genome.get(f"{key}.layout", "contiguous")
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown conv layout {layout!r}")
+    nhwc = layout == "channels_last" and e["nd"] == 2
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     has_bias = op.args.get("bias") is not None
@@ -105,11 +120,21 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     sig += [f"e{i}_s{k}" for i in bcast for k in range(e["nd"] + 2)]  # broadcast operands: expanded strides
     sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join("conv" if m is conv else group.ops[m].op for m in group.members)
+    order = "(kh, kw, cin)" if nhwc else "(cin, kh, kw)"
+    if nhwc:
+        # (kh, kw, cin) with cin innermost: NHWC input, and OHWI weight rows flatten as rk
+        decompose = ["        kh = rk // (KW * CIN)", "        kw = (rk // CIN) % KW", "        ci = rk % CIN"]
+        x_addr = "((n_idx[:, None] * H + ih) * W + iw) * CIN + ci[None, :]"
+    else:
+        decompose = ["        ci = rk // (KH * KW)", "        kh = (rk // KW) % KH", "        kw = rk % KW"]
+        x_addr = "((n_idx[:, None] * CIN + ci[None, :]) * H + ih) * W + iw"
     lines = [
         "@triton.jit", f"def {name}(", f"    {', '.join(sig)},",
         "    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,", "):",
         f"    # Fuses {fused}: implicit GEMM, rows = output pixels, columns = output channels,",
-        f"    # reduction over (cin, kh, kw) with stride {sh}x{sw}, padding {ph}x{pw}, dilation {dh}x{dw}.",
+        f"    # reduction over {order} with stride {sh}x{sw}, padding {ph}x{pw}, dilation {dh}x{dw}.",
+        *(["    # layout=channels_last: NHWC input and OHWI weight (converted by the launcher), cin",
+           "    # innermost so tile loads run along channels; the output is written NCHW."] if nhwc else []),
         "    pid_m = tl.program_id(0)",
         "    pid_n = tl.program_id(1)",
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
@@ -122,13 +147,11 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
         "    for k0 in range(0, K, BLOCK_K):",
         "        rk = k0 + tl.arange(0, BLOCK_K)",
-        "        ci = rk // (KH * KW)",
-        "        kh = (rk // KW) % KH",
-        "        kw = rk % KW",
+        *decompose,
         f"        ih = oh[:, None] * {sh} - {ph} + kh[None, :] * {dh}",
         f"        iw = ow[:, None] * {sw} - {pw} + kw[None, :] * {dw}",
         "        a_mask = (rm[:, None] < M) & (rk[None, :] < K) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)",
-        "        a = tl.load(x_ptr + ((n_idx[:, None] * CIN + ci[None, :]) * H + ih) * W + iw, mask=a_mask, other=0.0)",
+        f"        a = tl.load(x_ptr + {x_addr}, mask=a_mask, other=0.0)",
         "        b = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rk[:, None] < K) & (rn[None, :] < COUT),",
         "                    other=0.0)",
         *("        " + line for line in note),
@@ -187,9 +210,13 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
            f"    plan = _plans_{name}.get(key)",
            "    if plan is None:",
            f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
-           "    shape, materialise, grid, tail = plan",
-           "    x = x.contiguous()",
-           "    w = w.contiguous()"]
+           "    shape, materialise, grid, tail = plan"]
+    if nhwc:
+        ll += ["    # layout=channels_last: NHWC input, OHWI weight (no copy when they already are)",
+               "    x = x.contiguous(memory_format=torch.channels_last)",
+               "    w = w.contiguous(memory_format=torch.channels_last)"]
+    else:
+        ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
     if fulls:
         ll.append("    if materialise:  # same-shape epilogue operands that broadcast at run time")
         ll += [f"        e{i} = e{i}.expand(shape)" for i in fulls]

@@ -3,6 +3,16 @@
 Operands with the output's shape are read with the flat index (made contiguous by the
 launcher); broadcast operands (bias over the last dim, per-channel scales, ...) are read
 through their expanded strides, unravelling the flat index over the runtime shape.
+
+Genome knob ``VEC`` (groups whose operands are all read flat, see ``flat_operands``):
+``auto`` is the plain kernel; ``4`` adds a ``VEC`` constexpr chosen per call by the
+launcher. With VEC = 4 the offsets are declared to come in aligned runs of 4 contiguous
+elements and the mask bound is rounded down to a multiple of 4 (exact, since the
+launcher checked ``n_elements % 4 == 0``), so Triton sees the mask constant over each
+run and can emit 128-bit loads / stores for fp32 even when ``n_elements`` is not a
+multiple of 16 (Triton's own integer specialisation only covers that case). The launcher
+passes VEC = 1 (the plain kernel's mask) when the element count is not a multiple of 4
+or an input's address is not 16-byte aligned, so the candidate is correct on every input.
 """
 
 from __future__ import annotations
@@ -129,6 +139,26 @@ def operand_value_fn(plan: Plan, group: Group, ops: Operands, load_names: dict[i
     return val
 
 
+VEC_CHOICES = ("auto", "4")
+
+
+def flat_operands(plan: Plan, group: Group) -> bool:
+    """Every tensor operand of a pointwise group has the output's shape, so the kernel reads
+    them all with the flat index (the launcher makes them contiguous): the ``VEC`` knob is
+    only offered then (a broadcast operand is read through unravelled strides)."""
+    ops = collect_operands(plan, group)
+    return bool(ops.tensors) and all(operand_shape(plan, v) == group.shape for v in ops.tensors)
+
+
+def vec_width(genome: dict[str, str], key: str, flat: bool) -> int:
+    """The VEC knob of a group as a run length; 0 for ``auto`` (the plain kernel) and for
+    groups with broadcast operands (the knob is not offered there)."""
+    value = genome.get(f"{key}.VEC", "auto")
+    if value not in VEC_CHOICES:
+        raise ValueError(f"unknown VEC choice {value!r}")
+    return 0 if value == "auto" or not flat else int(value)
+
+
 def kernel_name(group: Group, prefix: str) -> str:
     names: list[str] = []
     for m in group.members:
@@ -161,6 +191,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     name = kernel_name(group, "pointwise")
     block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
     warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    vec = vec_width(genome, group.key, bool(ops.tensors) and all(full))
 
     in_ptrs = [f"in{i}_ptr" for i in range(len(ops.tensors))]
     out_ptrs = [f"out{j}_ptr" for j in range(len(outs))]
@@ -169,17 +200,31 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     scalars = [f"s{i}" for i in range(len(ops.scalars))]
     sig = in_ptrs + out_ptrs + ["n_elements"] + (dims if not all(full) else []) + strides + scalars
     fused = " -> ".join(group.ops[m].op for m in group.members)
+    knob = [f"    # VEC={vec}: offsets in aligned runs of {vec} (128-bit accesses for fp32); the launcher passes",
+            f"    # VEC=1 when n_elements % {vec} != 0 or an input is not 16-byte aligned."] if vec else []
     lines = [
         "@triton.jit",
         f"def {name}(",
         f"    {', '.join(sig)},",
-        "    BLOCK_SIZE: tl.constexpr,",
+        "    BLOCK_SIZE: tl.constexpr," + (" VEC: tl.constexpr," if vec else ""),
         "):",
         f"    # Fuses {fused}: each input read once, each output written once.",
+        *knob,
         "    pid = tl.program_id(0)",
         "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
-        "    mask = offs < n_elements",
     ]
+    if vec:
+        lines += [
+            "    if VEC > 1:",
+            "        # the launcher checked n_elements % VEC == 0 and 16-byte aligned inputs: the rounded",
+            "        # bound is exact and keeps the mask constant over each run of VEC",
+            "        offs = tl.max_contiguous(tl.multiple_of(offs, VEC), VEC)",
+            "        mask = offs < n_elements // VEC * VEC",
+            "    else:",
+            "        mask = offs < n_elements",
+        ]
+    else:
+        lines.append("    mask = offs < n_elements")
     if not all(full):
         lines.append("    # Unravel the flat index over the output shape for broadcast operands.")
         lines.append("    rem = offs")
@@ -210,12 +255,12 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
     kernel = "\n".join(lines) + "\n"
 
-    launcher = pointwise_launcher(name, ops, full, rank, outs, block, warps, programs)
+    launcher = pointwise_launcher(name, ops, full, rank, outs, block, warps, programs, vec)
     return kernel, launcher, f"launch_{name}"
 
 
 def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, outs: list[torch.fx.Node],
-                       block: int, warps: int, programs: str) -> str:
+                       block: int, warps: int, programs: str, vec: int = 0) -> str:
     """Launcher source. Same-shape operands are read flat (made contiguous); broadcast
     operands through the strides of their expanded view, computed once per input
     signature (sizes, strides) and kept in a small per-launcher cache with the output
@@ -243,6 +288,11 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
                for j, dt in enumerate(dtypes)]
         ll += ["    n = t0.numel()", "    if n > 0:", f"        block = min({block}, _pow2(n))",
                f"        grid = ({grid_of},){'  # persistent programs' if programs != 'grid' else ''}"]
+        if vec:
+            aligned = " and ".join(f"t{i}.data_ptr() % 16 == 0" for i in fulls)
+            ll += [f"        # VEC={vec} needs n % {vec} == 0 and 16-byte aligned inputs (contiguous above; the",
+                   "        # outputs are fresh allocations): otherwise the same kernel runs with VEC=1",
+                   f"        vec = {vec} if n % {vec} == 0 and {aligned} else 1"]
         tail = ""
     else:
         cache = f"_plans_{name}"
@@ -280,7 +330,7 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
         tail = ", *tail"
     call = [f"t{i}" for i in range(n_t)] + [f"out{j}" for j in range(len(outs))] + ["n"]
     ll.append(f"        {name}[grid]({', '.join(call)}{tail}{''.join(', ' + x for x in scalars)}, "
-              f"BLOCK_SIZE=block, num_warps={warps})")
+              f"BLOCK_SIZE=block, {'VEC=vec, ' if vec else ''}num_warps={warps})")
     ll.append(f"    return {', '.join(f'out{j}' for j in range(len(outs)))}")
     return "\n".join(ll) + "\n"
 

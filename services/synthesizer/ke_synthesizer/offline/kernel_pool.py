@@ -1,10 +1,11 @@
-"""Pooling (max / avg, 1-D and 2-D) as a direct Triton kernel: one lane per output
-element walks its KH x KW window (unrolled, sizes are compile-time constants), and
-any following pointwise ops of the same shape run as an epilogue on the pooled value.
+"""Pooling (max / avg, 1-D, 2-D and 3-D) as a direct Triton kernel: one lane per output
+element walks its [KD x] [KH x] KW window (unrolled, sizes are compile-time constants),
+and any following pointwise ops of the same shape run as an epilogue on the pooled value.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -20,8 +21,12 @@ from .ops import NormOp
 if TYPE_CHECKING:
     from .graph import Group, Plan
 
-_FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2)}
-_MODULES = {nn.MaxPool1d: ("max", 1), nn.MaxPool2d: ("max", 2), nn.AvgPool1d: ("avg", 1), nn.AvgPool2d: ("avg", 2)}
+_FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
+          F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3)}
+_MODULES = {nn.MaxPool1d: ("max", 1), nn.MaxPool2d: ("max", 2), nn.MaxPool3d: ("max", 3),
+            nn.AvgPool1d: ("avg", 1), nn.AvgPool2d: ("avg", 2), nn.AvgPool3d: ("avg", 3)}
+# spatial dims, outermost first: input sizes, output sizes, output / window / input coordinates
+_DIMS = ("D", "H", "W")
 _ARGS = {
     "max": ["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"],
     "avg": ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"],
@@ -64,8 +69,6 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
         return None
     if kind == "avg" and args.get("divisor_override") is not None:
         return None
-    if nd == 1:
-        k, s, p = (1,) + k, (1,) + s, (0,) + p
     return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "k": k, "s": s, "p": p,
                                                "count_include_pad": bool(args.get("count_include_pad", True))})
 
@@ -76,7 +79,10 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
     pool = group.members[0]
     e = group.ops[pool].extra
-    (kh, kw), (sh, sw), (ph, pw) = e["k"], e["s"], e["p"]
+    nd, ks, ss, ps = e["nd"], e["k"], e["s"], e["p"]
+    dims = _DIMS[3 - nd:]  # input sizes D, H, W (innermost nd of them)
+    lo = [d.lower() for d in dims]  # coordinate suffixes d, h, w
+    ins = [f"i{c}_" if c == "d" else f"i{c}" for c in lo]  # input coordinates (id_: not the builtin)
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
@@ -101,46 +107,61 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     full = [operand_shape(plan, v) == group.shape for v in ext]
     bcast = [i for i in range(len(ext)) if not full[i]]
     sig = ["x_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["n_out", "H", "W", "OH", "OW"]
-    sig += [f"d{k}" for k in range(1, rank - e["nd"]) if bcast]  # leading output dims (unravel)
+    sig += ["n_out", *dims, *(f"O{d}" for d in dims)]
+    sig += [f"d{k}" for k in range(1, rank - nd) if bcast]  # leading output dims (unravel)
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
     sig += [f"s{i}" for i in range(len(scalars))]
-    fused = " -> ".join(f"{e['kind']}_pool" if m is pool else group.ops[m].op for m in group.members)
+    fused = " -> ".join(f"{e['kind']}_pool{nd}d" if m is pool else group.ops[m].op for m in group.members)
+    x_ = "x".join
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", "    BLOCK_SIZE: tl.constexpr,", "):",
-             f"    # Fuses {fused}: each lane reduces one {kh}x{kw} window (stride {sh}x{sw}, padding {ph}x{pw}).",
+             f"    # Fuses {fused}: each lane reduces one window of size {x_(map(str, ks))} "
+             f"(stride {x_(map(str, ss))}, padding {x_(map(str, ps))}).",
              "    pid = tl.program_id(0)",
              "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
-             "    mask = offs < n_out",
-             "    ow = offs % OW",
-             "    oh = (offs // OW) % OH",
-             "    plane = offs // (OW * OH)",
-             "    base = plane * H * W",
-             f"    acc = tl.full([BLOCK_SIZE], {init}, tl.float32)",
-             "    count = tl.zeros([BLOCK_SIZE], dtype=tl.float32)",
-             f"    for kh in tl.static_range({kh}):",
-             f"        for kw in tl.static_range({kw}):",
-             f"            ih = oh * {sh} - {ph} + kh",
-             f"            iw = ow * {sw} - {pw} + kw",
-             "            inside = mask & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)",
-             f"            v = tl.load(x_ptr + base + ih * W + iw, mask=inside, other={init})"
-             f"{load_cast(dtype_of(group.ops[pool].args['input']))}",
-             f"            acc = {'tl.maximum(acc, v)' if is_max else 'acc + v'}",
-             "            count += tl.where(inside, 1.0, 0.0)"]
+             "    mask = offs < n_out"]
+    # unravel offs (innermost first) into output coordinates and the (N, C) plane
+    inner: list[str] = []
+    for j in reversed(range(nd)):
+        src = "offs" if not inner else f"(offs // {inner[0]})" if len(inner) == 1 else \
+            f"(offs // ({' * '.join(inner)}))"
+        lines.append(f"    o{lo[j]} = {src} % O{dims[j]}")
+        inner.append(f"O{dims[j]}")
+    lines += [f"    plane = offs // {inner[0]}" if nd == 1 else f"    plane = offs // ({' * '.join(inner)})",
+              f"    base = plane * {' * '.join(dims)}"]
+    addr = ins[0]
+    for j in range(1, nd):
+        addr = f"{addr} * {dims[j]} + {ins[j]}" if j == 1 else f"({addr}) * {dims[j]} + {ins[j]}"
+    inside = " & ".join(["mask"] + [f"({c} >= 0) & ({c} < {d})" for c, d in zip(ins, dims, strict=True)])
+    counted = not is_max and not e["count_include_pad"]  # divisor: the in-bounds elements of the window
+    lines += [f"    acc = tl.full([BLOCK_SIZE], {init}, tl.float32)"]
+    if counted:
+        lines.append("    count = tl.zeros([BLOCK_SIZE], dtype=tl.float32)")
+    ind = "    "
+    for j in range(nd):
+        lines.append(f"{ind}for k{lo[j]} in tl.static_range({ks[j]}):")
+        ind += "    "
+    lines += [f"{ind}{ins[j]} = o{lo[j]} * {ss[j]} - {ps[j]} + k{lo[j]}" for j in range(nd)]
+    lines += [f"{ind}inside = {inside}",
+              f"{ind}v = tl.load(x_ptr + base + {addr}, mask=inside, other={init})"
+              f"{load_cast(dtype_of(group.ops[pool].args['input']))}",
+              f"{ind}acc = {'tl.maximum(acc, v)' if is_max else 'acc + v'}"]
+    if counted:
+        lines.append(f"{ind}count += tl.where(inside, 1.0, 0.0)")
     if is_max:
         lines.append(f"    v_{pool.name} = acc")
     elif e["count_include_pad"]:
         # windows never leave the padded input (no ceil_mode): the divisor is the window size
-        lines.append(f"    v_{pool.name} = acc / {float(kh * kw)!r}")
+        lines.append(f"    v_{pool.name} = acc / {float(math.prod(ks))!r}")
     else:
         lines.append(f"    v_{pool.name} = acc / tl.maximum(count, 1.0)")
     # epilogue operands of the output's shape are read flat; broadcast ones (a per-channel
     # shift, ...) through the strides of their expanded view, the plane index unravelled
-    lead = rank - e["nd"]
+    lead = rank - nd
     if bcast:
         lines.append("    rem = plane")
         for k in reversed(range(lead)):
             lines += [f"    i{k} = rem % d{k}", f"    rem = rem // d{k}"] if k else ["    i0 = rem"]
-    idx = [f"i{k}" for k in range(lead)] + (["ow"] if e["nd"] == 1 else ["oh", "ow"])
+    idx = [f"i{k}" for k in range(lead)] + [f"o{c}" for c in lo]
     for i, v in enumerate(ext):
         dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
         addr = "offs" if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
@@ -157,20 +178,17 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", ""]
     params = ["x"] + [f"e{i}" for i in range(len(ext))]
     ll.append(f"def _plan_{name}({', '.join(params)}):")
-    if e["nd"] == 1:
-        ll += ["    h, w = 1, x.shape[-1]"]
-    else:
-        ll += ["    h, w = x.shape[-2], x.shape[-1]"]
-    ll += [f"    oh = (h + 2 * {ph} - {kh}) // {sh} + 1",
-           f"    ow = (w + 2 * {pw} - {kw}) // {sw} + 1",
-           f"    shape = (*x.shape[:-{e['nd']}], {'ow' if e['nd'] == 1 else 'oh, ow'})"]
+    ll.append("    w = x.shape[-1]" if nd == 1 else f"    {', '.join(lo)} = x.shape[-{nd}:]")
+    ll += [f"    o{c} = ({c} + 2 * {ps[j]} - {ks[j]}) // {ss[j]} + 1" for j, c in enumerate(lo)]
+    ll.append(f"    shape = (*x.shape[:-{nd}], {', '.join(f'o{c}' for c in lo)})")
     ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
            f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
            f"{{shape}}')" for i in range(len(ext))]
     ll += ["    n = math.prod(shape)",
            f"    block = min({block}, _pow2(n))",
            "    grid = ((n + block - 1) // block,) if n > 0 else None",
-           "    tail = (n, h, w, oh, ow)" + (f" + shape[1:{rank - e['nd']}]" if bcast else "")]
+           f"    tail = (n, {', '.join(lo)}, {', '.join(f'o{c}' for c in lo)})"
+           + (f" + shape[1:{rank - nd}]" if bcast else "")]
     ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
     ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in range(len(ext)) if full[i]) or 'False'}",
            "    return shape, materialise, grid, block, tail", "", ""]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .graph import Group, Plan
+from .kernel_conv import LAYOUTS
+from .kernel_pointwise import VEC_CHOICES, flat_operands
 from .library_impl import IMPL_CHOICES, library_offered
 
 GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
@@ -32,6 +34,10 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "num_warps": ("4", "1", "2", "8"),
         # grid: one program per tile; N: N persistent programs stride over the tiles
         "programs": ("grid", "128", "512"),
+        # auto: the plain kernel; 4: offsets in aligned runs of 4 with the mask bound rounded
+        # to a multiple of 4, so Triton can emit 128-bit accesses; the launcher falls back to
+        # VEC=1 when numel % 4 != 0 or an input is not 16-byte aligned (flat groups only)
+        "VEC": VEC_CHOICES,
     },
     "attention": {
         "BLOCK_M": ("64", "32", "16", "128"),
@@ -47,6 +53,9 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         "num_warps": ("4", "2", "8"),
         "num_stages": ("2", "3"),
         "precision": DOT_PRECISIONS,
+        # channels_last: the launcher converts input / weight to NHWC / OHWI and the kernel
+        # reduces over (kh, kw, cin) with cin innermost; the output stays NCHW (conv2d only)
+        "layout": LAYOUTS,
     },
     "pool": {
         "BLOCK_SIZE": ("1024", "256", "512", "2048"),
@@ -149,6 +158,10 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
                 choices = (d,) + tuple(c for c in choices if c != d)
             if g.kind == "matmul" and name == "SPLIT_K" and len(g.members) > 1:
                 continue  # a non-linear epilogue cannot be applied to partial sums
+            if g.kind == "pointwise" and name == "VEC" and not _flat(plan, g):
+                continue  # a broadcast operand is read through unravelled strides, not in runs
+            if g.kind == "conv" and name == "layout" and g.ops[g.members[0]].extra.get("nd") != 2:
+                continue  # channels_last is a 4-D memory format
             strategy = genome.get(f"{g.key}.strategy", "auto") if g.kind == "row" else ""
             if g.kind == "row" and name == "BLOCK_N" and (strategy == "single" or avail == ["single"]):
                 continue  # the whole row is one block
@@ -156,6 +169,14 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
                 continue  # the split grid is sized by the row length
             out.append(Knob(f"{g.key}.{name}", name, g.key, choices))
     return out
+
+
+def _flat(plan: Plan, group: Group) -> bool:
+    """Whether every operand of a pointwise group is read with the flat index (see
+    kernel_pointwise.flat_operands), computed once per plan."""
+    if "flat" not in group.info:
+        group.info["flat"] = flat_operands(plan, group)
+    return bool(group.info["flat"])
 
 
 def _filter(kind: str, name: str, choices: tuple[str, ...], info: dict) -> list[str]:
