@@ -1,8 +1,16 @@
 """Code generation for flat pointwise groups: one masked 1-D kernel per group.
 
-Operands with the output's shape are read with the flat index (made contiguous by the
-launcher); broadcast operands (bias over the last dim, per-channel scales, ...) are read
-through their expanded strides, unravelling the flat index over the runtime shape.
+Operands with the output's shape are read with the flat index ``offs``: in place when
+contiguous, otherwise from a ``.contiguous()`` copy made by the launcher, except for
+row-pitched views. An operand the example run saw as R rows of C elements P apart (last
+dim stride 1, leading dims collapsing into one: a chunk of the last dim, ``x[:, 1:]``;
+see ``captured_pitched``) gets a ``PITCHED<i>`` constexpr and a pitch argument; the
+launcher's per-signature plan sets the flag when the run-time tensor is such a view
+(``_flat_read`` in launch_helpers.py) and the kernel reads ``offs // C * P + offs % C``
+in place, no copy kernel. Contiguous operands keep the plain ``offs`` addressing (the
+flag is a constexpr: the other branch is not compiled). Broadcast operands (bias over
+the last dim, per-channel scales, ...) are read through their expanded strides,
+unravelling the flat index over the runtime shape.
 
 Genome knob ``VEC`` (groups whose operands are all read flat, see ``flat_operands``):
 ``auto`` is the plain kernel; ``4`` adds a ``VEC`` constexpr chosen per call by the
@@ -11,21 +19,23 @@ elements and the mask bound is rounded down to a multiple of 4 (exact, since the
 launcher checked ``n_elements % 4 == 0``), so Triton sees the mask constant over each
 run and can emit 128-bit loads / stores for fp32 even when ``n_elements`` is not a
 multiple of 16 (Triton's own integer specialisation only covers that case). The launcher
-passes VEC = 1 (the plain kernel's mask) when the element count is not a multiple of 4
-or an input's address is not 16-byte aligned, so the candidate is correct on every input.
+passes VEC = 1 (the plain kernel's mask) when the element count is not a multiple of 4,
+an input's address is not 16-byte aligned or an operand is read pitched, so the candidate
+is correct on every input.
 """
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 
-from .capture import dtype_of, shape_of
+from .capture import dtype_of, shape_of, tensor_meta
 from .graph import Group, Plan, group_outputs, node_inputs
-from .launch_helpers import tuple_source
+from .launch_helpers import LAUNCH_HELPERS, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -144,7 +154,7 @@ VEC_CHOICES = ("auto", "4")
 
 def flat_operands(plan: Plan, group: Group) -> bool:
     """Every tensor operand of a pointwise group has the output's shape, so the kernel reads
-    them all with the flat index (the launcher makes them contiguous): the ``VEC`` knob is
+    them all with the flat index (contiguous or row-pitched): the ``VEC`` knob is
     only offered then (a broadcast operand is read through unravelled strides)."""
     ops = collect_operands(plan, group)
     return bool(ops.tensors) and all(operand_shape(plan, v) == group.shape for v in ops.tensors)
@@ -157,6 +167,28 @@ def vec_width(genome: dict[str, str], key: str, flat: bool) -> int:
     if value not in VEC_CHOICES:
         raise ValueError(f"unknown VEC choice {value!r}")
     return 0 if value == "auto" or not flat else int(value)
+
+
+def _helper(name: str) -> Any:
+    namespace: dict[str, Any] = {}
+    exec(LAUNCH_HELPERS[name], namespace)  # noqa: S102 - our own helper source
+    return namespace[name]
+
+
+_FLAT_READ = _helper("_flat_read")  # the launchers' rule, applied here to captured layouts
+
+
+def captured_pitched(v: Any) -> bool:
+    """Whether the example run saw operand ``v`` as a row-pitched view (``_flat_read``: a
+    chunk of the last dim, ``x[:, 1:]``, ...). Only such operands get a ``PITCHED<i>`` flag
+    and a pitch argument: kernels whose operands were all contiguous keep the plain
+    signature (every kernel argument costs binder time on each launch) and copy a
+    non-contiguous operand at run time, as before."""
+    meta = tensor_meta(v) if isinstance(v, torch.fx.Node) else None
+    if meta is None or len(meta.shape) < 2:
+        return False
+    t = torch.empty_strided(tuple(meta.shape), tuple(meta.stride), device="meta")
+    return bool(_FLAT_READ(t, int(meta.shape[-1]))[2])
 
 
 def kernel_name(group: Group, prefix: str) -> str:
@@ -192,23 +224,34 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
     warps = int(genome.get(f"{group.key}.num_warps", "4"))
     vec = vec_width(genome, group.key, bool(ops.tensors) and all(full))
+    # same-shape operands that may be row-pitched views read in place (PITCHED<i> constexprs);
+    # rows have row_len elements: the last output dim (d<rank-1> when the kernel unravels)
+    pitched = [i for i, v in enumerate(ops.tensors) if full[i] and rank >= 2 and captured_pitched(v)]
+    row_len = "row_len" if all(full) else f"d{rank - 1}"
 
     in_ptrs = [f"in{i}_ptr" for i in range(len(ops.tensors))]
     out_ptrs = [f"out{j}_ptr" for j in range(len(outs))]
     dims = [f"d{k}" for k in range(1, rank)]  # d0 is never needed to unravel
     strides = [f"in{i}_s{k}" for i in range(len(ops.tensors)) if not full[i] for k in range(rank)]
+    pitches = [f"in{i}_pitch" for i in pitched]
     scalars = [f"s{i}" for i in range(len(ops.scalars))]
-    sig = in_ptrs + out_ptrs + ["n_elements"] + (dims if not all(full) else []) + strides + scalars
+    sig = (in_ptrs + out_ptrs + ["n_elements"] + (["row_len"] if pitched and all(full) else [])
+           + (dims if not all(full) else []) + strides + pitches + scalars)
+    flags = "".join(f" PITCHED{i}: tl.constexpr," for i in pitched)
     fused = " -> ".join(group.ops[m].op for m in group.members)
     knob = [f"    # VEC={vec}: offsets in aligned runs of {vec} (128-bit accesses for fp32); the launcher passes",
-            f"    # VEC=1 when n_elements % {vec} != 0 or an input is not 16-byte aligned."] if vec else []
+            f"    # VEC=1 when n_elements % {vec} != 0, an input is not 16-byte aligned or one is pitched."
+            ] if vec else []
+    pitch_note = [f"    # PITCHED<i>: input i is a row-pitched view (rows of {row_len} elements, in<i>_pitch apart,",
+                  "    # e.g. a chunk of the last dim) read in place instead of a contiguous copy."] if pitched else []
     lines = [
         "@triton.jit",
         f"def {name}(",
         f"    {', '.join(sig)},",
-        "    BLOCK_SIZE: tl.constexpr," + (" VEC: tl.constexpr," if vec else ""),
+        "    BLOCK_SIZE: tl.constexpr," + (" VEC: tl.constexpr," if vec else "") + flags,
         "):",
         f"    # Fuses {fused}: each input read once, each output written once.",
+        *pitch_note,
         *knob,
         "    pid = tl.program_id(0)",
         "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
@@ -237,7 +280,10 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     load_names: dict[int, str] = {}
     for i, v in enumerate(ops.tensors):
         load_names[i] = f"a{i}"
-        if full[i]:
+        if i in pitched:
+            lines.append(f"    o{i} = offs // {row_len} * in{i}_pitch + offs % {row_len} if PITCHED{i} else offs")
+            addr = f"in{i}_ptr + o{i}"
+        elif full[i]:
             addr = f"in{i}_ptr + offs"
         else:
             terms = " + ".join(f"i{k} * in{i}_s{k}" for k in range(rank)) or "0 * offs"
@@ -255,16 +301,21 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
     kernel = "\n".join(lines) + "\n"
 
-    launcher = pointwise_launcher(name, ops, full, rank, outs, block, warps, programs, vec)
+    launcher = pointwise_launcher(name, ops, full, rank, outs, block, warps, programs, vec, pitched)
     return kernel, launcher, f"launch_{name}"
 
 
 def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, outs: list[torch.fx.Node],
-                       block: int, warps: int, programs: str, vec: int = 0) -> str:
-    """Launcher source. Same-shape operands are read flat (made contiguous); broadcast
-    operands through the strides of their expanded view, computed once per input
-    signature (sizes, strides) and kept in a small per-launcher cache with the output
-    shape and the grid. No torch.broadcast_shapes, expand or triton.cdiv per call."""
+                       block: int, warps: int, programs: str, vec: int = 0, pitched: list[int] | None = None) -> str:
+    """Launcher source. Same-shape operands are read flat: contiguous ones in place, those
+    in ``pitched`` in place as rows when they are row-pitched views (``_flat_read``,
+    ``PITCHED<i>``), any other from a ``.contiguous()`` copy (free when contiguous).
+    Broadcast operands are read through the strides of their expanded view. With broadcast
+    or pitched operands, everything that depends only on the input signature (sizes,
+    strides: output shape, grid, block, broadcast strides, how each operand is read) is
+    computed once and kept in a small per-launcher cache. No torch.broadcast_shapes,
+    expand or triton.cdiv per call."""
+    pitched = pitched or []
     n_t = len(ops.tensors)
     scalars = [f"s{i}" for i in range(len(ops.scalars))]
     params = [f"t{i}" for i in range(n_t)] + scalars
@@ -275,8 +326,15 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
     grid_of = "(n + block - 1) // block"
     if programs != "grid":
         grid_of = f"min({grid_of}, {int(programs)})"
+    aligned = " and ".join(f"t{i}.data_ptr() % 16 == 0" for i in fulls)
+    call = ([f"t{i}" for i in range(n_t)] + [f"out{j}" for j in range(len(outs))] + ["n"]
+            + (["c"] if pitched and not bcast else []) + (["*tail"] if bcast else [])
+            + [f"p{i}" for i in pitched] + scalars)
+    kw = ["BLOCK_SIZE=block"] + (["VEC=vec"] if vec else []) + [f"PITCHED{i}=pitched{i}" for i in pitched]
+    launch = f"        {name}[grid]({', '.join(call)}, {', '.join(kw)}, num_warps={warps})"
+    ret = f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"
     ll: list[str] = []
-    if not bcast:
+    if not bcast and not pitched:  # all read flat from contiguous tensors: no plan needed
         ll.append(f"def {launcher}({', '.join(params)}):")
         if len(fulls) > 1:
             cond = " or ".join(f"t{i}.shape != t0.shape" for i in fulls[1:])
@@ -289,50 +347,69 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
         ll += ["    n = t0.numel()", "    if n > 0:", f"        block = min({block}, _pow2(n))",
                f"        grid = ({grid_of},){'  # persistent programs' if programs != 'grid' else ''}"]
         if vec:
-            aligned = " and ".join(f"t{i}.data_ptr() % 16 == 0" for i in fulls)
             ll += [f"        # VEC={vec} needs n % {vec} == 0 and 16-byte aligned inputs (contiguous above; the",
                    "        # outputs are fresh allocations): otherwise the same kernel runs with VEC=1",
                    f"        vec = {vec} if n % {vec} == 0 and {aligned} else 1"]
-        tail = ""
-    else:
-        cache = f"_plans_{name}"
-        key = tuple_source([p for i in range(n_t) for p in ([f"t{i}.shape"] if full[i] else
-                                                            [f"t{i}.shape", f"t{i}.stride()"])])
-        ll += [f"{cache} = {{}}  # input signature -> launch plan", "", "",
-               f"def _plan_{name}({', '.join(f't{i}' for i in range(n_t))}):",
-               "    # output shape, whether same-shape operands must be materialised (they broadcast at",
-               "    # run time), element count, grid, block, then output dims 1.. and broadcast strides",
-               f"    shape = _broadcast_shape({', '.join(f't{i}.shape' for i in range(n_t))})",
-               f"    if len(shape) > {rank}:",
+        return "\n".join(ll + [launch, ret]) + "\n"
+
+    ts = ", ".join(f"t{i}" for i in range(n_t))
+    cache = f"_plans_{name}"
+    key = tuple_source([p for i in range(n_t) for p in ([f"t{i}.shape"] if full[i] and i not in pitched else
+                                                        [f"t{i}.shape", f"t{i}.stride()"])])
+    reads = [f"copy{i}, p{i}, pitched{i}" for i in pitched]
+    items = (["shape", "materialise", "n", "grid", "block"] + (["vec_ok"] if vec else [])
+             + (["c"] if pitched and not bcast else []) + reads + (["tail"] if bcast else []))
+    about = ("output shape, whether same-shape operands must be materialised (they broadcast at run time), "
+             "element count, grid, block" + (", whether VEC may be 4" if vec else "")
+             + ("; per pitchable operand: copied?, row pitch, PITCHED flag" if pitched else "")
+             + (", then output dims 1.. and broadcast strides" if bcast else ""))
+    ll += [f"{cache} = {{}}  # input signature -> launch plan", "", "",
+           f"def _plan_{name}({ts}):",
+           *textwrap.wrap(about, 90, initial_indent="    # ", subsequent_indent="    # "),
+           f"    shape = _broadcast_shape({', '.join(f't{i}.shape' for i in (range(n_t) if bcast else fulls))})"]
+    if bcast:
+        ll += [f"    if len(shape) > {rank}:",
                f"        raise RuntimeError(f'{name}: output rank {{len(shape)}} > {rank}')",
-               f"    padded = (1,) * ({rank} - len(shape)) + shape",
-               f"    materialise = {' or '.join(f't{i}.shape != shape' for i in fulls) or 'False'}",
-               "    n = math.prod(shape)",
-               f"    block = min({block}, _pow2(n))",
-               "    tail = padded[1:]"]
+               f"    padded = (1,) * ({rank} - len(shape)) + shape"]
+    ll += [f"    materialise = {' or '.join(f't{i}.shape != shape' for i in fulls) or 'False'}",
+           "    n = math.prod(shape)",
+           f"    block = min({block}, _pow2(n))"]
+    if pitched:
+        ll.append("    c = shape[-1] if shape else 1  # row length of pitched reads")
+        ll += [f"    copy{i}, p{i}, pitched{i} = (True, c, False) if materialise else _flat_read(t{i}, c)"
+               for i in pitched]
+    if vec:
+        ll.append(f"    vec_ok = n % {vec} == 0" + "".join(f" and not pitched{i}" for i in pitched)
+                  + "  # a multiple of VEC, all read flat")
+    if bcast:
+        ll.append("    tail = padded[1:]")
         ll += [f"    tail += _expanded_strides(padded, t{i}.shape, t{i}.stride())" for i in bcast]
-        ll += [f"    return shape, materialise, n, ({grid_of},), block, tail", "", "",
-               f"def {launcher}({', '.join(params)}):",
-               f"    key = {key}",
-               f"    plan = {cache}.get(key)",
-               "    if plan is None:",
-               f"        plan = _remember({cache}, key, _plan_{name}({', '.join(f't{i}' for i in range(n_t))}))",
-               "    shape, materialise, n, grid, block, tail = plan"]
-        if fulls:
-            ll += ["    if materialise:  # same-shape operands that broadcast at run time"]
-            ll += [f"        t{i} = t{i}.expand(shape)" for i in fulls]
-            ll += [f"    t{i} = t{i}.contiguous()" for i in fulls]
-            ll += [f"    out{j} = torch.empty_like(t{fulls[0]}, dtype={dt}, memory_format=torch.contiguous_format)"
-                   for j, dt in enumerate(dtypes)]
-        else:
-            ll += [f"    out{j} = torch.empty(shape, device=t0.device, dtype={dt})" for j, dt in enumerate(dtypes)]
-        ll.append("    if n > 0:")
-        tail = ", *tail"
-    call = [f"t{i}" for i in range(n_t)] + [f"out{j}" for j in range(len(outs))] + ["n"]
-    ll.append(f"        {name}[grid]({', '.join(call)}{tail}{''.join(', ' + x for x in scalars)}, "
-              f"BLOCK_SIZE=block, {'VEC=vec, ' if vec else ''}num_warps={warps})")
-    ll.append(f"    return {', '.join(f'out{j}' for j in range(len(outs)))}")
-    return "\n".join(ll) + "\n"
+    ll += [f"    return {', '.join(f'({grid_of},)' if i == 'grid' else i for i in items)}", "", "",
+           f"def {launcher}({', '.join(params)}):",
+           f"    key = {key}",
+           f"    plan = {cache}.get(key)",
+           "    if plan is None:",
+           f"        plan = _remember({cache}, key, _plan_{name}({ts}))",
+           f"    {', '.join(items)} = plan"]
+    if fulls:
+        ll += ["    if materialise:  # same-shape operands that broadcast at run time"]
+        ll += [f"        t{i} = t{i}.expand(shape)" for i in fulls]
+        for i in fulls:
+            if i in pitched:
+                note = "  # neither contiguous nor row-pitched, or materialised" if i == pitched[0] else ""
+                ll += [f"    if copy{i}:{note}", f"        t{i} = t{i}.contiguous()"]
+            else:
+                ll.append(f"    t{i} = t{i}.contiguous()")
+        ll += [f"    out{j} = torch.empty_like(t{fulls[0]}, dtype={dt}, memory_format=torch.contiguous_format)"
+               for j, dt in enumerate(dtypes)]
+    else:
+        ll += [f"    out{j} = torch.empty(shape, device=t0.device, dtype={dt})" for j, dt in enumerate(dtypes)]
+    ll.append("    if n > 0:")
+    if vec:
+        ll += [f"        # VEC={vec} needs n % {vec} == 0, no pitched operand and 16-byte aligned inputs (the",
+               "        # outputs are fresh allocations): otherwise the same kernel runs with VEC=1",
+               f"        vec = {vec} if vec_ok and {aligned} else 1"]
+    return "\n".join(ll + [launch, ret]) + "\n"
 
 
 def launcher_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:

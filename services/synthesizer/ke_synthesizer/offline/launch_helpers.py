@@ -43,6 +43,29 @@ LAUNCH_HELPERS: dict[str, str] = {
     plans[key] = plan
     return plan
 ''',
+    "_flat_read": '''def _flat_read(t, c):
+    """How a flat pointwise kernel reads t, an operand of the output's shape whose rows have
+    c elements: (copy, row pitch, pitched). In place when contiguous, or when t is rows
+    `pitch` elements apart (last dim stride 1, leading dims collapse into one: a chunk of
+    the last dim, x[:, 1:], ...; read as offs // c * pitch + offs % c, in int32); copied
+    with .contiguous() otherwise (transposed, chunked on an inner dim, ...)."""
+    if t.is_contiguous():
+        return False, c, False
+    size, stride = t.shape, t.stride()
+    if len(size) < 2 or (c != 1 and stride[-1] != 1):
+        return True, c, False
+    lead = [(d, s) for d, s in zip(size[:-1], stride[:-1]) if d != 1]  # size-1 dims: any stride
+    if not lead:  # one row (torch calls it contiguous)
+        return False, c, False
+    pitch, rows = lead[-1][1], 1
+    for d, s in reversed(lead):
+        if s != pitch * rows:
+            return True, c, False
+        rows *= d
+    if (rows - 1) * pitch + c >= 2**31:
+        return True, c, False
+    return False, pitch, True
+''',
     "_same_data": '''def _same_data(view, t):
     """Whether view reads t's memory (a view at the same address, not a copy)."""
     return view.data_ptr() == t.data_ptr() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
