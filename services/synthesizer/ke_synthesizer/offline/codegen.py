@@ -19,10 +19,11 @@ import torch.fx
 from torch.fx.node import _get_qualified_name
 
 from .capture import tensor_meta
-from .graph import Group, GroupFailure, Plan, is_dead, metadata_aliases
+from .graph import Group, GroupFailure, Plan
 from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
 from .library_impl import LIBRARY_COMMENT
 from .lower_pointwise import HELPERS, PointwiseEmitter
+from .plan_outputs import is_dead, metadata_aliases
 
 log = logging.getLogger(__name__)
 
@@ -154,13 +155,13 @@ def render_node(node: torch.fx.Node, plan: Plan, names: Names | None = None) -> 
             return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype}{device})"
         return f"{lhs} = {names.attr(path) if names else attr_path(path)}"
     if node.op == "call_module":
-        target = str(node.target)
-        mod = plan.spec.gm.get_submodule(target)
+        path = str(node.target)
+        mod = plan.spec.gm.get_submodule(path)
         if type(mod) is torch.nn.Flatten and len(node.args) == 1 and not node.kwargs:  # a view: skip Module.__call__
             return f"{lhs} = {render(node.args[0], names)}.flatten({mod.start_dim}, {mod.end_dim})"
         if type(mod) is torch.nn.Unflatten and len(node.args) == 1 and not node.kwargs:
             return f"{lhs} = {render(node.args[0], names)}.unflatten({mod.dim}, {tuple(mod.unflattened_size)!r})"
-        return f"{lhs} = {names.attr(target) if names else attr_path(target)}({_call_args(node, names=names)})"
+        return f"{lhs} = {names.attr(path) if names else attr_path(path)}({_call_args(node, names=names)})"
     if node.op == "call_method":
         obj_src = render(node.args[0], names)
         return f"{lhs} = {obj_src}.{node.target}({_call_args(node, skip_first=True, names=names)})"

@@ -52,9 +52,9 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
 
 
 def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .graph import group_outputs
     from .kernel_matmul import dot_precision
     from .kernel_pointwise import kernel_name
+    from .plan_outputs import group_outputs
 
     node = group.members[0]
     extra = group.ops[node].extra
@@ -156,7 +156,7 @@ def {launcher}(q, k, v{", scale" if rt else ""}):
 
 
 def attention_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .graph import group_outputs
+    from .plan_outputs import group_outputs
 
     op = group.ops[group.members[0]]
     a = op.args

@@ -77,9 +77,9 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .graph import group_outputs
     from .kernel_matmul import dot_precision
     from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
+    from .plan_outputs import group_outputs
 
     conv = group.members[0]
     op = group.ops[conv]
@@ -234,8 +234,8 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 
 def conv_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .graph import group_outputs
     from .kernel_pointwise import epilogue_operands
+    from .plan_outputs import group_outputs
 
     a = group.ops[group.members[0]].args
     ext, scalars = epilogue_operands(plan, group)

@@ -179,8 +179,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         if expr is None:
             raise ValueError(f"cannot emit {group.ops[m].op}")
         epi.append(f"v_{m.name} = {expr}")
-    from .graph import group_outputs
     from .kernel_pointwise import kernel_name, load_cast
+    from .plan_outputs import group_outputs
 
     outs = group_outputs(plan, group)
     loads = []
@@ -321,7 +321,7 @@ def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.
         op = group.ops[m]
         for v in _emit_order(op):
             note(v)
-    from .graph import group_outputs
+    from .plan_outputs import group_outputs
 
     return [info["a"], info["b"]] + ext + scalars, group_outputs(plan, group)
 

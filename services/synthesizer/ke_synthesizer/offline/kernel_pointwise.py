@@ -34,9 +34,10 @@ import torch
 import torch.fx
 
 from .capture import dtype_of, shape_of, tensor_meta
-from .graph import Group, Plan, group_outputs, node_inputs
+from .graph import Group, Plan, node_inputs
 from .launch_helpers import LAUNCH_HELPERS, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
+from .plan_outputs import group_outputs
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
              torch.float64: "tl.float64"}

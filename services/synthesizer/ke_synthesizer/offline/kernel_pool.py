@@ -74,8 +74,8 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .graph import group_outputs
     from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
+    from .plan_outputs import group_outputs
 
     pool = group.members[0]
     e = group.ops[pool].extra
@@ -218,8 +218,8 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 
 def pool_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .graph import group_outputs
     from .kernel_pointwise import epilogue_operands
+    from .plan_outputs import group_outputs
 
     ext, scalars = epilogue_operands(plan, group)
     return [group.ops[group.members[0]].args["input"]] + ext + scalars, group_outputs(plan, group)

@@ -23,11 +23,12 @@ import torch
 import torch.fx
 
 from .capture import shape_of
-from .graph import Group, Plan, group_outputs
+from .graph import Group, Plan
 from .kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
+from .plan_outputs import group_outputs
 from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
 from .row_launcher import LaunchInfo, gen_launcher
 from .row_layout import IndexGen, Operand, classify, make_layout

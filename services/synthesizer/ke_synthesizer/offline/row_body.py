@@ -96,7 +96,8 @@ def centered_pairs(micros: list[Micro]) -> dict[str, Micro]:
             continue
         mean = re.fullmatch(r"(\w+)/N", _bare(mu.expr))
         s1 = by_name.get(mean.group(1)) if mean else None
-        if s1 is not None and s1.reduce == "sum" and s1.src == diff.group(1) and s1.name not in pairs:
+        if diff is not None and s1 is not None and s1.reduce == "sum" and s1.src == diff.group(1) \
+                and s1.name not in pairs:
             pairs[s1.name] = s2
     return pairs
 

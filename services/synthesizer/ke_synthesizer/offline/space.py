@@ -112,9 +112,9 @@ COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
 def row_strategies_of(plan: Plan, group: Group) -> list[str]:
     """Strategies a row group can use (computed once per plan, see kernel_row)."""
     if "strategies" not in group.info:
-        from .graph import group_outputs
         from .kernel_row import RowBuilder, row_strategies, single_offered
         from .lower_pointwise import PointwiseEmitter
+        from .plan_outputs import group_outputs
 
         try:
             builder = RowBuilder(plan, group, PointwiseEmitter())

@@ -22,13 +22,14 @@ from kernelevolve.errors import InvalidSpecError, SynthesisError
 from ..api import Proposal, ProposalRequest, Transformation
 from .capture import CapturedSpec, capture, dtype_of
 from .codegen import assemble
-from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan, group_outputs
+from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan
 from .kernel_attention import attention_launch_args, gen_attention
 from .kernel_conv import conv_launch_args, gen_conv
 from .kernel_matmul import gen_matmul, matmul_launch_args
 from .kernel_pointwise import gen_pointwise, launcher_args
 from .kernel_pool import gen_pool, pool_launch_args
 from .kernel_row import gen_row, row_launch_args
+from .plan_outputs import group_outputs
 from .space import Knob, complete_genome, knobs
 
 log = logging.getLogger(__name__)
