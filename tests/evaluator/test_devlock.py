@@ -137,12 +137,10 @@ def test_reader_steps_aside_for_a_waiting_writer(lock_dir: str) -> None:
 
 
 def test_compile_hooks_release_shared_and_keep_exclusive(lock_dir: str) -> None:
-    import torch
-
     from ke_evaluator.compile_release import CompileRelease, install
 
     me = DeviceLock(lock_dir)
-    release = CompileRelease(me, torch.device("cpu"))
+    release = CompileRelease(me)
     me.acquire("shared")
     assert release.before(key="k") is None  # falsy: Triton compiles
     assert me.mode is None and can_take(lock_dir, "exclusive")  # another worker may time now
@@ -171,3 +169,40 @@ def test_compile_hooks_release_shared_and_keep_exclusive(lock_dir: str) -> None:
         assert knobs.runtime.jit_post_compile_hook == release.after
     finally:
         knobs.runtime.jit_cache_hook, knobs.runtime.jit_post_compile_hook = saved
+
+
+def test_every_release_drains_first(lock_dir: str) -> None:
+    """Work a holder queued finishes before anyone else may time: the drain runs on every
+    release (plain, mode switch, step aside), and a failing drain still lets the lock go."""
+    import threading
+
+    drained: list[str | None] = []
+    me = DeviceLock(lock_dir)
+    me.drain = lambda: drained.append(me.mode)
+    me.acquire("shared")
+    me.acquire("exclusive")  # a mode switch releases first
+    me.release()
+    me.release()  # nothing held: nothing to drain
+    assert drained == ["shared", "exclusive"]
+    me.acquire("shared")
+    writer = Holder(lock_dir, "exclusive")
+    try:
+        writer.expect("waiting")
+        stepped = threading.Thread(target=me.step_aside)
+        stepped.start()
+        writer.expect("held")
+        writer.release()
+        stepped.join(timeout=10)
+    finally:
+        if writer.proc.poll() is None:
+            writer.proc.kill()
+            writer.proc.wait(timeout=10)
+    assert drained == ["shared", "exclusive", "shared"] and me.mode == "shared"
+
+    def broken() -> None:
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    me.drain = broken
+    me.release()
+    assert me.mode is None and can_take(lock_dir, "exclusive")
+    me.close()

@@ -7,21 +7,19 @@ lock through it kept every other worker's timing phase (EXCLUSIVE) waiting; rele
 one worker compiles on the CPU while another times on the GPU.
 
 Triton calls ``knobs.runtime.jit_cache_hook`` just before it compiles a kernel that is not
-in its in-memory cache and ``jit_post_compile_hook`` after it (triton >= 3.4). Before
-releasing, the worker synchronizes its device: work it queued earlier must not run inside
-another worker's timed sample. The post-compile hook takes the lock back before control
+in its in-memory cache and ``jit_post_compile_hook`` after it (triton >= 3.4). The
+release drains the device first (``DeviceLock.drain``): work queued earlier must not run
+inside another worker's timed sample. The post-compile hook takes the lock back before control
 returns to the candidate, so no candidate code runs unlocked. An EXCLUSIVE holder (a
 compile during timing warm-up) keeps its lock. A compile that raises leaves the lock
 released; the job then ends, which releases it anyway.
 
-Worker side: torch and triton only.
+Worker side: triton only.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import torch
 
 from .devlock import DeviceLock
 
@@ -29,17 +27,14 @@ from .devlock import DeviceLock
 class CompileRelease:
     """The two hooks, bound to one worker's lock. ``released`` counts compiles done unlocked."""
 
-    def __init__(self, lock: DeviceLock, device: torch.device) -> None:
+    def __init__(self, lock: DeviceLock) -> None:
         self.lock = lock
-        self.cuda = device.type == "cuda"
         self.released = 0
         self._mine = False  # this compile released the lock and must take it back
 
     def before(self, **_: Any) -> None:
         self._mine = self.lock.mode == "shared"
         if self._mine:
-            if self.cuda:
-                torch.cuda.synchronize()
             self.lock.release()
             self.released += 1
         return None  # falsy: Triton goes on and compiles

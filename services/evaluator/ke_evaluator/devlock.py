@@ -58,15 +58,19 @@ class DeviceLock:
 
     ``on_wait(mode)`` is called before blocking and ``on_acquired(mode, waited_s)`` after a
     wait ended: the worker tells its parent, which stops the phase clock meanwhile.
+    ``drain``, when set, runs before every release: on CUDA the worker sets it to a device
+    synchronize, so work it queued never runs inside the next holder's timed samples.
     """
 
     def __init__(self, directory: str, on_wait: Callable[[str], None] | None = None,
-                 on_acquired: Callable[[str, float], None] | None = None) -> None:
+                 on_acquired: Callable[[str, float], None] | None = None,
+                 drain: Callable[[], None] | None = None) -> None:
         self.directory = directory
         self._lock_fd = _open(os.path.join(directory, LOCK_NAME))
         self._gate_fd = _open(os.path.join(directory, GATE_NAME))
         self._on_wait = on_wait
         self._on_acquired = on_acquired
+        self.drain = drain
         self.mode: Mode | None = None
         self._since = 0.0
         # Per job, reset by the caller: seconds waited per mode and (mode, start, end) holds.
@@ -118,6 +122,11 @@ class DeviceLock:
     def release(self) -> None:
         if self.mode is None:
             return
+        if self.drain is not None:
+            try:
+                self.drain()
+            except Exception:  # noqa: BLE001 - the lock goes regardless; a device fault shows in the job's calls
+                pass
         end = _now()  # before unlocking: recorded holds of different processes never overlap
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)

@@ -118,13 +118,10 @@ class Evaluator:
             self.lock.acquire(mode)
 
     def _step_aside(self) -> None:
-        """Between two steps of the SHARED phase: a waiting timing phase goes first. Our
-        queued work finishes before we let go (it must not run inside its samples)."""
-        if self.lock is None or self.lock.mode != "shared" or not self.lock.writer_waiting():
-            return
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
-        self.lock.step_aside()
+        """Between two steps of the SHARED phase: a waiting timing phase goes first (the
+        release drains our queued work, see ``DeviceLock.drain``)."""
+        if self.lock is not None:
+            self.lock.step_aside()
 
     def _references(self, opts: JobOptions, spec: specs.LoadedSpec, init: list[Any],
                     cacheable: bool) -> refcache.JobReferences:

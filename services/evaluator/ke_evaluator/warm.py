@@ -23,17 +23,19 @@ def _warm_kernel(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
 
 
-def warm_process(device: torch.device) -> list[str]:
-    """Run the one-time paths once; returns what was warmed (for the sandbox report).
-    On CUDA the caller holds the device lock SHARED (the Triton compile inside releases
-    it, see compile_release.py)."""
-    done = []
+def warm_host() -> list[str]:
+    """Host-only one-time paths (no device lock needed); returns what was warmed."""
     a = torch.randn(16, 16)
     diagnosis.count_flops(lambda: a @ a)  # imports and registers the flop counter's tables
-    done.append("flop counter")
-    if device.type == "cuda":
-        x = torch.zeros(64, device=device)
-        _warm_kernel[(1,)](x, x.numel(), BLOCK=64)
-        torch.cuda.synchronize()
-        done.append("triton compile + launch")
-    return done
+    return ["flop counter"]
+
+
+def warm_device(device: torch.device) -> list[str]:
+    """The first Triton compile and launch on CUDA; the caller holds the device lock SHARED
+    (the compile itself releases it, see compile_release.py). Returns what was warmed."""
+    if device.type != "cuda":
+        return []
+    x = torch.zeros(64, device=device)
+    _warm_kernel[(1,)](x, x.numel(), BLOCK=64)
+    torch.cuda.synchronize()
+    return ["triton compile + launch"]

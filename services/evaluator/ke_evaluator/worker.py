@@ -97,8 +97,13 @@ def main(argv: list[str] | None = None) -> int:
         sandbox_info["autotune"] = ("first config (no benchmarking in the interpreter)"
                                     if launches.skip_autotune_benchmarks() else "unavailable")
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
-    # Device work of the start-up (context, warm-up kernels) must not land inside another
-    # worker's timed samples: SHARED lock meanwhile.
+    release = None
+    if lock is not None and device.type == "cuda":
+        lock.drain = torch.cuda.synchronize  # before every release: see DeviceLock.drain
+        release = compile_release.CompileRelease(lock)
+        sandbox_info["compile_lock"] = compile_release.install(release)
+    # Device work of the start-up (context, warm-up kernels, the first Triton compile and
+    # launch) must not land inside another worker's timed samples: SHARED lock meanwhile.
     if lock is not None:
         lock.acquire("shared")
     if device.type == "cuda":
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         a = torch.randn(256, 256, device=device)
         (a @ a).sum().item()
         torch.softmax(a, dim=-1).sum().item()
+    warmed_device = warm.warm_device(device)
     if lock is not None:
         lock.release()
     # The profiler starts a persistent native thread on first use: start it now too. Its
@@ -119,15 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     # timing phase waiting 4-5 s after every worker replacement: bench/RESULTS.md.)
     cpu_a = torch.randn(64, 64)
     diagnosis.library_time_fraction(lambda: cpu_a @ cpu_a, device.type, set())
-    release = None
-    if lock is not None and device.type == "cuda":
-        release = compile_release.CompileRelease(lock, device)
-        sandbox_info["compile_lock"] = compile_release.install(release)
-    if lock is not None:
-        lock.acquire("shared")
-    sandbox_info["warmed"] = warm.warm_process(device)
-    if lock is not None:
-        lock.release()
+    sandbox_info["warmed"] = warm.warm_host() + warmed_device
     if release is not None:
         release.released = 0  # count the candidates' compiles only
     fingerprint = _fingerprint(device)
