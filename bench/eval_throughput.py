@@ -64,17 +64,18 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
     return out
 
 
-def run_ours(cands: list[dict[str, str]], reuse: bool = False, parallel: int = 1) -> tuple[float, dict[str, dict]]:
-    """Seconds from creating the Judge to the last verdict, and the verdicts. The Judge's
-    start-up (workers importing torch, CUDA contexts: paid once per Judge, not per
-    candidate) is timed apart in STARTUP[parallel]."""
+def run_ours(cands: list[dict[str, str]], reuse: bool = False,
+             parallel: int = 1) -> tuple[float, float, dict[str, dict]]:
+    """Seconds from creating the Judge to the last verdict, the part of them the Judge's
+    start-up took (workers importing torch, CUDA contexts: paid once per Judge, not per
+    candidate), and the verdicts."""
     from ke_evaluator.judge import EvalJob, EvalOptions, Judge
 
     results = {}
     t0 = time.perf_counter()
     with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse, parallel_workers=parallel)) as judge:
         judge.warm_up()
-        STARTUP[parallel] = time.perf_counter() - t0
+        startup = time.perf_counter() - t0
         if parallel > 1:
             verdicts = judge.evaluate_many([EvalJob(c["spec_source"], c["source"], c["id"]) for c in cands])
         else:
@@ -97,10 +98,7 @@ def run_ours(cands: list[dict[str, str]], reuse: bool = False, parallel: int = 1
                                 "reference_outputs": cache.get("reference_outputs"),
                                 "lock_wait_s": sum((lock.get("waited_s") or {}).values()),
                                 "compiles_unlocked": lock.get("compiles_unlocked", 0)}
-    return time.perf_counter() - t0, results
-
-
-STARTUP: dict[int, float] = {}  # workers -> seconds the last Judge with that many took to be ready
+    return time.perf_counter() - t0, startup, results
 
 
 def run_baseline(cands: list[dict[str, str]], workdir: Path) -> tuple[float, dict[str, dict]]:
@@ -141,15 +139,14 @@ def main() -> None:
     t0 = time.perf_counter()
     cands = make_candidates(names, args.per_spec)
     print(f"{len(cands)} candidates generated in {time.perf_counter() - t0:.0f}s", flush=True)
-    ours_s, ours = run_ours(cands)
-    ours_startup = STARTUP[1]
+    ours_s, ours_startup, ours = run_ours(cands)
     print(f"ours (default): {ours_s:.1f}s, of which {ours_startup:.1f}s Judge start-up", flush=True)
-    par_runs: list[tuple[int, float, dict[str, dict]]] = []
+    par_runs: list[tuple[int, float, dict[str, dict], float]] = []  # workers, seconds, verdicts, start-up
     for width in [int(w) for w in args.parallel.split(",") if w.strip() and int(w) > 1]:
-        par_s, par = run_ours(cands, parallel=width)
-        par_runs.append((width, par_s, par, STARTUP[width]))
-        print(f"ours ({width} parallel workers): {par_s:.1f}s, of which {STARTUP[width]:.1f}s start-up", flush=True)
-    reuse_s, reuse = run_ours(cands, reuse=True) if not args.skip_reuse else (0.0, {})
+        par_s, par_up, par = run_ours(cands, parallel=width)
+        par_runs.append((width, par_s, par, par_up))
+        print(f"ours ({width} parallel workers): {par_s:.1f}s, of which {par_up:.1f}s start-up", flush=True)
+    reuse_s, _, reuse = run_ours(cands, reuse=True) if not args.skip_reuse else (0.0, 0.0, {})
     if reuse:
         print(f"ours (reuse after failure): {reuse_s:.1f}s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,7 +163,7 @@ def main() -> None:
             disagree.append({"id": c["id"], "ours": ours[c["id"]], "baseline": base[c["id"]]})
     # Timing spread: the same candidate judged again (fresh Judge, fresh workers).
     correct = [c for c in cands if ours[c["id"]]["status"] == "correct"][: args.repeat]
-    _, again = run_ours(correct)
+    _, _, again = run_ours(correct)
     spread = [{"id": c["id"], "first_ms": ours[c["id"]]["candidate_ms"], "second_ms": again[c["id"]]["candidate_ms"],
                "diff_pct": 100 * abs(again[c["id"]]["candidate_ms"] - ours[c["id"]]["candidate_ms"])
                / ours[c["id"]]["candidate_ms"],
