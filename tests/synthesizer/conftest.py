@@ -22,6 +22,13 @@ def example_source(name: str) -> str:
     return (EXAMPLES_DIR / f"{name}.py").read_text()
 
 
+def lower_example(synth: OfflineSynthesizer, name: str, genome: dict[str, str],
+                  src: str | None = None) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    """(source, completed genome, fallback nodes) for ``genome`` on example ``name`` (or on
+    the spec source ``src``)."""
+    return synth.lower(synth._capture(src or example_source(name), name), genome)
+
+
 @pytest.fixture(scope="session")
 def synth() -> OfflineSynthesizer:
     return OfflineSynthesizer()

@@ -15,7 +15,7 @@ from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.kernel_matmul import dot_precision
 
-from .conftest import example_source
+from .conftest import example_source, lower_example
 
 # fp32 specs with one matmul / attention / conv group (g0)
 FP32_SPECS = ["mm_plain", "linear_bias_relu", "sdpa_causal", "conv2d_bias_relu"]
@@ -49,9 +49,6 @@ def _precisions(source: str) -> set[str]:
     return set(re.findall(r'input_precision="(\w+)"', source))
 
 
-def _lower(synth: OfflineSynthesizer, name: str, genome: dict[str, str], src: str | None = None):
-    return synth.lower(synth._capture(src or example_source(name), name), genome)
-
 
 @pytest.mark.parametrize("name", FP32_SPECS)
 def test_fp32_seed_uses_tf32x3(synth: OfflineSynthesizer, name: str) -> None:
@@ -61,11 +58,11 @@ def test_fp32_seed_uses_tf32x3(synth: OfflineSynthesizer, name: str) -> None:
     assert seed.genome["g0.precision"] == "tf32x3"
     assert _precisions(seed.source) == {"tf32x3"}
     assert "# tf32x3: three TF32 tensor-core products" in seed.source
-    ieee, full, _ = _lower(synth, name, {"g0.precision": "ieee"})
+    ieee, full, _ = lower_example(synth, name, {"g0.precision": "ieee"})
     assert full["g0.precision"] == "ieee"
     assert _precisions(ieee) == {"ieee"} and "tf32" not in ieee
     # tf32 is not a choice of a strict spec: the genome falls back to the default
-    strict, full, _ = _lower(synth, name, {"g0.precision": "tf32"})
+    strict, full, _ = lower_example(synth, name, {"g0.precision": "tf32"})
     assert full["g0.precision"] == "tf32x3" and _precisions(strict) == {"tf32x3"}
 
 
@@ -76,14 +73,14 @@ def test_tf32_only_for_loose_tolerance(synth: OfflineSynthesizer, name: str) -> 
         src += LOOSE
     space = dict(synth.space(src, name))
     assert space["g0.precision"] == ["tf32x3", "ieee", "tf32"]  # the default stays tf32x3
-    source, full, _ = _lower(synth, name, {"g0.precision": "tf32"}, src)
+    source, full, _ = lower_example(synth, name, {"g0.precision": "tf32"}, src)
     assert full["g0.precision"] == "tf32" and _precisions(source) == {"tf32"}
 
 
 def test_half_operands_keep_ieee(synth: OfflineSynthesizer) -> None:
     space = dict(synth.space(HALF, "half"))
     assert space["g0.precision"] == ["ieee"] and space["g1.precision"] == ["ieee"]  # matmul, attention
-    source, full, fallback = _lower(synth, "half", {"g0.precision": "tf32x3"}, HALF)
+    source, full, fallback = lower_example(synth, "half", {"g0.precision": "tf32x3"}, HALF)
     assert not fallback and full["g0.precision"] == "ieee"
     assert _precisions(source) == {"ieee"}
     half_loose = dict(synth.space(HALF + LOOSE, "half_loose"))
@@ -111,10 +108,10 @@ def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) ->
     for name in FP32_SPECS:
         src = example_source(name)
         for precision in ("tf32x3", "ieee"):
-            source, full, _ = _lower(synth, name, {"g0.precision": precision})
+            source, full, _ = lower_example(synth, name, {"g0.precision": precision})
             assert full["g0.precision"] == precision
             jobs.append({"id": f"{name}/{precision}", "spec_source": src, "candidate_source": source, "seeds": [3]})
-    source, _, _ = _lower(synth, "linear_tf32_tolerant", {"g0.precision": "tf32"})
+    source, _, _ = lower_example(synth, "linear_tf32_tolerant", {"g0.precision": "tf32"})
     jobs.append({"id": "linear_tf32_tolerant/tf32", "spec_source": example_source("linear_tf32_tolerant"),
                  "candidate_source": source, "seeds": [3]})
     results = run_in_subprocess(jobs)

@@ -21,7 +21,7 @@ from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 
-from .conftest import example_source
+from .conftest import example_source, lower_example
 
 # contiguous slices of a [R, 21] input start 84 bytes in (not 16-byte aligned); those of a
 # [R, 20] input 80 bytes in (aligned)
@@ -78,9 +78,6 @@ def get_extra_inputs():
 '''
 
 
-def _lower(synth: OfflineSynthesizer, name: str, genome: dict[str, str], src: str | None = None):
-    return synth.lower(synth._capture(src or example_source(name), name), genome)
-
 
 def test_vec_only_for_flat_pointwise_groups(synth: OfflineSynthesizer) -> None:
     for name in ("gelu_tanh_chain", "silu_clamp_mul"):
@@ -89,14 +86,14 @@ def test_vec_only_for_flat_pointwise_groups(synth: OfflineSynthesizer) -> None:
     # relu_scale_add reads its bias through broadcast strides; conv / row groups have no VEC
     for name in ("relu_scale_add", "conv2d_bias_relu", "layernorm"):
         assert not [k for k, _ in synth.space(example_source(name), name) if k.endswith(".VEC")], name
-    source, full, _ = _lower(synth, "relu_scale_add", {"g0.VEC": "4"})
+    source, full, _ = lower_example(synth, "relu_scale_add", {"g0.VEC": "4"})
     assert "g0.VEC" not in full and "VEC" not in source
 
 
 def test_vec_changes_the_kernel_and_the_launcher(synth: OfflineSynthesizer) -> None:
-    plain, full, _ = _lower(synth, "gelu_tanh_chain", {})
+    plain, full, _ = lower_example(synth, "gelu_tanh_chain", {})
     assert full["g0.VEC"] == "auto" and "VEC" not in plain and "max_contiguous" not in plain
-    vec, full, _ = _lower(synth, "gelu_tanh_chain", {"g0.VEC": "4"})
+    vec, full, _ = lower_example(synth, "gelu_tanh_chain", {"g0.VEC": "4"})
     assert full["g0.VEC"] == "4"
     assert "BLOCK_SIZE: tl.constexpr, VEC: tl.constexpr," in vec
     assert "offs = tl.max_contiguous(tl.multiple_of(offs, VEC), VEC)" in vec
@@ -132,7 +129,7 @@ class _Recorder:
 
 
 def test_launcher_checks_count_and_alignment(synth: OfflineSynthesizer, tmp_path: Path) -> None:
-    source, _, _ = _lower(synth, "gelu_tanh_chain", {"g0.VEC": "4"})
+    source, _, _ = lower_example(synth, "gelu_tanh_chain", {"g0.VEC": "4"})
     path = tmp_path / "cand_vec.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location("cand_vec", path)
@@ -162,15 +159,15 @@ def test_channels_last_only_for_conv2d(synth: OfflineSynthesizer) -> None:
         assert dict(synth.space(example_source(name), name))["g0.layout"] == ["contiguous", "channels_last"]
     for name in ("conv1d_dilated_gelu", "gelu_tanh_chain", "mm_plain"):
         assert not [k for k, _ in synth.space(example_source(name), name) if k.endswith(".layout")], name
-    source, full, _ = _lower(synth, "conv1d_dilated_gelu", {"g0.layout": "channels_last"})
+    source, full, _ = lower_example(synth, "conv1d_dilated_gelu", {"g0.layout": "channels_last"})
     assert "g0.layout" not in full and "channels_last" not in source
 
 
 def test_channels_last_changes_the_conv_kernel(synth: OfflineSynthesizer) -> None:
-    plain, full, _ = _lower(synth, "conv2d_bias_relu", {})
+    plain, full, _ = lower_example(synth, "conv2d_bias_relu", {})
     assert full["g0.layout"] == "contiguous" and "channels_last" not in plain
     assert "ci = rk // (KH * KW)" in plain and "    x = x.contiguous()" in plain
-    nhwc, full, _ = _lower(synth, "conv2d_bias_relu", {"g0.layout": "channels_last"})
+    nhwc, full, _ = lower_example(synth, "conv2d_bias_relu", {"g0.layout": "channels_last"})
     assert full["g0.layout"] == "channels_last"
     assert "# reduction over (kh, kw, cin) with stride 1x1" in nhwc
     assert "    # layout=channels_last: NHWC input and OHWI weight" in nhwc
@@ -195,7 +192,7 @@ def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) ->
     jobs = []
     for name, src, genome in cases:
         src = src or example_source(name)
-        source, full, fallback = _lower(synth, name, genome, src)
+        source, full, fallback = lower_example(synth, name, genome, src)
         assert not fallback and all(full[k] == v for k, v in genome.items()), (name, full)
         jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [3]})
     results = run_in_subprocess(jobs)
@@ -211,6 +208,6 @@ def test_judged_by_the_evaluator(name: str, genome: dict[str, str], synth: Offli
     depends on (converted NHWC copies are fresh per call, so its NaN probe cannot leave a
     stale one behind)."""
     src = example_source(name)
-    source, _, _ = _lower(synth, name, genome)
+    source, _, _ = lower_example(synth, name, genome)
     verdict = judge.evaluate(src, source, name)
     assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
