@@ -3,8 +3,10 @@ it runs on a GPU host where the service stack (NATS, S3, Qdrant clients) is not 
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
+import os
 import platform
 import sys
 import types
@@ -115,3 +117,17 @@ def fingerprint() -> dict[str, Any]:
 def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str))
+
+
+def add_example_arguments(ap: argparse.ArgumentParser) -> None:
+    """--out, --specs, --target-elements and --jobs (host processes lowering candidates)."""
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results")))
+    ap.add_argument("--specs", default="all", help="comma-separated example names, or all")
+    ap.add_argument("--target-elements", type=int, default=TARGET_ELEMENTS)
+    ap.add_argument("--jobs", type=int, default=8, help="host processes lowering candidates")
+
+
+def example_names(specs: str) -> list[str]:
+    if specs != "all":
+        return [n for n in specs.split(",") if n]
+    return sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py"))

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 import common
@@ -107,19 +105,14 @@ def _time(prep: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench/results")))
-    ap.add_argument("--specs", default="all")
-    ap.add_argument("--target-elements", type=int, default=common.TARGET_ELEMENTS)
-    ap.add_argument("--jobs", type=int, default=8)
+    common.add_example_arguments(ap)
     ap.add_argument("--time-limit-s", type=float, default=500.0)
     ap.add_argument("--tag", default="seeds")
     args = ap.parse_args()
     import torch
 
     started = time.perf_counter()
-    names = sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py"))
-    if args.specs != "all":
-        names = [n for n in args.specs.split(",") if n]
+    names = common.example_names(args.specs)
     bw = copy_bandwidth_gbps()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
         preps = pool.map(_prepare, [(n, args.target_elements) for n in names], chunksize=1)
