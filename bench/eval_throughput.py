@@ -17,7 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from common import ROOT, fingerprint, gpu_variant, pick_scale, scaled_variant, write_json
 
@@ -64,11 +66,19 @@ def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
     return out
 
 
-def run_ours(cands: list[dict[str, str]], reuse: bool = False,
-             parallel: int = 1) -> tuple[float, float, dict[str, dict]]:
-    """Seconds from creating the Judge to the last verdict, the part of them the Judge's
-    start-up took (workers importing torch, CUDA contexts: paid once per Judge, not per
-    candidate), and the verdicts."""
+@dataclass
+class Run:
+    """One Judge run over the candidates."""
+
+    seconds: float  # from creating the Judge to the last verdict
+    startup: float  # the part the Judge's start-up took: paid once per Judge, not per candidate
+    verdicts: dict[str, dict[str, Any]]
+    startup_steps: dict[str, float] = field(default_factory=dict)  # one worker's start-up, per step
+
+
+def run_ours(cands: list[dict[str, str]], reuse: bool | None = None, parallel: int = 1) -> Run:
+    """Judge every candidate; ``reuse`` is ``EvalOptions.reuse_worker_after_failure``
+    (None: the default, which keeps a CUDA worker after incorrect verdicts)."""
     from ke_evaluator.judge import EvalJob, EvalOptions, Judge
 
     results = {}
@@ -76,6 +86,7 @@ def run_ours(cands: list[dict[str, str]], reuse: bool = False,
     with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse, parallel_workers=parallel)) as judge:
         judge.warm_up()
         startup = time.perf_counter() - t0
+        steps = dict(judge.sandbox_info.get("startup_s") or {})
         if parallel > 1:
             verdicts = judge.evaluate_many([EvalJob(c["spec_source"], c["source"], c["id"]) for c in cands])
         else:
@@ -98,7 +109,7 @@ def run_ours(cands: list[dict[str, str]], reuse: bool = False,
                                 "reference_outputs": cache.get("reference_outputs"),
                                 "lock_wait_s": sum((lock.get("waited_s") or {}).values()),
                                 "compiles_unlocked": lock.get("compiles_unlocked", 0)}
-    return time.perf_counter() - t0, startup, results
+    return Run(time.perf_counter() - t0, startup, results, steps)
 
 
 def run_baseline(cands: list[dict[str, str]], workdir: Path) -> tuple[float, dict[str, dict]]:
@@ -127,7 +138,8 @@ def main() -> None:
     ap.add_argument("--parallel", default="",
                     help="comma-separated worker counts (> 1): also run the Judge with that many parallel "
                          "workers on the GPU, e.g. 4,8")
-    ap.add_argument("--skip-reuse", action="store_true", help="leave out the reuse_worker_after_failure run")
+    ap.add_argument("--skip-replace", action="store_true",
+                    help="leave out the run that replaces the worker after every non-correct verdict")
     ap.add_argument("--stack-dump-s", type=float, default=0.0,
                     help="print every thread's stack after this many seconds (diagnosing a stall)")
     args = ap.parse_args()
@@ -139,16 +151,19 @@ def main() -> None:
     t0 = time.perf_counter()
     cands = make_candidates(names, args.per_spec)
     print(f"{len(cands)} candidates generated in {time.perf_counter() - t0:.0f}s", flush=True)
-    ours_s, ours_startup, ours = run_ours(cands)
-    print(f"ours (default): {ours_s:.1f}s, of which {ours_startup:.1f}s Judge start-up", flush=True)
-    par_runs: list[tuple[int, float, dict[str, dict], float]] = []  # workers, seconds, verdicts, start-up
+    first = run_ours(cands)
+    ours_s, ours_startup, ours = first.seconds, first.startup, first.verdicts
+    print(f"ours (default): {ours_s:.1f}s, of which {ours_startup:.1f}s Judge start-up "
+          f"(one worker, per step: {first.startup_steps})", flush=True)
+    par_runs: list[tuple[int, Run]] = []
     for width in [int(w) for w in args.parallel.split(",") if w.strip() and int(w) > 1]:
-        par_s, par_up, par = run_ours(cands, parallel=width)
-        par_runs.append((width, par_s, par, par_up))
-        print(f"ours ({width} parallel workers): {par_s:.1f}s, of which {par_up:.1f}s start-up", flush=True)
-    reuse_s, _, reuse = run_ours(cands, reuse=True) if not args.skip_reuse else (0.0, 0.0, {})
-    if reuse:
-        print(f"ours (reuse after failure): {reuse_s:.1f}s", flush=True)
+        run = run_ours(cands, parallel=width)
+        par_runs.append((width, run))
+        print(f"ours ({width} parallel workers): {run.seconds:.1f}s, of which {run.startup:.1f}s start-up",
+              flush=True)
+    replace = run_ours(cands, reuse=False) if not args.skip_replace else Run(0.0, 0.0, {})
+    if replace.verdicts:
+        print(f"ours (worker replaced after every failure): {replace.seconds:.1f}s", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         base_s, base = run_baseline(cands, Path(tmp))
     print(f"baseline: {base_s:.1f}s", flush=True)
@@ -163,7 +178,7 @@ def main() -> None:
             disagree.append({"id": c["id"], "ours": ours[c["id"]], "baseline": base[c["id"]]})
     # Timing spread: the same candidate judged again (fresh Judge, fresh workers).
     correct = [c for c in cands if ours[c["id"]]["status"] == "correct"][: args.repeat]
-    _, _, again = run_ours(correct)
+    again = run_ours(correct).verdicts
     spread = [{"id": c["id"], "first_ms": ours[c["id"]]["candidate_ms"], "second_ms": again[c["id"]]["candidate_ms"],
                "diff_pct": 100 * abs(again[c["id"]]["candidate_ms"] - ours[c["id"]]["candidate_ms"])
                / ours[c["id"]]["candidate_ms"],
@@ -173,25 +188,28 @@ def main() -> None:
     n = len(cands)
     summary = {
         "date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "candidates": n, "specs": names,
-        "ours_seconds": ours_s, "baseline_seconds": base_s, "ours_reuse_seconds": reuse_s,
-        "reuse_ratio": base_s / reuse_s if reuse_s else None,
-        "reuse_agreement": sum(ours[c["id"]]["status"] == reuse[c["id"]]["status"] for c in cands) if reuse else None,
+        "ours_seconds": ours_s, "baseline_seconds": base_s, "ours_startup_steps": first.startup_steps,
+        "ours_replace_seconds": replace.seconds,
+        "replace_ratio": base_s / replace.seconds if replace.seconds else None,
+        "replace_agreement": sum(ours[c["id"]]["status"] == replace.verdicts[c["id"]]["status"] for c in cands)
+        if replace.verdicts else None,
         "ours_per_gpu_minute": 60 * n / ours_s, "baseline_per_gpu_minute": 60 * n / base_s,
         "throughput_ratio": base_s / ours_s, "verdict_agreement": agree,
         # a Judge is started once and judges for hours: the ratio with its start-up left out
         "ours_startup_seconds": ours_startup, "warm_throughput_ratio": base_s / (ours_s - ours_startup),
         "ours_stricter": stricter, "disagreements": disagree, "timing_spread": spread,
-        "ours": ours, "baseline": base, "ours_reuse": reuse,
+        "ours": ours, "baseline": base, "ours_replace": replace.verdicts,
         "reference_outputs_cached": sum(r.get("reference_outputs") == "cached" for r in ours.values()),
     }
     summary["parallel_runs"] = [{
-        "workers": width, "seconds": par_s, "per_gpu_minute": 60 * n / par_s, "ratio": base_s / par_s,
-        "startup_seconds": up, "warm_per_gpu_minute": 60 * n / (par_s - up), "warm_ratio": base_s / (par_s - up),
-        "agreement": sum(ours[c["id"]]["status"] == par[c["id"]]["status"] for c in cands),
-        "lock_wait_s": sum(r.get("lock_wait_s") or 0.0 for r in par.values()),
-        "compiles_unlocked": sum(r.get("compiles_unlocked") or 0 for r in par.values()),
-        "verdicts": par,
-    } for width, par_s, par, up in par_runs]
+        "workers": width, "seconds": r.seconds, "per_gpu_minute": 60 * n / r.seconds, "ratio": base_s / r.seconds,
+        "startup_seconds": r.startup, "startup_steps": r.startup_steps,
+        "warm_per_gpu_minute": 60 * n / (r.seconds - r.startup), "warm_ratio": base_s / (r.seconds - r.startup),
+        "agreement": sum(ours[c["id"]]["status"] == r.verdicts[c["id"]]["status"] for c in cands),
+        "lock_wait_s": sum(v.get("lock_wait_s") or 0.0 for v in r.verdicts.values()),
+        "compiles_unlocked": sum(v.get("compiles_unlocked") or 0 for v in r.verdicts.values()),
+        "verdicts": r.verdicts,
+    } for width, r in par_runs]
     write_json(args.out / "eval_throughput.json", summary)
     print(f"device {summary['fingerprint'].get('gpu')}  torch {summary['fingerprint']['torch']}  "
           f"triton {summary['fingerprint']['triton']}")
@@ -199,9 +217,9 @@ def main() -> None:
           f"baseline {base_s:.1f}s ({summary['baseline_per_gpu_minute']:.1f}/min)  "
           f"ratio {summary['throughput_ratio']:.2f}x; without the Judge's start-up ({ours_startup:.1f}s) "
           f"{summary['warm_throughput_ratio']:.2f}x")
-    if reuse:
-        print(f"ours with worker reuse after failures: {reuse_s:.1f}s  ratio {summary['reuse_ratio']:.2f}x  "
-              f"same verdicts {summary['reuse_agreement']}/{n}")
+    if replace.verdicts:
+        print(f"ours replacing the worker after every failure: {replace.seconds:.1f}s  "
+              f"ratio {summary['replace_ratio']:.2f}x  same verdicts {summary['replace_agreement']}/{n}")
     for run in summary["parallel_runs"]:
         print(f"ours with {run['workers']} parallel workers: {run['seconds']:.1f}s "
               f"({run['per_gpu_minute']:.1f}/min)  ratio {run['ratio']:.2f}x  "

@@ -65,6 +65,19 @@ def test_device_fault_then_healthy_worker(gpu_judge: Judge) -> None:
     assert good.evidence["worker"]["pid"] != bad.evidence["worker"]["pid"]
 
 
+def test_worker_kept_after_incorrect_on_gpu(gpu_judge: Judge) -> None:
+    """On CUDA an incorrect verdict keeps its worker (reuse_worker_after_failure=None), and
+    the next candidate of the spec is judged by that worker, with the same protocol."""
+    bad = gpu_judge.evaluate(example(RELU), candidate("wrong_math"))
+    assert bad.status == "incorrect", bad.reason
+    good = gpu_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
+    assert good.status == "correct", good.reason
+    assert good.evidence["worker"]["pid"] == bad.evidence["worker"]["pid"]
+    steps = good.evidence["sandbox"]["startup_s"]
+    assert {"import", "device_init", "triton_first_compile", "flop_counter"} <= set(steps), steps
+    assert all(v >= 0 for v in steps.values()), steps
+
+
 def test_compile_baseline_on_gpu(tmp_path) -> None:  # noqa: ANN001
     opts = EvalOptions(device="cuda", correctness_trials=2, max_timing_trials=30, compile_baseline=True,
                        scratch_dir=str(tmp_path))

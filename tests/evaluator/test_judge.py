@@ -43,6 +43,8 @@ def test_correct_candidate_full_verdict(tmp_path) -> None:  # noqa: ANN001
     fs = v.evidence["sandbox"]["filesystem"]
     assert fs == "read-only except scratch" or fs.startswith("not isolated")  # the latter without root
     assert "flop counter" in v.evidence["sandbox"]["warmed"]  # one-time costs paid at start-up
+    steps = v.evidence["sandbox"]["startup_s"]
+    assert {"sandbox", "import", "device_init", "profiler", "flop_counter"} <= set(steps), steps
     d = json.loads(json.dumps(v.to_dict()))
     assert Verdict.from_dict(d).to_dict() == d
     assert d["status"] in STATUSES
@@ -216,3 +218,17 @@ def test_spare_from_start_serves_the_first_replacement_at_once() -> None:
     assert [first.status, second.status] == ["incorrect", "correct"]
     assert second.evidence["worker"]["pid"] == spare_pid != first.evidence["worker"]["pid"]
     assert second.evidence["worker"]["job_index"] == 1
+
+
+@pytest.mark.parametrize(("device", "setting", "status", "reused"), [
+    ("cuda", None, "incorrect", True), ("cuda", None, "compile_error", True),
+    ("cuda", None, "runtime_error", False), ("cuda", None, "rejected", False), ("cuda", None, "timeout", False),
+    ("cuda", False, "incorrect", False), ("cpu", None, "incorrect", False), ("cpu", None, "runtime_error", False),
+    ("cpu", True, "incorrect", True), ("cpu", True, "runtime_error", True), ("cpu", True, "crashed", False),
+])
+def test_worker_reuse_policy(device: str, setting: bool | None, status: str, reused: bool) -> None:
+    """Which non-correct verdicts keep their worker: the default keeps it after incorrect and
+    compile errors on CUDA only; a CUDA runtime error never (its context may be poisoned)."""
+    with Judge(EvalOptions(device="cpu", reuse_worker_after_failure=setting)) as j:
+        j.device = device  # the policy reads the resolved device; no worker is started here
+        assert j._may_reuse(Verdict(status=status, reason="x")) is reused  # noqa: SLF001

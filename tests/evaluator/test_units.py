@@ -136,6 +136,48 @@ def test_flop_counter_on_matmul() -> None:
     assert diagnosis.count_flops(lambda: a @ b) == 2 * 8 * 16 * 4
 
 
+F = torch.nn.functional
+FLOP_CASES = {
+    "mm_odd": lambda: torch.randn(33, 17) @ torch.randn(17, 9),
+    "linear_3d_bias": lambda: F.linear(torch.randn(5, 7, 16), torch.randn(8, 16), torch.randn(8)),
+    "conv2d_strided": lambda: F.conv2d(torch.randn(2, 3, 9, 9), torch.randn(4, 3, 3, 3), stride=2, padding=1),
+    "conv_transpose2d": lambda: F.conv_transpose2d(torch.randn(2, 3, 9, 9), torch.randn(3, 4, 3, 3)),
+    "conv1d_grouped": lambda: F.conv1d(torch.randn(2, 4, 11), torch.randn(4, 2, 3), groups=2),
+    "bmm": lambda: torch.bmm(torch.randn(3, 5, 6), torch.randn(3, 6, 7)),
+    "einsum": lambda: torch.einsum("bij,bjk->bik", torch.randn(2, 3, 4), torch.randn(2, 4, 5)),
+    "pointwise_only": lambda: torch.relu(torch.randn(7, 3)) * 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOP_CASES))
+def test_flop_count_matches_torch_flop_counter_mode(name: str) -> None:
+    """Our total comes from the same formulas as FlopCounterMode, without its Dynamo guard."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.manual_seed(0)
+    ours = diagnosis.count_flops(FLOP_CASES[name])
+    with FlopCounterMode(display=False) as counter:
+        FLOP_CASES[name]()
+    assert ours == counter.get_total_flops()
+
+
+def test_diagnosis_start_up_does_not_import_dynamo() -> None:
+    """The worker's first flop count and profile must not pull in Dynamo/Inductor (seconds of
+    import in every worker's start-up): checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from ke_evaluator import diagnosis\n"
+            "a = torch.randn(8, 8)\n"
+            "assert diagnosis.count_flops(lambda: a @ a) == 2 * 8 * 8 * 8\n"
+            "frac, _, ops = diagnosis.library_time_fraction(lambda: a @ a, 'cpu', set())\n"
+            "assert 'aten::mm' in ops, ops\n"
+            "print(sorted(m for m in ('torch._dynamo', 'torch._inductor') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+
+
 def test_timing_rounds_see_new_values_in_the_same_buffers() -> None:
     sets = [[torch.randn(8)], [torch.randn(8)]]
     sources = [[t.clone() for t in s] for s in sets]

@@ -1,8 +1,9 @@
 """Roofline diagnosis: bytes and FLOPs of the operator, achieved rates, bound class.
 
 Bytes = inputs + parameters/buffers + outputs (the minimum traffic of any implementation);
-FLOPs from ``torch.utils.flop_counter.FlopCounterMode`` on the reference (it counts
-matmul/conv-like ops; pointwise ops count as 0, which is right for bound classification).
+FLOPs from torch's flop formulas (``torch.utils.flop_counter``, the tables behind
+``FlopCounterMode``) on the reference (they count matmul/conv-like ops; pointwise ops count
+as 0, which is right for bound classification).
 Worker side: torch only.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .compare import leaves
 
@@ -48,13 +50,45 @@ def tensor_bytes(obj: Any) -> int:
     return sum(t.numel() * t.element_size() for t in leaves(obj) if isinstance(t, torch.Tensor))
 
 
+class _FlopTotal(TorchDispatchMode):
+    """Total FLOPs of the ops run under it, from torch's own formulas
+    (``torch.utils.flop_counter.flop_registry``), decomposing ops that have none, as
+    ``FlopCounterMode`` does, minus its per-module table (a total is all we use)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch.utils.flop_counter import flop_registry
+
+        self.registry = flop_registry
+        self.total = 0
+
+
+def _flop_total_dispatch(self: _FlopTotal, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    kwargs = kwargs or {}
+    if func not in self.registry and func is not torch.ops.prim.device.default:
+        with self:
+            r = func.decompose(*args, **kwargs)
+            if r is not NotImplemented:
+                return r
+    out = func(*args, **kwargs)
+    count = self.registry.get(func._overloadpacket)
+    if count is not None:
+        self.total += int(count(*args, **kwargs, out_val=out))
+    return out
+
+
+# Set after the class statement on purpose: TorchDispatchMode wraps a ``__torch_dispatch__``
+# defined in the class body in ``torch._disable_dynamo``, whose first call imports Dynamo
+# and with it Inductor. That import was 3.2 s of the first flop count on an H100 and ~1.3 s
+# on a CPU host; nothing here runs under torch.compile, so the guard buys nothing.
+_FlopTotal.__torch_dispatch__ = _flop_total_dispatch  # type: ignore[method-assign,assignment]
+
+
 def count_flops(fn: Callable[[], Any]) -> float:
     try:
-        from torch.utils.flop_counter import FlopCounterMode
-
-        with FlopCounterMode(display=False) as counter:
+        with _FlopTotal() as counter:
             fn()
-        return float(counter.get_total_flops())
+        return float(counter.total)
     except Exception:  # noqa: BLE001 - diagnosis is best effort, never fails a verdict
         return 0.0
 
@@ -132,17 +166,21 @@ _BOOKKEEPING = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten:
 def library_time_fraction(
     fn: Callable[[], Any], device_type: str, own_kernels: set[str]
 ) -> tuple[float, dict[str, float], dict[str, int]]:
-    """Share of the call's time spent in torch library ops, via torch.profiler.
+    """Share of the call's time spent in torch library ops, via the autograd (Kineto) profiler.
 
     CPU: self CPU time of aten ops / wall time of the call (the interpreter's own work is
     numpy, not aten). CUDA: device time of kernels that are not the candidate's
     Triton kernels / all device time. Returns (fraction, per-kernel device ms on CUDA, torch op call counts).
     """
     try:
-        from torch.profiler import ProfilerActivity, profile
+        # The autograd profiler under torch.profiler.profile, used directly: the wrapper's
+        # first start runs ``hasattr(torch, "_inductor")``, which imports the whole of
+        # Inductor: 5.2-6.4 s of every worker's start-up on an H100 (the largest step,
+        # evidence["sandbox"]["startup_s"]), 2-5 s on a CPU host, against 0.01 s here.
+        from torch.autograd import profiler as autograd_profiler
 
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device_type == "cuda" else [])
-        with profile(activities=acts) as prof:
+        use_device = "cuda" if device_type == "cuda" else None
+        with autograd_profiler.profile(use_cpu=True, use_device=use_device, use_kineto=True) as prof:
             t0 = time.perf_counter()
             fn()
             if device_type == "cuda":

@@ -89,9 +89,16 @@ class EvalOptions:
     network_isolation: bool = True
     filesystem_isolation: bool = True  # private mount namespace: all read-only but scratch + Triton cache
     cuda_visible_devices: str | None = None  # pin the worker's GPU; None keeps the parent's value
-    # Worker reuse: by default a worker is replaced after any non-correct verdict. True keeps
-    # it after incorrect / compile_error (and CPU runtime_error): faster, slightly less safe.
-    reuse_worker_after_failure: bool = False
+    # Worker reuse after a non-correct verdict. True keeps the worker after incorrect /
+    # compile_error (and CPU runtime_error); False replaces it after any. None (default):
+    # True on CUDA, False on CPU. In the interpreter an unmasked out-of-bounds access can
+    # corrupt the worker's own heap, so an incorrect answer there may be a symptom. On a GPU
+    # the same bug lands in device memory: either a CUDA error (runtime_error, always
+    # replaced) or a silent write, which the reference cache's checksums and the integrity
+    # snapshot catch for the next job as they do after a correct one. A replacement there
+    # costs a new spare's CUDA start-up under the shared device lock and the worker's
+    # reference cache (6 of 24 jobs in bench/eval_throughput.py's mix).
+    reuse_worker_after_failure: bool | None = None
     max_jobs_per_worker: int = 50
     # Once a worker has been replaced, keep a pre-started spare (never given a job) so the
     # next replacement is instant. Starting a worker (torch import + CUDA init) took ~3 s
@@ -365,7 +372,10 @@ class Judge:
         candidate changed process state). After a CUDA runtime error the context may be
         poisoned (sticky errors), so only CPU runtime errors qualify.
         """
-        if not self.opts.reuse_worker_after_failure:
+        reuse = self.opts.reuse_worker_after_failure
+        if reuse is None:
+            reuse = self.device == "cuda"
+        if not reuse:
             return False
         if v.status in ("incorrect", "compile_error"):
             return True

@@ -2,9 +2,10 @@
 
 A spare worker starts in the background, so whatever it does before saying "ready" is off
 the critical path; whatever the first job of a process does once is not. Measured in-job
-on an H100 (bench/RESULTS.md): the first ``FlopCounterMode`` took 3.2 s, and the first
-Triton compile of a process loads the compiler stack (about a second) on top of the
-kernel's own compile. Worker side: torch and triton only.
+on an H100 (bench/RESULTS.md): the first ``FlopCounterMode`` took 3.2 s (most of it the
+Dynamo/Inductor import that ``diagnosis.count_flops`` now avoids), and the first Triton
+compile of a process loads the compiler stack (about a second) on top of the kernel's own
+compile. Worker side: torch and triton only.
 """
 
 from __future__ import annotations

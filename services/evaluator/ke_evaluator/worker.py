@@ -14,7 +14,22 @@ import os
 import platform
 import re
 import sys
+import time
 from typing import Any
+
+
+class _StepClock:
+    """Seconds per start-up step (``sandbox["startup_s"]``): start-up is paid once per
+    worker, and it decides how soon a Judge is useful and how much a replacement costs."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, float] = {}
+        self._t = time.monotonic()
+
+    def mark(self, step: str) -> None:
+        now = time.monotonic()
+        self.steps[step] = round(self.steps.get(step, 0.0) + now - self._t, 3)
+        self._t = now
 
 
 def _fingerprint(device: Any) -> dict[str, str]:
@@ -67,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     # Anything printed (by us, torch or a candidate) goes to the log, never to the protocol.
     os.dup2(2, 1)
 
+    clock = _StepClock()
     from . import devlock, protocol, sandbox
 
     out_fd = args.result_fd
@@ -87,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         file_size_bytes=args.file_size_bytes or None,
     )
     sandbox_info["cwd"] = "scratch"
+    clock.mark("sandbox")
 
     import torch
 
     from . import compile_release, diagnosis, evaluation, integrity, launches, validation, warm
+
+    clock.mark("import")
 
     sandbox_info["launch_hooks"] = launches.install()
     if args.device == "cpu":
@@ -106,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     # launch) must not land inside another worker's timed samples: SHARED lock meanwhile.
     if lock is not None:
         lock.acquire("shared")
+    clock.mark("lock_wait")
     if device.type == "cuda":
         torch.cuda.init()
         torch.cuda.set_device(device)
@@ -116,16 +136,20 @@ def main(argv: list[str] | None = None) -> int:
         a = torch.randn(256, 256, device=device)
         (a @ a).sum().item()
         torch.softmax(a, dim=-1).sum().item()
+    clock.mark("device_init")
     warmed_device = warm.warm_device(device)
     if lock is not None:
         lock.release()
-    # The profiler starts a persistent native thread on first use: start it now too. Its
-    # start-up (CUPTI) is seconds of host work, done unlocked: the profiled op is a CPU op,
-    # so nothing of it reaches the device. (Held under the lock it kept another worker's
-    # timing phase waiting 4-5 s after every worker replacement: bench/RESULTS.md.)
+    clock.mark("triton_first_compile")
+    # The profiler starts a persistent native thread on first use: start it now too, unlocked:
+    # the profiled op is a CPU op, so nothing of it reaches the device. (Held under the lock
+    # its start-up, then 5-6 s with the Inductor import that diagnosis.py now avoids, kept
+    # another worker's timing phase waiting after every replacement: bench/RESULTS.md.)
     cpu_a = torch.randn(64, 64)
     diagnosis.library_time_fraction(lambda: cpu_a @ cpu_a, device.type, set())
+    clock.mark("profiler")
     sandbox_info["warmed"] = warm.warm_host() + warmed_device
+    clock.mark("flop_counter")
     if release is not None:
         release.released = 0  # count the candidates' compiles only
     fingerprint = _fingerprint(device)
@@ -133,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock, compile_release=release)
     reader = protocol.LineReader(args.job_fd)
     sandbox_info["device_lock"] = "shared for checks, exclusive for timing" if lock is not None else "none"
+    clock.mark("fingerprint")
+    sandbox_info["startup_s"] = clock.steps
     protocol.write_message(out_fd, {"type": "ready", "fingerprint": fingerprint, "sandbox": sandbox_info})
 
     while True:
