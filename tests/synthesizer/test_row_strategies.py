@@ -165,20 +165,64 @@ def test_forced_strategies_on_awkward_sizes(synth: OfflineSynthesizer) -> None:
     assert not bad, bad
 
 
-@pytest.mark.parametrize(("shape", "offered"), [((256, 257), False), ((7, 300), True), ((1, 65536), True)])
+@pytest.mark.parametrize(("shape", "warps", "offered"), [
+    ((256, 257), "4", False), ((7, 300), "4", True), ((7, 300), "1", True), ((1, 16384), "4", True),
+    ((1, 16384), "8", True), ((1, 16384), "1", False), ((1, 16384), "2", False), ((1, 65536), "8", False)])
 def test_single_is_offered_only_for_rows_that_fit_a_block(synth: OfflineSynthesizer, shape: tuple[int, int],
-                                                          offered: bool) -> None:
-    """A full reduction of 65792 elements: whole rows in registers would exceed what one
-    Triton block holds, so the knob leaves "single" out and a genome that asks for it
-    gets the run-time choice; shorter extents keep it."""
+                                                          warps: str, offered: bool) -> None:
+    """Whole rows in registers past 2^14 elements (fewer for fewer warps: the same share
+    per thread as 2^14 at 4 warps) compile for tens of seconds or more, so the knob leaves
+    "single" out and a genome that asks for it gets the run-time choice; shorter extents
+    keep it."""
     src = _spec("x):\n        return (x * 2.0).sum()", f"[torch.randn{shape}]")
-    space = dict(synth.space(src, "full_sum"))
-    strategies = [v for k, v in space.items() if k.endswith(".strategy")]
-    assert len(strategies) == 1 and "auto" in strategies[0] and "looped" in strategies[0]
-    assert ("single" in strategies[0]) is offered
-    key = next(k for k in space if k.endswith(".strategy"))
-    _, full, _ = synth.lower(synth._capture(src, "full_sum"), {key: "single"})
+    key = next(k for k, _ in synth.space(src, "full_sum") if k.endswith(".strategy"))
+    warps_key = key.replace(".strategy", ".num_warps")
+    space = dict(synth.space(src, "full_sum", {warps_key: warps}))
+    strategies = space[key]
+    assert "auto" in strategies and "looped" in strategies
+    assert ("single" in strategies) is offered
+    _, full, _ = synth.lower(synth._capture(src, "full_sum"), {key: "single", warps_key: warps})
     assert full[key] == ("single" if offered else "auto")
+    assert full[warps_key] == warps
+
+
+# A column reduction (col tiles) and a row reduction (row tiles), rows long enough for the
+# largest BLOCK_N
+TILE_SPECS = {
+    "col": _spec("x):\n        return torch.std(x, dim=0, unbiased=False, keepdim=True)", "[torch.randn(5000, 64)]"),
+    "row": _spec("x):\n        return torch.softmax(x, dim=-1)", "[torch.randn(64, 5000)]"),
+}
+
+
+@pytest.mark.parametrize("orient", list(TILE_SPECS))
+@pytest.mark.parametrize("warps", ["1", "2", "4", "8"])
+def test_register_tiles_are_bounded_per_warp(synth: OfflineSynthesizer, tmp_path, orient: str, warps: str) -> None:
+    """BLOCK_M * BLOCK_N stays within MAX_TILE elements at 4 warps and proportionally less
+    for fewer warps, whatever the genome asks: a 64 x 2048 tile (std_cols seed variant
+    BLOCK_N=2048) took 570 s to compile for sm_90."""
+    import importlib.util
+
+    import torch
+
+    from ke_synthesizer.offline.row_launcher import MAX_TILE, tile_limit
+
+    src = TILE_SPECS[orient]
+    strategies = dict(synth.space(src, orient, {"g0.num_warps": warps}))["g0.strategy"]
+    for strategy in strategies:
+        genome = {"g0.strategy": strategy, "g0.BLOCK_M": "64", "g0.BLOCK_N": "2048", "g0.num_warps": warps}
+        source, full, _ = synth.lower(synth._capture(src, orient), genome)
+        assert full["g0.strategy"] == strategy
+        path = tmp_path / f"cand_{orient}_{strategy}_{warps}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        (plan_fn,) = [v for k, v in vars(mod).items() if k.startswith("_plan_row_")]
+        x = torch.empty((5000, 64) if orient == "col" else (64, 5000), device="meta")
+        kind, _, _, bm, bn, bs, *_ = plan_fn(x)
+        assert kind > 0 and bm * bn <= tile_limit(MAX_TILE, int(warps)), (strategy, kind, bm, bn)
+        assert bm * bs <= tile_limit(MAX_TILE, int(warps)), (strategy, kind, bm, bs)
 
 
 def test_auto_choice_at_sizes_of_each_branch(synth: OfflineSynthesizer, tmp_path) -> None:

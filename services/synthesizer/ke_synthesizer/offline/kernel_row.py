@@ -30,7 +30,7 @@ from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
 from .plan_outputs import group_outputs
 from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
-from .row_launcher import LaunchInfo, gen_launcher
+from .row_launcher import MAX_TILE, LaunchInfo, gen_launcher, tile_limit
 from .row_layout import IndexGen, Operand, classify, make_layout
 
 # genome defaults for BLOCK_M / BLOCK_N by orientation (col: contiguous kept columns)
@@ -142,22 +142,32 @@ class RowBuilder:
         return [mi for mi in self.micros if mi.name in need]
 
 
-# An explicit "single" keeps a row block's whole reduced extent in registers. Past this
-# many elements Triton refuses the block (2^20 elements per tensor) or spills: on an H200
-# every explicit "single" child of a 2^23-element full reduction (mse, hinge, huber,
-# sum_all, kl_div, frobenius) failed to compile (bench/RESULTS.md). "auto" only takes the
-# single branch for short rows at run time, so it is unaffected.
-SINGLE_MAX_EXTENT = 1 << 16
+# An explicit "single" keeps a row block's whole reduced extent in registers (BLOCK_N =
+# next power of 2). On an H200 every explicit "single" child of a 2^23-element full
+# reduction failed to compile (past Triton's 2^20 elements per tensor), and batchnorm2d_module's
+# (2^18) passed the judge's 120 s compile limit. Below that, compile time still grows fast
+# with the tile: AOT compiles for sm_90 of that batch norm kernel at 4 warps took 0.8 s
+# (2^13), 1.8 s (2^14), 6.6 s (2^15), 27 s (2^16), over 400 s (2^18). So it is offered up to
+# the chunked tile's 2^14 elements (128 per thread at 4 warps), less for fewer warps (see
+# row_launcher.tile_limit). "auto" only takes the single branch for short rows at run time.
+SINGLE_MAX_EXTENT = MAX_TILE
 
 
-def single_offered(b: RowBuilder, avail: list[str]) -> bool:
-    """Whether "single" may be chosen explicitly: the captured reduced extent is small,
-    or nothing else can lower the group."""
+def reduced_extent(b: RowBuilder) -> int:
+    """Elements of one row's captured reduced extent."""
     full, dims = b.rinfo.full, b.rinfo.dims
     extent = 1
     for d in dims:
         extent *= int(full[d]) if d < len(full) else 1
-    return extent <= SINGLE_MAX_EXTENT or avail == ["single"]
+    return extent
+
+
+def single_offered(extent: int, avail: list[str], warps: int) -> bool:
+    """Whether "single" may be chosen explicitly at ``warps`` warps: the captured reduced
+    extent, rounded up to its block, fits the tile limit, or nothing else can lower the
+    group."""
+    block = 1 << (extent - 1).bit_length() if extent > 1 else 1
+    return block <= tile_limit(SINGLE_MAX_EXTENT, warps) or avail == ["single"]
 
 
 def row_strategies(b: RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:
@@ -185,11 +195,12 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     avail = row_strategies(b, outs)
     b.helpers.clear()  # only helpers of the emitted kernels
     strategy = genome.get(f"{key}.strategy", "auto")
-    if strategy != "auto" and (strategy not in avail or (strategy == "single" and not single_offered(b, avail))):
-        strategy = "auto"
     dm, dn = DEFAULT_BLOCKS[b.lay.orient]
     info = LaunchInfo(block_m=int(genome.get(f"{key}.BLOCK_M", dm)), block_n=int(genome.get(f"{key}.BLOCK_N", dn)),
                       warps=int(genome.get(f"{key}.num_warps", "4")), programs=genome.get(f"{key}.programs", "grid"))
+    if strategy != "auto" and (strategy not in avail or
+                               (strategy == "single" and not single_offered(reduced_extent(b), avail, info.warps))):
+        strategy = "auto"
     if strategy == "auto":
         info.kernels = [s for s in avail if s != "looped" or "online" not in avail]
     else:
