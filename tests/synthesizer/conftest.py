@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ke_evaluator.judge import EvalOptions, Judge
-from ke_synthesizer.api import ProposalRequest
+from ke_synthesizer.api import ParentInfo, Proposal, ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 
@@ -20,6 +20,14 @@ EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py"))
 
 def example_source(name: str) -> str:
     return (EXAMPLES_DIR / f"{name}.py").read_text()
+
+
+def seed_children(synth: OfflineSynthesizer, name: str, count: int = 100) -> list[Proposal]:
+    """Up to ``count`` children of example ``name``'s seed: one transformation each."""
+    src = example_source(name)
+    (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+    parent = ParentInfo("seed", seed.source, seed.transformation, dict(seed.genome))
+    return list(synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=count, parent=parent)))
 
 
 def lower_example(synth: OfflineSynthesizer, name: str, genome: dict[str, str],

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from ke_evaluator.judge import Judge
-from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
+from ke_synthesizer.api import Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 
-from .conftest import example_source, lower_example
+from .conftest import example_source, lower_example, seed_children
 
 # contiguous slices of a [R, 21] input start 84 bytes in (not 16-byte aligned); those of a
 # [R, 20] input 80 bytes in (aligned)
@@ -108,12 +108,7 @@ def test_vec_changes_the_kernel_and_the_launcher(synth: OfflineSynthesizer) -> N
 
 
 def test_vec_is_a_recorded_transformation(synth: OfflineSynthesizer) -> None:
-    src = example_source("gelu_tanh_chain")
-    (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name="gelu_tanh_chain", count=1))
-    parent = ParentInfo("seed", seed.source, seed.transformation, dict(seed.genome))
-    children = synth.propose(ProposalRequest(spec_source=src, spec_name="gelu_tanh_chain", count=100,
-                                             parent=parent))
-    (child,) = [c for c in children if c.transformation.name == "VEC"]
+    (child,) = [c for c in seed_children(synth, "gelu_tanh_chain") if c.transformation.name == "VEC"]
     assert child.transformation == Transformation("VEC", {"group": "g0", "value": "4"})
     assert "tl.max_contiguous" in child.source
 

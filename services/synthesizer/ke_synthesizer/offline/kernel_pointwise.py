@@ -151,6 +151,12 @@ def operand_value_fn(plan: Plan, group: Group, ops: Operands, load_names: dict[i
 
 
 VEC_CHOICES = ("auto", "4")
+# How a kernel with broadcast operands unravels the flat index. runtime: output dims and
+# broadcast strides are kernel arguments (one compile serves every shape). static: they are
+# constexprs (one compile per input signature, as torch.compile's default static shapes):
+# the divisions by dims become multiply-shifts and the terms of dims an operand broadcasts
+# over (stride 0) vanish, so a per-channel scale costs one index, not rank - 1 div/mods.
+INDEX_CHOICES = ("runtime", "static")
 
 
 def flat_operands(plan: Plan, group: Group) -> bool:
@@ -168,6 +174,13 @@ def vec_width(genome: dict[str, str], key: str, flat: bool) -> int:
     if value not in VEC_CHOICES:
         raise ValueError(f"unknown VEC choice {value!r}")
     return 0 if value == "auto" or not flat else int(value)
+
+
+def static_index(genome: dict[str, str], key: str) -> bool:
+    value = genome.get(f"{key}.index", "runtime")
+    if value not in INDEX_CHOICES:
+        raise ValueError(f"unknown index choice {value!r}")
+    return value == "static"
 
 
 def _helper(name: str) -> Any:
@@ -236,6 +249,9 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     strides = [f"in{i}_s{k}" for i in range(len(ops.tensors)) if not full[i] for k in range(rank)]
     pitches = [f"in{i}_pitch" for i in pitched]
     scalars = [f"s{i}" for i in range(len(ops.scalars))]
+    if static_index(genome, group.key) and not all(full):
+        dims = [f"{d}: tl.constexpr" for d in dims]
+        strides = [f"{st}: tl.constexpr" for st in strides]
     sig = (in_ptrs + out_ptrs + ["n_elements"] + (["row_len"] if pitched and all(full) else [])
            + (dims if not all(full) else []) + strides + pitches + scalars)
     flags = "".join(f" PITCHED{i}: tl.constexpr," for i in pitched)
@@ -271,6 +287,8 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines.append("    mask = offs < n_elements")
     if not all(full):
         lines.append("    # Unravel the flat index over the output shape for broadcast operands.")
+        if static_index(genome, group.key):
+            lines.append("    # index=static: dims and strides are constexprs (constant divisors, no stride-0 terms).")
         lines.append("    rem = offs")
         for k in reversed(range(rank)):
             if k == 0:

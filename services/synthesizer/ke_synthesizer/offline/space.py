@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .graph import Group, Plan
 from .kernel_conv import LAYOUTS
-from .kernel_pointwise import VEC_CHOICES, flat_operands
+from .kernel_pointwise import INDEX_CHOICES, VEC_CHOICES, flat_operands
 from .library_impl import IMPL_CHOICES, library_offered
 
 GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
@@ -38,6 +38,9 @@ GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
         # to a multiple of 4, so Triton can emit 128-bit accesses; the launcher falls back to
         # VEC=1 when numel % 4 != 0 or an input is not 16-byte aligned (flat groups only)
         "VEC": VEC_CHOICES,
+        # broadcast operands: output dims and strides as arguments or as constexprs
+        # (kernel_pointwise.INDEX_CHOICES; groups with a broadcast operand only)
+        "index": INDEX_CHOICES,
     },
     "attention": {
         "BLOCK_M": ("64", "32", "16", "128"),
@@ -109,10 +112,13 @@ def is_column_reduction(group: Group) -> bool:
 COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
 
 
-def row_strategies_of(plan: Plan, group: Group) -> list[str]:
-    """Strategies a row group can use (computed once per plan, see kernel_row)."""
+def row_strategies_of(plan: Plan, group: Group, warps: int = 4) -> list[str]:
+    """Strategies a row group offers at ``warps`` warps (availability and the reduced
+    extent computed once per plan, see kernel_row)."""
+    from .kernel_row import single_offered
+
     if "strategies" not in group.info:
-        from .kernel_row import RowBuilder, row_strategies, single_offered
+        from .kernel_row import RowBuilder, reduced_extent, row_strategies
         from .lower_pointwise import PointwiseEmitter
         from .plan_outputs import group_outputs
 
@@ -120,12 +126,21 @@ def row_strategies_of(plan: Plan, group: Group) -> list[str]:
             builder = RowBuilder(plan, group, PointwiseEmitter())
             builder.build()
             outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
-            avail = row_strategies(builder, outs)
-            # the knob's choices; the generator keeps "single" for auto's short-row branch
-            group.info["strategies"] = avail if single_offered(builder, avail) else [a for a in avail if a != "single"]
+            group.info["strategies"] = row_strategies(builder, outs)
+            group.info["reduced_extent"] = reduced_extent(builder)
         except (ValueError, KeyError):  # the generator will demote this group anyway
-            group.info["strategies"] = ["single"]
-    return group.info["strategies"]
+            group.info["strategies"], group.info["reduced_extent"] = ["single"], 1
+    avail: list[str] = group.info["strategies"]
+    # the knob's choices; the generator keeps "single" for auto's short-row branch
+    if single_offered(group.info["reduced_extent"], avail, warps):
+        return avail
+    return [a for a in avail if a != "single"]
+
+
+def _warps(genome: dict[str, str], group: Group) -> int:
+    """The group's num_warps in the genome (4, the default, when absent)."""
+    value = genome.get(f"{group.key}.num_warps", "4")
+    return int(value) if value.isdigit() else 4
 
 
 def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
@@ -146,7 +161,9 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
         out.append(Knob("attention", "attention", "", ("flash", "unfused")))
     for g in plan.groups:
-        avail = row_strategies_of(plan, g) if g.kind == "row" else []
+        # at the genome's warps: with fewer warps an explicit single child would hold more
+        # of the row per thread (a num_warps edge from it gets the run-time choice)
+        avail = row_strategies_of(plan, g, _warps(genome, g)) if g.kind == "row" else []
         for name, choices in GROUP_KNOBS.get(g.kind, {}).items():
             if g.kind == "row" and name == "strategy":
                 # graph.py's allowed list predates chunked scans: availability is computed here
@@ -160,9 +177,13 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
                 continue  # a non-linear epilogue cannot be applied to partial sums
             if g.kind == "pointwise" and name == "VEC" and not _flat(plan, g):
                 continue  # a broadcast operand is read through unravelled strides, not in runs
+            if g.kind == "pointwise" and name == "index" and _flat(plan, g):
+                continue  # nothing is unravelled when every operand is read flat
             if g.kind == "conv" and name == "layout" and g.ops[g.members[0]].extra.get("nd") != 2:
                 continue  # channels_last is a 4-D memory format
             strategy = genome.get(f"{g.key}.strategy", "auto") if g.kind == "row" else ""
+            if g.kind == "row" and strategy not in avail:
+                strategy = "auto"  # a strategy not offered: the generator takes the run-time choice
             if g.kind == "row" and name == "BLOCK_N" and (strategy == "single" or avail == ["single"]):
                 continue  # the whole row is one block
             if g.kind == "row" and name == "programs" and strategy == "split":
