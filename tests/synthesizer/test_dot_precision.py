@@ -116,3 +116,18 @@ def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) ->
                  "candidate_source": source, "seeds": [3]})
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), [(r["id"], r["error"][-400:], r["trials"]) for r in results if not r["ok"]]
+
+
+@pytest.mark.parametrize(("tile", "warps"), [(("64", "16", "tf32x3"), "4"), (("64", "16", "ieee"), "8"),
+                                             (("32", "16", "tf32x3"), "8"), (("64", "32", "tf32x3"), "8")])
+def test_faulty_attention_config_is_never_generated(synth: OfflineSynthesizer, tile: tuple[str, str, str],
+                                                    warps: str) -> None:
+    """Flash attention at 64 x 16 with tf32x3 faults at 8 warps on a GPU (space.py,
+    FAULTY_ATTENTION_WARPS): a genome asking for it gets the default warps, and no edge
+    leads there; neighbouring configs keep 8 warps."""
+    bm, bn, prec = tile
+    genome = {"attention": "flash", "g0.BLOCK_M": bm, "g0.BLOCK_N": bn, "g0.precision": prec, "g0.num_warps": "8"}
+    source, full, _ = lower_example(synth, "attention_plain", genome)
+    assert full["g0.num_warps"] == warps and f"num_warps={warps}" in source
+    space = dict(synth.space(example_source("attention_plain"), "attention_plain"))
+    assert "8" in space["g0.num_warps"]  # at the seed's tile the choice stays

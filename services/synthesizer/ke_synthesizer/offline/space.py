@@ -27,6 +27,12 @@ GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
 # operands, and tf32 only when the spec opts in (see graph.spec_allows_tf32).
 DOT_PRECISIONS = ("tf32x3", "ieee", "tf32")
 
+# num_warps choices a flash-attention group must not take at (BLOCK_M, BLOCK_N, precision):
+# Triton 3.6 miscompiles them. Measured on an H200: of 72 configs of attention_plain
+# (BLOCK_M 16-128 x BLOCK_N 16-64 x 2/4/8 warps x tf32x3/ieee, each in its own process),
+# only 64 x 16 at 8 warps with tf32x3 faults (illegal memory access), in two searches too.
+FAULTY_ATTENTION_WARPS: dict[tuple[str, str, str], tuple[str, ...]] = {("64", "16", "tf32x3"): ("8",)}
+
 # Per-kind knobs of one kernel group and their choices; the first is the default.
 GROUP_KNOBS: dict[str, dict[str, tuple[str, ...]]] = {
     "pointwise": {
@@ -179,6 +185,11 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
                 continue  # a broadcast operand is read through unravelled strides, not in runs
             if g.kind == "pointwise" and name == "index" and _flat(plan, g):
                 continue  # nothing is unravelled when every operand is read flat
+            if g.kind == "attention" and name == "num_warps":
+                bm, bn, prec = (genome.get(f"{g.key}.{k}", GROUP_KNOBS["attention"][k][0])
+                                for k in ("BLOCK_M", "BLOCK_N", "precision"))
+                faulty = FAULTY_ATTENTION_WARPS.get((bm, bn, prec), ())
+                choices = tuple(c for c in choices if c not in faulty)
             if g.kind == "conv" and name == "layout" and g.ops[g.members[0]].extra.get("nd") != 2:
                 continue  # channels_last is a 4-D memory format
             strategy = genome.get(f"{g.key}.strategy", "auto") if g.kind == "row" else ""
