@@ -35,7 +35,7 @@ import torch.fx
 
 from .capture import dtype_of, shape_of, tensor_meta
 from .graph import Group, Plan, node_inputs
-from .launch_helpers import LAUNCH_HELPERS, tuple_source
+from .launch_helpers import helper_function, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .plan_outputs import group_outputs
 
@@ -167,29 +167,26 @@ def flat_operands(plan: Plan, group: Group) -> bool:
     return bool(ops.tensors) and all(operand_shape(plan, v) == group.shape for v in ops.tensors)
 
 
+def _knob(genome: dict[str, str], key: str, name: str, choices: tuple[str, ...]) -> str:
+    """Group ``key``'s value of knob ``name`` (its first choice when absent), validated."""
+    value = genome.get(f"{key}.{name}", choices[0])
+    if value not in choices:
+        raise ValueError(f"unknown {name} choice {value!r}")
+    return value
+
+
 def vec_width(genome: dict[str, str], key: str, flat: bool) -> int:
     """The VEC knob of a group as a run length; 0 for ``auto`` (the plain kernel) and for
     groups with broadcast operands (the knob is not offered there)."""
-    value = genome.get(f"{key}.VEC", "auto")
-    if value not in VEC_CHOICES:
-        raise ValueError(f"unknown VEC choice {value!r}")
+    value = _knob(genome, key, "VEC", VEC_CHOICES)
     return 0 if value == "auto" or not flat else int(value)
 
 
 def static_index(genome: dict[str, str], key: str) -> bool:
-    value = genome.get(f"{key}.index", "runtime")
-    if value not in INDEX_CHOICES:
-        raise ValueError(f"unknown index choice {value!r}")
-    return value == "static"
+    return _knob(genome, key, "index", INDEX_CHOICES) == "static"
 
 
-def _helper(name: str) -> Any:
-    namespace: dict[str, Any] = {}
-    exec(LAUNCH_HELPERS[name], namespace)  # noqa: S102 - our own helper source
-    return namespace[name]
-
-
-_FLAT_READ = _helper("_flat_read")  # the launchers' rule, applied here to captured layouts
+_FLAT_READ = helper_function("_flat_read")  # the launchers' rule, applied here to captured layouts
 
 
 def captured_pitched(v: Any) -> bool:
@@ -249,7 +246,8 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     strides = [f"in{i}_s{k}" for i in range(len(ops.tensors)) if not full[i] for k in range(rank)]
     pitches = [f"in{i}_pitch" for i in pitched]
     scalars = [f"s{i}" for i in range(len(ops.scalars))]
-    if static_index(genome, group.key) and not all(full):
+    static = static_index(genome, group.key) and not all(full)
+    if static:
         dims = [f"{d}: tl.constexpr" for d in dims]
         strides = [f"{st}: tl.constexpr" for st in strides]
     sig = (in_ptrs + out_ptrs + ["n_elements"] + (["row_len"] if pitched and all(full) else [])
@@ -287,7 +285,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines.append("    mask = offs < n_elements")
     if not all(full):
         lines.append("    # Unravel the flat index over the output shape for broadcast operands.")
-        if static_index(genome, group.key):
+        if static:
             lines.append("    # index=static: dims and strides are constexprs (constant divisors, no stride-0 terms).")
         lines.append("    rem = offs")
         for k in reversed(range(rank)):

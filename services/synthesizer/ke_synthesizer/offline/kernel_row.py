@@ -26,6 +26,7 @@ from .capture import shape_of
 from .graph import Group, Plan
 from .kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
+from .launch_helpers import helper_function
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
 from .plan_outputs import group_outputs
@@ -151,6 +152,7 @@ class RowBuilder:
 # the chunked tile's 2^14 elements (128 per thread at 4 warps), less for fewer warps (see
 # row_launcher.tile_limit). "auto" only takes the single branch for short rows at run time.
 SINGLE_MAX_EXTENT = MAX_TILE
+_POW2 = helper_function("_pow2")  # the launchers' block rounding
 
 
 def reduced_extent(b: RowBuilder) -> int:
@@ -166,8 +168,7 @@ def single_offered(extent: int, avail: list[str], warps: int) -> bool:
     """Whether "single" may be chosen explicitly at ``warps`` warps: the captured reduced
     extent, rounded up to its block, fits the tile limit, or nothing else can lower the
     group."""
-    block = 1 << (extent - 1).bit_length() if extent > 1 else 1
-    return block <= tile_limit(SINGLE_MAX_EXTENT, warps) or avail == ["single"]
+    return _POW2(extent) <= tile_limit(SINGLE_MAX_EXTENT, warps) or avail == ["single"]
 
 
 def row_strategies(b: RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list[str]:

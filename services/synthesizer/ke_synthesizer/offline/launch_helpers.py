@@ -13,6 +13,7 @@ See README.md ("Host overhead").
 from __future__ import annotations
 
 import re
+from typing import Any
 
 LAUNCH_HELPERS: dict[str, str] = {
     "_pow2": '''def _pow2(n):
@@ -85,3 +86,11 @@ def tuple_source(parts: list[str]) -> str:
     tuples, and plan-cache keys made of cheap attribute reads (``t.shape``,
     ``t.stride()``); hashing torch.Size tuples costs well under a microsecond."""
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def helper_function(name: str) -> Any:
+    """Helper ``name`` as a Python function, for generator code that applies the launchers'
+    own rule at lowering time (one definition for both)."""
+    namespace: dict[str, Any] = {}
+    exec(LAUNCH_HELPERS[name], namespace)  # noqa: S102 - our own helper source
+    return namespace[name]
