@@ -127,7 +127,19 @@ def add_example_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--jobs", type=int, default=8, help="host processes lowering candidates")
 
 
+# example specs: our operators, then the same kinds of specs written in other people's styles
+EXAMPLE_DIRS = (ROOT / "examples" / "ops", ROOT / "examples" / "styles")
+
+
+def example_path(name: str) -> Path:
+    """The spec file of example ``name``, in whichever of EXAMPLE_DIRS holds it."""
+    for folder in EXAMPLE_DIRS:
+        if (folder / f"{name}.py").exists():
+            return folder / f"{name}.py"
+    return EXAMPLE_DIRS[0] / f"{name}.py"
+
+
 def example_names(specs: str) -> list[str]:
     if specs != "all":
         return [n for n in specs.split(",") if n]
-    return sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py"))
+    return sorted(p.stem for folder in EXAMPLE_DIRS for p in folder.glob("*.py"))

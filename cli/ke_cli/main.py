@@ -24,6 +24,7 @@ from ke_cli.console import CPU_NOTE, Progress, status_name
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
+from kernelevolve.ids import new_session_id
 from kernelevolve.spec import load_spec_file
 from kernelevolve.v1 import common_pb2 as pb
 
@@ -142,8 +143,6 @@ def _prepare_run_dir(out: Path | None, session_id: str) -> tuple[Path, bool]:
 
 
 async def _optimize(args: argparse.Namespace, settings: Settings) -> int:
-    from ke_gateway.service import new_session_id
-
     spec = load_spec_file(args.spec)  # static checks before anything is created
     budget = args.budget if args.budget is not None else settings.search.default_budget
     if budget < 1:

@@ -9,7 +9,7 @@ import hashlib
 import pytest
 
 from ke_evaluator.judge import EvalOptions, Judge
-from ke_evaluator.verdict import Verdict
+from kernelevolve.ports.verdict import Verdict
 from kernelevolve.errors import InvalidArgumentError
 
 from .sources import candidate, example

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ke_evaluator.judge import Judge
-from ke_synthesizer.api import ProposalRequest
+from kernelevolve.ports.synthesis import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from tests.conftest import EXAMPLES
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from ke_synthesizer.api import ProposalRequest
+from kernelevolve.ports.synthesis import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ke_synthesizer.api import ParentInfo, ProposalRequest
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.errors import InvalidSpecError

@@ -3,7 +3,7 @@ spec's top-level lines the class reaches, and no others."""
 
 from __future__ import annotations
 
-from ke_synthesizer.api import ProposalRequest, Transformation
+from kernelevolve.ports.synthesis import ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from tests.conftest import EXAMPLES
 

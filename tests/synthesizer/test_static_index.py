@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ke_evaluator.judge import Judge
-from ke_synthesizer.api import Transformation
+from kernelevolve.ports.synthesis import Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from ke_evaluator.judge import Judge
-from ke_synthesizer.api import Transformation
+from kernelevolve.ports.synthesis import Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ke_evaluator.service import EvaluatorService
-from ke_evaluator.verdict import Verdict
+from kernelevolve.ports.verdict import Verdict
 from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import load_settings

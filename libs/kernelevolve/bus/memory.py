@@ -28,13 +28,15 @@ class _Durable:
 
 
 class _Loop:
-    def __init__(self, task: asyncio.Task[None]) -> None:
-        self._task = task
+    def __init__(self, tasks: list[asyncio.Task[None]]) -> None:
+        self._tasks = tasks
 
     async def stop(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class MemoryBus:
@@ -61,8 +63,10 @@ class MemoryBus:
     async def consume(self, subject_filter: str, durable: str, handler: Handler, *, ack_wait_s: float = 30.0,
                       max_deliver: int = 5, concurrency: int = 1) -> _Loop:
         d = self._durables.setdefault(durable, _Durable(subject_filter))
-        task = asyncio.create_task(self._run(d, handler, max_deliver), name=f"memconsume:{durable}")
-        loop = _Loop(task)
+        # ``concurrency`` handlers at once on one durable, as the JetStream adapter runs them
+        tasks = [asyncio.create_task(self._run(d, handler, max_deliver), name=f"memconsume:{durable}:{i}")
+                 for i in range(max(1, concurrency))]
+        loop = _Loop(tasks)
         self._loops.append(loop)
         return loop
 

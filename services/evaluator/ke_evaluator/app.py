@@ -6,10 +6,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from ke_evaluator.convert import JudgePort
 from ke_evaluator.grpc_server import EvaluatorServicer
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.bus.subjects import Subjects
+from kernelevolve.ports.judge import JudgePort
 from kernelevolve.config import EvaluatorSettings, Settings
 from kernelevolve.grpc_util import start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus

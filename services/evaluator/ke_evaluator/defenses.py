@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from . import compare, launches, specs
-from .verdict import Verdict
+from kernelevolve.ports.verdict import Verdict
 
 
 class Outcome(Exception):

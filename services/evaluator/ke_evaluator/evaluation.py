@@ -35,7 +35,7 @@ from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .devlock import DeviceLock, Mode
 from .integrity import GlobalState, set_precision_flags, snapshot, state_violations
-from .verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
+from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
 PhaseFn = Callable[[str], None]
 

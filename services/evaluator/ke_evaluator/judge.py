@@ -41,7 +41,7 @@ from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 
 from . import devlock, static_checks
 from .pool import Slot, WorkerPool, WorkerProcess
-from .verdict import SpecCheck, Status, Verdict
+from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
-from ke_synthesizer.api import CandidateSynthesizer
+from kernelevolve.ports.synthesis import CandidateSynthesizer
 from ke_synthesizer.grpc_server import SynthesizerServicer
 from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.subjects import Subjects

@@ -19,7 +19,7 @@ import torch
 
 from kernelevolve.errors import InvalidSpecError, SynthesisError
 
-from ..api import Proposal, ProposalRequest, Transformation
+from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 from .capture import CapturedSpec, capture, dtype_of
 from .codegen import assemble
 from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan
