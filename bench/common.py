@@ -1,5 +1,6 @@
-"""Shared pieces of the GPU benchmarks. Needs torch, triton, numpy and protobuf only, so
-it runs on a GPU host where the service stack (NATS, S3, Qdrant clients) is not installed."""
+"""Shared pieces of the GPU benchmarks. Needs torch, triton, numpy and protobuf (and, for
+the in-process search sessions, grpcio, pyyaml and structlog), so it runs on a GPU host
+where the service stack's clients (NATS, S3, Qdrant) are not installed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-for sub in ("libs", "services/evaluator", "services/synthesizer", "services/search"):
+for sub in ("libs", "cli", "services/evaluator", "services/synthesizer", "services/search", "services/gateway"):
     path = str(ROOT / sub)
     if path not in sys.path:
         sys.path.insert(0, path)

@@ -41,8 +41,8 @@ ModelNew.forward = _bench_shifted_forward
 
 
 def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
-    from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
     from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
     synth = OfflineSynthesizer()
     out = []

@@ -89,8 +89,8 @@ def _is_kernel(obj: Any) -> bool:
 
 def emit_sources(names: list[str], bench_size: bool, device: str) -> dict[str, dict[str, Any]]:
     """Child side: spec and default-candidate source of every spec (or the error)."""
-    from kernelevolve.ports.synthesis import ProposalRequest
     from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ProposalRequest
 
     synth = OfflineSynthesizer()
     out: dict[str, dict[str, Any]] = {}

@@ -25,8 +25,8 @@ from search_bench import copy_bandwidth_gbps, tensor_bytes
 
 
 def _seed_source(name: str, target: int) -> tuple[int, str, str, dict[str, str]]:
-    from kernelevolve.ports.synthesis import ProposalRequest
     from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ProposalRequest
 
     common.TARGET_ELEMENTS = target
     raw = common.example_path(name).read_text()

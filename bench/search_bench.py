@@ -18,8 +18,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from common import (example_names, example_path, fingerprint, gpu_variant, load_module, pick_scale, scaled_variant,
-                    write_json)
+from common import (
+    example_names,
+    example_path,
+    fingerprint,
+    gpu_variant,
+    load_module,
+    pick_scale,
+    scaled_variant,
+    write_json,
+)
 
 
 def copy_bandwidth_gbps() -> float:
@@ -108,8 +116,8 @@ def main() -> None:
     ap.add_argument("--from-results", type=Path, default=None,
                     help="skip the search: re-lower each spec's best genome from an earlier run and re-time it")
     args = ap.parse_args()
-    from ke_evaluator.judge import EvalOptions, Judge
     from ke_cli.inprocess import run_session_sync
+    from ke_evaluator.judge import EvalOptions, Judge
     from ke_synthesizer.offline import OfflineSynthesizer
 
     names = example_names(args.specs)

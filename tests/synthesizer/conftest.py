@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from ke_evaluator.judge import EvalOptions, Judge
-from kernelevolve.ports.synthesis import ParentInfo, Proposal, ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from kernelevolve.ports.synthesis import ParentInfo, Proposal, ProposalRequest
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "ops"
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py"))

@@ -3,8 +3,8 @@ spec's top-level lines the class reaches, and no others."""
 
 from __future__ import annotations
 
-from kernelevolve.ports.synthesis import ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
+from kernelevolve.ports.synthesis import ProposalRequest, Transformation
 from tests.conftest import EXAMPLES
 
 

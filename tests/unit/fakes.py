@@ -79,7 +79,8 @@ class FakeJudge:
         if "BAD" in candidate_source:
             return Verdict(status="incorrect", reason="max abs error 1.0 > atol", candidate_id=candidate_id)
         if "block=" not in candidate_source:
-            return Verdict(status="compile_error", reason="candidate module raised on import", candidate_id=candidate_id)
+            return Verdict(status="compile_error", reason="candidate module raised on import",
+                           candidate_id=candidate_id)
         block = int(candidate_source.split("block=")[1].split()[0])
         speed = block / 128.0
         return Verdict(status="correct", reason="ok", candidate_id=candidate_id,

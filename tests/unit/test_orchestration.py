@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
 from ke_evaluator.service import EvaluatorService
-from kernelevolve.ports.verdict import Verdict
 from ke_gateway.service import GatewayService
 from ke_gateway.validator import Validation
 from ke_search.service import SearchService
@@ -19,6 +17,7 @@ from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import SearchSettings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.ports.verdict import Verdict
 from kernelevolve.spec import make_spec
 from kernelevolve.store import MemoryStore
 from kernelevolve.v1 import common_pb2 as pb

@@ -9,9 +9,9 @@ from typing import Any
 from ke_evaluator.grpc_server import EvaluatorServicer
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.bus.subjects import Subjects
-from kernelevolve.ports.judge import JudgePort
 from kernelevolve.config import EvaluatorSettings, Settings
 from kernelevolve.grpc_util import start_server
+from kernelevolve.ports.judge import JudgePort
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc

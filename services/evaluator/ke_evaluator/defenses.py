@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from . import compare, launches, specs
 from kernelevolve.ports.verdict import Verdict
+
+from . import compare, launches, specs
 
 
 class Outcome(Exception):

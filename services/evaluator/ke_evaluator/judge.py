@@ -38,10 +38,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
+from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 from . import devlock, static_checks
 from .pool import Slot, WorkerPool, WorkerProcess
-from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 log = logging.getLogger(__name__)
 

@@ -10,13 +10,13 @@ import json
 import logging
 
 from ke_evaluator.convert import verdict_to_pb
-from kernelevolve.ports.verdict import SpecCheck, Verdict
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import load_session
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.ports.judge import JudgePort
+from kernelevolve.ports.verdict import SpecCheck, Verdict
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev

@@ -430,7 +430,7 @@ def _construction_methods(tree: ast.Module) -> set[int]:
         changed = True
         while changed:
             changed = False
-            for name, fn in methods.items():
+            for name in methods:
                 if name in ok or name.startswith("__") or name in _MODULE_METHODS or name in strings:
                     continue
                 refs = mentions.get(name, [])

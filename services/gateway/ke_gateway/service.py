@@ -13,9 +13,9 @@ from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects, check_token
 from kernelevolve.config import SearchSettings
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
 from kernelevolve.ids import new_session_id
 from kernelevolve.ports.strategy import check_strategy_name
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
 from kernelevolve.spec import check_source, make_spec
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb

@@ -13,13 +13,13 @@ import hashlib
 import json
 import logging
 
-from kernelevolve.ports.synthesis import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import NotFoundError
+from kernelevolve.ports.synthesis import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from kernelevolve.errors import InvalidSpecError, SynthesisError
-
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
+
 from .capture import CapturedSpec, capture, dtype_of
 from .codegen import assemble
 from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan
