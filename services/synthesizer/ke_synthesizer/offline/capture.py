@@ -20,6 +20,7 @@ from torch.fx.passes.shape_prop import ShapeProp
 from kernelevolve.errors import InvalidSpecError
 
 from .model_source import ModelSource, model_source
+from .shape_tracer import shape_specialized_trace
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class CapturedSpec:
     # the reference class and the spec lines it needs, as the candidate rebuilds them
     model_source: ModelSource
     forward_params: list[str] = field(default_factory=list)
+    # input shapes the graph is fixed to (shape_tracer.py); empty when it holds for any shape
+    specialized_shapes: list[tuple[int, ...]] = field(default_factory=list)
     # the spec's KE_TOLERANCE override ({"atol": .., "rtol": ..}) when it declares one
     tolerance: dict[str, float] = field(default_factory=dict)
     # KE_ERROR_BUDGET = False: the judge skips its float64 error budget (see spec_allows_tf32)
@@ -60,6 +63,31 @@ def _load_namespace(source: str, name: str) -> dict[str, Any]:
         if required not in module.__dict__:
             raise InvalidSpecError(f"spec {name!r} lacks {required}")
     return module.__dict__
+
+
+def _trace(model: torch.nn.Module, inputs: list[Any], name: str) -> tuple[torch.fx.GraphModule,
+                                                                         list[tuple[int, ...]]]:
+    """The forward as an fx graph, and the input shapes it is fixed to (none when it holds
+    for any shape). Three tracers, each taken when the one before refuses the forward:
+    plain symbolic tracing; the same with buffers as graph values (``self.mask[:, :, :T, :T]``
+    with ``T`` from ``x.size()`` slices a buffer by a traced size, which only a buffer proxy
+    accepts); then shapes specialised to the example inputs (shape_tracer.py)."""
+    errors = []
+    for proxy_buffers in (False, True):
+        tracer = torch.fx.Tracer()
+        tracer.proxy_buffer_attributes = proxy_buffers
+        try:
+            graph = tracer.trace(model)
+            return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__), []
+        except Exception as exc:  # noqa: BLE001 - the next tracer may take it
+            errors.append(f"{type(exc).__name__}: {exc}")
+    log.info("symbolic tracing of %s failed (%s); tracing with shapes specialised", name, errors[-1])
+    try:
+        gm = shape_specialized_trace(model, inputs)
+    except Exception as exc:
+        raise InvalidSpecError(f"spec {name!r}: forward cannot be traced: {errors[0]}; "
+                               f"with shapes specialised: {type(exc).__name__}: {exc}") from exc
+    return gm, [tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
 
 
 def _tolerance(ns: dict[str, Any]) -> dict[str, float]:
@@ -86,10 +114,7 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         inputs = list(ns["get_inputs"]())
     except Exception as exc:
         raise InvalidSpecError(f"spec {name!r}: building the model or inputs failed: {exc}") from exc
-    try:
-        gm = torch.fx.symbolic_trace(model)
-    except Exception as exc:
-        raise InvalidSpecError(f"spec {name!r}: forward cannot be traced: {exc}") from exc
+    gm, specialized = _trace(model, inputs, name)
     try:
         with torch.no_grad():
             ShapeProp(gm).propagate(*inputs)
@@ -106,6 +131,7 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         inputs=inputs,
         init_inputs=init_inputs,
         model_source=pieces,
+        specialized_shapes=specialized,
         forward_params=[str(p) for p in params],
         tolerance=_tolerance(ns),
         error_budget_off=ns.get("KE_ERROR_BUDGET", None) is False,

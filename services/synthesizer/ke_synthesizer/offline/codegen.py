@@ -172,6 +172,8 @@ def render_node(node: torch.fx.Node, plan: Plan, names: Names | None = None) -> 
         return f"{lhs} = {render(node.args[0], names)}[{render(node.args[1], names)}]"
     if target is operator.neg:
         return f"{lhs} = -{render(node.args[0], names)}"
+    if target is operator.invert:  # ~mask on boolean inputs
+        return f"{lhs} = ~{render(node.args[0], names)}"
     if target is getattr:
         return f"{lhs} = {render(node.args[0], names)}.{node.args[1]}"
     name = _public_name(target) or _get_qualified_name(target)  # type: ignore[arg-type]
