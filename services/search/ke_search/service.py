@@ -119,9 +119,11 @@ class SearchService:
             await self._ensure_node(await load_candidate(self._bus, sid, cid))
             entry = await self._bus.kv_get(key)
             assert entry is not None
-        node = pb.Node()
-        node.ParseFromString(entry.value)
-        if not node.evaluated:
+        for _attempt in range(20):
+            node = pb.Node()
+            node.ParseFromString(entry.value)
+            if node.evaluated:
+                break
             node.evaluated = True
             node.status = result.status
             node.fitness = result.speedup if result.status == pb.EVALUATION_STATUS_CORRECT else 0.0
@@ -131,10 +133,15 @@ class SearchService:
             try:
                 await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
             except ConflictError:
-                raise  # retried by redelivery; the handler is idempotent
+                # Someone else wrote the node first (a replica, a replay): re-read and re-apply.
+                # ConflictError is permanent to the bus and would end the session.
+                entry = await self._bus.kv_get(key)
+                assert entry is not None
+                continue
             log.info("node evaluated", extra={"session_id": sid, "candidate_id": cid,
                                               "status": pb.EvaluationStatus.Name(result.status),
                                               "fitness": node.fitness})
+            break
 
         def apply(st: SearchState, nodes: list[pb.Node]) -> None:
             if cid not in st.generated:
@@ -165,9 +172,11 @@ class SearchService:
         entry = await self._bus.kv_get(key)
         if entry is None:
             raise NotFoundError(f"re-timing for unknown candidate {cid} in session {sid}")
-        node = pb.Node()
-        node.ParseFromString(entry.value)
-        if not node.retimed:
+        for _attempt in range(20):
+            node = pb.Node()
+            node.ParseFromString(entry.value)
+            if node.retimed:
+                break
             node.retimed = True
             node.first_fitness = node.fitness
             if result.status == pb.EVALUATION_STATUS_CORRECT:
@@ -177,9 +186,15 @@ class SearchService:
                 node.fitness = 0.0
                 node.status = result.status
                 node.reason = f"failed its re-check in a fresh worker: {result.reason}"[:500]
-            await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
+            try:
+                await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
+            except ConflictError:  # written meanwhile: re-read and re-apply (see _on_evaluation)
+                entry = await self._bus.kv_get(key)
+                assert entry is not None
+                continue
             log.info("finalist re-timed", extra={"session_id": sid, "candidate_id": cid,
                                                  "first_fitness": node.first_fitness, "fitness": node.fitness})
+            break
 
         def apply(st: SearchState, nodes: list[pb.Node]) -> None:
             if cid not in st.retimed:
@@ -191,7 +206,7 @@ class SearchService:
         """A service failed permanently on this session's work: end it as failed, keeping
         the best verified kernel so far. The first failure names the session's error."""
         sid = msg.session_id
-        log.error("session failed", extra={"session_id": sid, "service": msg.service, "reason": msg.reason})
+        log.info("session failing", extra={"session_id": sid, "service": msg.service, "reason": msg.reason})
         if await self._bus.kv_get(Keys.search_state(sid)) is None:
             # The failure came before the search state existed (e.g. on SessionStarted itself).
             session = await self._load_session(sid)
