@@ -216,9 +216,10 @@ class Judge:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Waits for running evaluations, then stops every worker."""
-        self._pool.close()
+    def close(self, abort: bool = False) -> None:
+        """Waits for running evaluations, then stops every worker. ``abort``: kill the workers
+        of running evaluations first (they end as crashed, for callers that no longer wait)."""
+        self._pool.close(abort)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

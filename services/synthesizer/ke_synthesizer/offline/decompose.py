@@ -10,6 +10,7 @@ p > 0 in training mode) are never rewritten: they stay library calls.
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 from collections.abc import Callable
@@ -266,7 +267,7 @@ _MODULE_FUNCTIONALS: dict[type[nn.Module], tuple[Any, tuple[str, ...]]] = {
 }
 
 
-def _as_functional(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
+def _as_functional(g: torch.fx.Graph, node: torch.fx.Node, *, mod: nn.Module) -> torch.fx.Node | None:
     fn, settings = _MODULE_FUNCTIONALS[type(mod)]
     call = _call(g, fn, *node.args, **node.kwargs, **{k: getattr(mod, k) for k in settings})
     try:
@@ -393,11 +394,11 @@ def decompose(spec: CapturedSpec) -> int:
     graph = gm.graph
     count = 0
     for node in list(graph.nodes):
-        rewrite = None
+        rewrite: Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None = None
         if node.op == "call_module":
             mod = gm.get_submodule(str(node.target))
             if type(mod) in _MODULE_FUNCTIONALS:
-                rewrite = lambda g, n, mod=mod: _as_functional(g, n, mod)  # noqa: E731
+                rewrite = functools.partial(_as_functional, mod=mod)
             else:
                 rewrite = _module_rewrite(mod)
                 if rewrite is not None and (len(node.args) != 1 or node.kwargs):

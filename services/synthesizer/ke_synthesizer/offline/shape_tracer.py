@@ -59,7 +59,7 @@ class _ShapeProxy(torch.fx.Proxy):
     def __iter__(self) -> Any:
         real = self._value()
         if isinstance(real, (tuple, list)):  # chunk / split / unbind results
-            return iter([self[i] for i in range(len(real))])
+            return iter([self[i] for i in range(len(real))])  # type: ignore[index]
         return super().__iter__()
 
 
