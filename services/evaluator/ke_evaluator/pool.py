@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import kernelevolve
 from kernelevolve.errors import InvalidArgumentError
 
 from . import protocol, sandbox
@@ -40,7 +41,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The worker imports ke_evaluator and the shared library's stdlib-only parts (the verdict
+# types, the orphan guard): both folders go on its path, wherever the two packages live
+# (an installed wheel, a checkout run from source on a GPU host).
+_PKG_PARENT = os.pathsep.join(dict.fromkeys(
+    os.path.dirname(os.path.dirname(os.path.abspath(f))) for f in (__file__, kernelevolve.__file__)))
 _LOG_TRUNCATE_BYTES = 16 * 2**20
 
 
