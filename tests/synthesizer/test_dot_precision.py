@@ -12,7 +12,8 @@ import pytest
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
-from ke_synthesizer.offline.kernel_matmul import dot_precision
+from ke_synthesizer.offline.precision import dot_precision
+from kernelevolve.errors import LoweringError
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 
 from .conftest import example_source, lower_example
@@ -99,7 +100,7 @@ def test_precision_change_is_a_recorded_transformation(synth: OfflineSynthesizer
 
 def test_unknown_precision_is_rejected() -> None:
     assert dot_precision({}, "g0") == ("ieee", [])  # an incomplete genome keeps ieee
-    with pytest.raises(ValueError):
+    with pytest.raises(LoweringError):
         dot_precision({"g0.precision": "bf16x3"}, "g0")
 
 

@@ -17,11 +17,11 @@ import torch
 import torch.fx
 from torch.fx.node import _get_qualified_name
 
-from .capture import tensor_meta
-from .graph import Group, GroupFailure, Plan
+from .fx_meta import tensor_meta
 from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
 from .library_impl import LIBRARY_COMMENT
 from .lower_pointwise import HELPERS, PointwiseEmitter
+from .plan import Group, GroupFailure, Plan
 from .plan_outputs import is_dead, metadata_aliases
 
 log = logging.getLogger(__name__)

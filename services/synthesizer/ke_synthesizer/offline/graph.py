@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
 
-from .capture import CapturedSpec, dtype_of, shape_of, tensor_meta
+from .captured import CapturedSpec
+from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
 from .kernel_attention import attention_op
 from .kernel_conv import conv_op
 from .kernel_matmul import matmul_info
@@ -25,6 +25,8 @@ from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
 from .overrides import max_dim_overrides, scan_overrides
+from .plan import Group, Plan, node_inputs
+from .precision import dot_precisions
 
 log = logging.getLogger(__name__)
 
@@ -39,65 +41,7 @@ GLUE_FUNCTIONS = {
     "getattr", "getitem", "flatten", "reshape", "permute", "transpose", "unsqueeze", "squeeze",
     "chunk", "split", "unbind", "movedim", "t", "narrow",
 }
-# Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
-OPERAND_ARGS = ("condition", "input", "mask", "other", "exponent", "min", "max", "value", "fill_value", "weight",
-                "bias", "mat1", "mat2")
 COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne"}
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-
-
-class GroupFailure(Exception):
-    """A kernel group could not be generated: its members become library calls."""
-
-    def __init__(self, group: str, members: set[str], reason: str) -> None:
-        super().__init__(reason)
-        self.group = group
-        self.members = members
-
-
-@dataclass
-class Group:
-    """One generated kernel: its member nodes in order and their canonical ops."""
-
-    gid: int
-    kind: str
-    members: list[torch.fx.Node]
-    ops: dict[torch.fx.Node, NormOp]
-    shape: tuple[int, ...]
-    sealed: bool = False
-    # kind-specific data (reduction dim, matmul node, ...)
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"g{self.gid}"
-
-
-@dataclass
-class Plan:
-    spec: CapturedSpec
-    nodes: list[torch.fx.Node]
-    groups: list[Group]
-    group_of: dict[torch.fx.Node, Group]
-    fallback: list[torch.fx.Node]
-    glue: set[torch.fx.Node]
-    # nodes with no code of their own (a max/min tuple split into amax + argmax)
-    skipped: set[torch.fx.Node] = field(default_factory=set)
-    # override nodes that must be planned again as plain nodes (see build_plan)
-    replan: set[str] = field(default_factory=set)
-    # fusion boundaries that can be toggled: genome key (epilogue.<node> / prologue.<node>) -> node
-    fusion_knobs: dict[str, str] = field(default_factory=dict)
-    # conv / matmul nodes with an ``impl`` knob: genome key (impl.<node>) -> node (library_impl.py)
-    impl_knobs: dict[str, str] = field(default_factory=dict)
-
-
-def node_inputs(op: NormOp) -> list[Any]:
-    """Operands of a canonical op in argument order (nodes, params, scalars)."""
-    return [v for k, v in op.args.items() if k in OPERAND_ARGS and v is not None]
-
-
-def is_tensor_node(v: Any) -> bool:
-    return isinstance(v, torch.fx.Node) and tensor_meta(v) is not None
 
 
 def _fx_name(node: torch.fx.Node) -> str:
@@ -141,27 +85,6 @@ def _pointwise_ok(node: torch.fx.Node, op: NormOp, emitter: PointwiseEmitter) ->
         if isinstance(target, torch.fx.Node) and len(target.users) > 1:
             return False  # others observe the mutation: keep the library semantics
     return emitter.emit(op, lambda _v: "v") is not None
-
-
-# TF32 keeps 10 mantissa bits: products are off by ~1e-3 relative, so it is only offered
-# when the spec's KE_TOLERANCE is at least this loose on both atol and rtol, and the spec
-# turns the judge's float64 error budget off (KE_ERROR_BUDGET = False): that budget is a
-# multiple of eager fp32's error, which TF32 exceeds ~100x (every TF32 candidate of
-# linear_tf32_tolerant was judged incorrect by it on an H200, bench/RESULTS.md).
-TF32_MIN_TOLERANCE = 5e-3
-
-
-def spec_allows_tf32(spec: CapturedSpec) -> bool:
-    tol = spec.tolerance
-    return spec.error_budget_off and min(tol.get("atol", 0.0), tol.get("rtol", 0.0)) >= TF32_MIN_TOLERANCE
-
-
-def dot_precisions(spec: CapturedSpec, dtype: torch.dtype | None) -> list[str]:
-    """Allowed ``precision`` choices of a matmul / attention / conv group (see
-    space.DOT_PRECISIONS): tf32x3 (the default) and ieee for fp32 operands, ieee for
-    fp16 / bf16 ones; tf32 only when the spec declares a loose tolerance."""
-    out = ["tf32x3", "ieee"] if dtype == torch.float32 else ["ieee"]
-    return out + (["tf32"] if spec_allows_tf32(spec) else [])
 
 
 def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:

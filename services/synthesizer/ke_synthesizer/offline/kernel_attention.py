@@ -15,12 +15,12 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
-from .capture import dtype_of, shape_of
+from .fx_meta import dtype_of, shape_of
 from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 
 if TYPE_CHECKING:
-    from .graph import Group, Plan
+    from .plan import Group, Plan
 
 _NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
 
@@ -52,9 +52,9 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
 
 
 def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_matmul import dot_precision
     from .kernel_pointwise import kernel_name
     from .plan_outputs import group_outputs
+    from .precision import dot_precision
 
     node = group.members[0]
     extra = group.ops[node].extra

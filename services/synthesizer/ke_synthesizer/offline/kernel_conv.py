@@ -23,13 +23,13 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .capture import dtype_of, shape_of
+from .fx_meta import dtype_of, shape_of
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
 if TYPE_CHECKING:
-    from .graph import Group, Plan
+    from .plan import Group, Plan
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
@@ -77,9 +77,9 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_matmul import dot_precision
     from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
     from .plan_outputs import group_outputs
+    from .precision import dot_precision
 
     conv = group.members[0]
     op = group.ops[conv]

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
-from .capture import dtype_of, shape_of
+from .fx_meta import dtype_of, shape_of
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
+from .precision import dot_precision
 
 if TYPE_CHECKING:
-    from .graph import Group, Plan
+    from .plan import Group, Plan
 
 MATMUL_OPS = {"linear", "matmul", "addmm"}
 
@@ -68,25 +69,6 @@ def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] 
     if info["bias"] is not None and not (isinstance(info["bias"], str) or shape_of(info["bias"]) is not None):
         return None
     return info
-
-
-# what the generated kernels say about a non-ieee dot (the ieee source is unchanged)
-_DOT_NOTES = {
-    "tf32x3": "tf32x3: three TF32 tensor-core products (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi), close to fp32",
-    "tf32": "tf32: one TF32 tensor-core product (10-bit mantissa), allowed by the spec's tolerance",
-}
-
-
-def dot_precision(genome: dict[str, str], key: str) -> tuple[str, list[str]]:
-    """``tl.dot`` input precision of group ``key`` (genome knob ``<key>.precision``, one of
-    space.DOT_PRECISIONS; ieee when absent) and comment lines for the kernel source.
-    Shared by the matmul, attention and conv generators."""
-    from .space import DOT_PRECISIONS
-
-    precision = genome.get(f"{key}.precision", "ieee")
-    if precision not in DOT_PRECISIONS:
-        raise ValueError(f"unknown dot precision {precision!r}")
-    return precision, [f"# {_DOT_NOTES[precision]}"] if precision in _DOT_NOTES else []
 
 
 def batched(info: dict[str, Any]) -> bool:

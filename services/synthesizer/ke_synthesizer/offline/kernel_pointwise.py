@@ -33,10 +33,10 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import dtype_of, shape_of, tensor_meta
-from .graph import Group, Plan, node_inputs
+from .fx_meta import dtype_of, shape_of, tensor_meta
 from .launch_helpers import helper_function, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
+from .plan import Group, Plan, node_inputs
 from .plan_outputs import group_outputs
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",

@@ -13,13 +13,13 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .capture import dtype_of, shape_of
+from .fx_meta import dtype_of, shape_of
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 
 if TYPE_CHECKING:
-    from .graph import Group, Plan
+    from .plan import Group, Plan
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
           F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3)}

@@ -22,13 +22,13 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import shape_of
-from .graph import Group, Plan
+from .fx_meta import shape_of
 from .kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
 from .launch_helpers import helper_function
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
+from .plan import Group, Plan
 from .plan_outputs import group_outputs
 from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
 from .row_launcher import MAX_TILE, LaunchInfo, gen_launcher, tile_limit

@@ -25,8 +25,8 @@ from .kernel_conv import conv_op
 from .kernel_matmul import matmul_info
 
 if TYPE_CHECKING:
-    from .graph import Plan
     from .ops import NormOp
+    from .plan import Plan
 
 IMPL_CHOICES = ("triton", "library")
 # forward comment of a node whose library call the genome chose (see codegen)

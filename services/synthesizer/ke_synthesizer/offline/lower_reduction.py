@@ -17,7 +17,7 @@ from typing import Any
 
 import torch.fx
 
-from .capture import dtype_of, shape_of
+from .fx_meta import dtype_of, shape_of
 from .ops import NormOp
 
 FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod"}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
-from .capture import dtype_of
+from .fx_meta import dtype_of
 from .kernel_pointwise import load_cast
 from .lower_reduction import Micro
 

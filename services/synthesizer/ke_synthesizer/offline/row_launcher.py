@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.fx
 
-from .capture import dtype_of
+from .fx_meta import dtype_of
 from .launch_helpers import tuple_source
 from .row_layout import operand_meta, own_dim
 

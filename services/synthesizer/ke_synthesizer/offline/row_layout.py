@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import shape_of, tensor_meta
+from .fx_meta import shape_of, tensor_meta
 from .lower_reduction import RowInfo
 
 

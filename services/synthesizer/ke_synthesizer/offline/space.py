@@ -10,22 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import Group, Plan
 from .kernel_conv import LAYOUTS
 from .kernel_pointwise import INDEX_CHOICES, VEC_CHOICES, flat_operands
 from .library_impl import IMPL_CHOICES, library_offered
+from .plan import Group, Plan
+from .precision import DOT_PRECISIONS
 
 GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
     # greedy: fuse each lowerable node into its producer's kernel; none: one kernel per op
     "fusion": ("greedy", "none"),
 }
-
-# tl.dot input precision of fp32 operands (matmul, attention and conv groups). tf32x3
-# sums three TF32 tensor-core products (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi): close to fp32
-# accuracy, on tensor cores instead of FMA units, so it is the default for fp32 operands.
-# graph.dot_precisions narrows the list per group: ieee only (as before) for fp16 / bf16
-# operands, and tf32 only when the spec opts in (see graph.spec_allows_tf32).
-DOT_PRECISIONS = ("tf32x3", "ieee", "tf32")
 
 # num_warps choices a flash-attention group must not take at (BLOCK_M, BLOCK_N, precision):
 # Triton 3.6 miscompiles them. Measured on an H200: of 72 configs of attention_plain

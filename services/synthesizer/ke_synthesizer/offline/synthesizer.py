@@ -20,15 +20,18 @@ import torch
 from kernelevolve.errors import InvalidSpecError, SynthesisError
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
-from .capture import CapturedSpec, capture, dtype_of
+from .capture import capture
+from .captured import CapturedSpec
 from .codegen import assemble
-from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan
+from .fx_meta import FLOAT_DTYPES, dtype_of
+from .graph import build_plan
 from .kernel_attention import attention_launch_args, gen_attention
 from .kernel_conv import conv_launch_args, gen_conv
 from .kernel_matmul import gen_matmul, matmul_launch_args
 from .kernel_pointwise import gen_pointwise, launcher_args
 from .kernel_pool import gen_pool, pool_launch_args
 from .kernel_row import gen_row, row_launch_args
+from .plan import GroupFailure, Plan
 from .plan_outputs import group_outputs
 from .space import Knob, complete_genome, knobs
 
