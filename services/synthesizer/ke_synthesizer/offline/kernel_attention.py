@@ -9,18 +9,19 @@ library call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 
 from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import kernel_name
 from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .plan import Group, Plan
+from .plan import Group, Plan
+from .plan_outputs import group_outputs
+from .precision import dot_precision
 
 _NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
 
@@ -52,10 +53,6 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
 
 
 def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_pointwise import kernel_name
-    from .plan_outputs import group_outputs
-    from .precision import dot_precision
-
     node = group.members[0]
     extra = group.ops[node].extra
     bm = int(genome.get(f"{group.key}.BLOCK_M", "64"))
@@ -156,8 +153,6 @@ def {launcher}(q, k, v{", scale" if rt else ""}):
 
 
 def attention_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .plan_outputs import group_outputs
-
     op = group.ops[group.members[0]]
     a = op.args
     scale = [op.extra["scale"]] if isinstance(op.extra["scale"], torch.fx.Node) else []

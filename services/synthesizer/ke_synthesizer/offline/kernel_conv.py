@@ -16,7 +16,7 @@ do not bump the version counter) and is not protected the way parameters are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
@@ -24,12 +24,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .plan import Group, Plan
+from .plan import Group, Plan
+from .plan_outputs import group_outputs
+from .precision import dot_precision
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
@@ -77,10 +78,6 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
-    from .plan_outputs import group_outputs
-    from .precision import dot_precision
-
     conv = group.members[0]
     op = group.ops[conv]
     e = op.extra
@@ -234,9 +231,6 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 
 def conv_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .kernel_pointwise import epilogue_operands
-    from .plan_outputs import group_outputs
-
     a = group.ops[group.members[0]].args
     ext, scalars = epilogue_operands(plan, group)
     head = [a["input"], a["weight"]] + ([a["bias"]] if a.get("bias") is not None else [])

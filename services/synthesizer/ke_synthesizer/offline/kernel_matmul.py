@@ -10,19 +10,19 @@ declares a loose tolerance; see ``dot_precision``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 
 from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import kernel_name, load_cast
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
+from .plan import Group, Plan
+from .plan_outputs import group_outputs
 from .precision import dot_precision
-
-if TYPE_CHECKING:
-    from .plan import Group, Plan
 
 MATMUL_OPS = {"linear", "matmul", "addmm"}
 
@@ -161,9 +161,6 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         if expr is None:
             raise ValueError(f"cannot emit {group.ops[m].op}")
         epi.append(f"v_{m.name} = {expr}")
-    from .kernel_pointwise import kernel_name, load_cast
-    from .plan_outputs import group_outputs
-
     outs = group_outputs(plan, group)
     loads = []
     for i, v in enumerate(ext):
@@ -303,8 +300,6 @@ def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.
         op = group.ops[m]
         for v in _emit_order(op):
             note(v)
-    from .plan_outputs import group_outputs
-
     return [info["a"], info["b"]] + ext + scalars, group_outputs(plan, group)
 
 

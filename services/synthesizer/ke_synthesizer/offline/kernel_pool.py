@@ -6,7 +6,7 @@ and any following pointwise ops of the same shape run as an epilogue on the pool
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
@@ -14,12 +14,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .plan import Group, Plan
+from .plan import Group, Plan
+from .plan_outputs import group_outputs
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
           F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3)}
@@ -74,9 +74,6 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
-    from .plan_outputs import group_outputs
-
     pool = group.members[0]
     e = group.ops[pool].extra
     nd, ks, ss, ps = e["nd"], e["k"], e["s"], e["p"]
@@ -218,8 +215,5 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 
 def pool_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .kernel_pointwise import epilogue_operands
-    from .plan_outputs import group_outputs
-
     ext, scalars = epilogue_operands(plan, group)
     return [group.ops[group.members[0]].args["input"]] + ext + scalars, group_outputs(plan, group)

@@ -16,17 +16,15 @@ so a bare convolution or GEMM keeps its Triton kernel.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 
 from .kernel_conv import conv_op
 from .kernel_matmul import matmul_info
-
-if TYPE_CHECKING:
-    from .ops import NormOp
-    from .plan import Plan
+from .ops import NormOp
+from .plan import Plan
 
 IMPL_CHOICES = ("triton", "library")
 # forward comment of a node whose library call the genome chose (see codegen)

@@ -13,7 +13,6 @@ max / sum(exp(x - max)) pair is one pass with a running max that rescales the su
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
@@ -21,10 +20,8 @@ import torch.fx
 from .fx_meta import dtype_of
 from .kernel_pointwise import load_cast
 from .lower_reduction import Micro
-
-if TYPE_CHECKING:
-    from .kernel_row import RowBuilder
-    from .row_layout import IndexGen
+from .row_builder import RowBuilder
+from .row_layout import IndexGen
 
 # @triton.jit helpers a row kernel may call (emitted once per kernel source that uses them)
 ROW_HELPERS = {

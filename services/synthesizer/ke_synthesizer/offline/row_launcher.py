@@ -23,18 +23,14 @@ source does not depend on where it runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
 from .fx_meta import dtype_of
 from .launch_helpers import tuple_source
-from .row_layout import operand_meta, own_dim
-
-if TYPE_CHECKING:
-    from .kernel_row import RowBuilder
-    from .row_layout import IndexGen
+from .row_builder import RowBuilder
+from .row_layout import IndexGen, operand_meta, own_dim
 
 SINGLE_TILE = 8192  # elements of a whole-row register tile (fp32) at REF_WARPS
 MAX_TILE = 16384  # BLOCK_M * BLOCK_N of a chunked tile at REF_WARPS

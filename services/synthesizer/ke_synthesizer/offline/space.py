@@ -12,8 +12,11 @@ from dataclasses import dataclass
 
 from .kernel_conv import LAYOUTS
 from .kernel_pointwise import INDEX_CHOICES, VEC_CHOICES, flat_operands
+from .kernel_row import RowBuilder, reduced_extent, row_strategies, single_offered
 from .library_impl import IMPL_CHOICES, library_offered
+from .lower_pointwise import PointwiseEmitter
 from .plan import Group, Plan
+from .plan_outputs import group_outputs
 from .precision import DOT_PRECISIONS
 
 GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
@@ -115,13 +118,7 @@ COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
 def row_strategies_of(plan: Plan, group: Group, warps: int = 4) -> list[str]:
     """Strategies a row group offers at ``warps`` warps (availability and the reduced
     extent computed once per plan, see kernel_row)."""
-    from .kernel_row import single_offered
-
     if "strategies" not in group.info:
-        from .kernel_row import RowBuilder, reduced_extent, row_strategies
-        from .lower_pointwise import PointwiseEmitter
-        from .plan_outputs import group_outputs
-
         try:
             builder = RowBuilder(plan, group, PointwiseEmitter())
             builder.build()
