@@ -14,19 +14,18 @@ from typing import Any
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
 from .captured import CapturedSpec
+from .families import BY_KIND, FAMILIES
+from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
-from .kernel_attention import attention_op
-from .kernel_conv import conv_op
-from .kernel_matmul import matmul_info
-from .kernel_pool import pool_op
 from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
 from .overrides import max_dim_overrides, scan_overrides
-from .plan import Group, Plan, node_inputs
-from .precision import dot_precisions
+from .plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +109,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     forced = forced_fallback or set()
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
+    ctx = PlanContext(spec, gm, pshape)
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
@@ -172,19 +172,10 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
         # a conv / matmul the genome sends to the library is planned as a fallback node
         lowerable = node.name not in forced and not library_chosen(node, op, gm, pshape, genome, impl_knobs)
         if op is None and lowerable:
-            op = _safe(pool_op, node, gm)
-            if op is not None:
-                add(node, op, None, "pool", shape_of(node) or (), {})
-                continue
-            op = _safe(conv_op, node, gm)
-            if op is not None:
-                add(node, op, None, "conv", shape_of(node) or (),
-                    {"allowed": {"precision": dot_precisions(spec, dtype_of(node))}})
-                continue
-            op = _safe(attention_op, node)
-            if op is not None:
-                add(node, op, None, "attention", shape_of(node) or (),
-                    {"allowed": {"precision": dot_precisions(spec, dtype_of(node))}})
+            found = _recognise(node, op, ctx)
+            if found is not None:
+                fam, op, info = found
+                add(node, op, None, fam.kind, shape_of(node) or (), info)
                 continue
         if op is not None and lowerable:
             if _pointwise_ok(node, op, emitter):
@@ -194,7 +185,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     if g.kind == "pointwise" and g.shape == shape:
                         target = g
                         break
-                    if g.kind in ("matmul", "pool", "conv") and g.shape == shape:
+                    if BY_KIND[g.kind].epilogue and g.shape == shape:
                         key = f"epilogue.{g.members[0].name}"
                         fusion_knobs[key] = g.members[0].name
                         if genome.get(key, "fused") == "fused":
@@ -210,7 +201,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     for p in producer_groups(node, op):
                         if p is target or p.kind != "pointwise" or p.shape != shape:
                             continue
-                        if target.kind in ("matmul", "pool", "conv") and \
+                        if BY_KIND[target.kind].epilogue and \
                                 genome.get(f"epilogue.{target.members[0].name}", "fused") != "fused":
                             continue
                         if target.kind != "row" or target.info["row"].layout_of(shape) is not None:
@@ -226,11 +217,10 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 for p in small:
                     _merge(p, group_of[node], group_of, order)
                 continue
-            minfo = _safe(matmul_info, node, op, pshape)
-            if minfo is not None:
-                allowed = {"precision": dot_precisions(spec, dtype_of(node)),
-                           "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]}
-                add(node, op, None, "matmul", shape_of(node) or (), {"matmul": minfo, "allowed": allowed})
+            found = _recognise(node, op, ctx)
+            if found is not None:
+                fam, op, info = found
+                add(node, op, None, fam.kind, shape_of(node) or (), info)
                 continue
             rinfo = _safe(row_info, node, op, pshape)
             if rinfo is not None:
@@ -300,7 +290,7 @@ def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: 
         dst.ops[m] = src.ops[m]
         if dst.kind == "row":
             dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
-    if dst.kind in ("matmul", "pool", "conv"):  # the dot / window stays first; merged ops run in its epilogue
+    if BY_KIND[dst.kind].epilogue:  # the dot / window stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
     else:
         dst.members = sorted(dst.members + src.members, key=order.__getitem__)
@@ -333,11 +323,21 @@ def _mutates(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+def _recognise(node: torch.fx.Node, op: NormOp | None,
+               ctx: PlanContext) -> tuple[KernelFamily, NormOp, dict[str, Any]] | None:
+    """The first family in registry order that starts a group at ``node``."""
+    for fam in FAMILIES:
+        found = _safe(fam.recognise, node, op, ctx)
+        if found is not None:
+            return fam, found[0], found[1]
+    return None
+
+
 def _safe(analyse: Callable[..., Any], *args: Any) -> Any:
     """Analysis of an unusual call must not abort planning: it just stays a library call."""
     try:
         return analyse(*args)
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+    except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
         log.debug("%s failed for %s: %s", analyse.__name__, args[0], exc)
         return None
 

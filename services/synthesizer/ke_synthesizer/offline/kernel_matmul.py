@@ -15,14 +15,17 @@ from typing import Any
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
 from .kernel_pointwise import kernel_name, load_cast
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-from .plan import Group, Plan
+from .plan import Group, Plan, PlanContext
 from .plan_outputs import group_outputs
-from .precision import dot_precision
+from .precision import DOT_PRECISIONS, dot_precision, dot_precisions
 
 MATMUL_OPS = {"linear", "matmul", "addmm"}
 
@@ -145,7 +148,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
             return f"s{scalars.index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     epi: list[str] = []
@@ -159,7 +162,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
-            raise ValueError(f"cannot emit {group.ops[m].op}")
+            raise LoweringError(f"cannot emit {group.ops[m].op}")
         epi.append(f"v_{m.name} = {expr}")
     outs = group_outputs(plan, group)
     loads = []
@@ -314,3 +317,42 @@ def _emit_order(op: NormOp) -> list[Any]:
 
     emitter.emit(op, val)
     return seen
+
+
+class MatmulFamily(KernelFamily):
+    """mm / bmm / matmul / linear / addmm with a fused pointwise epilogue."""
+
+    kind = "matmul"
+    epilogue = True
+    knobs = {
+        "BLOCK_M": ("64", "32", "128", "16"),
+        "BLOCK_N": ("64", "32", "128", "16"),
+        "BLOCK_K": ("32", "16", "64"),
+        "GROUP_M": ("8", "1", "4"),
+        "num_warps": ("4", "2", "8"),
+        "num_stages": ("3", "2", "4"),
+        "precision": DOT_PRECISIONS,
+        # K split across programs with atomic adds (linear epilogues only)
+        "SPLIT_K": ("1", "2", "4"),
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        if op is None:
+            return None
+        minfo = matmul_info(node, op, ctx.param_shape)
+        if minfo is None:
+            return None
+        allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node)),
+                   "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]}
+        return op, {"matmul": minfo, "allowed": allowed}
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        # a non-linear epilogue cannot be applied to partial sums
+        return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
+                if not (name == "SPLIT_K" and len(group.members) > 1)]
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_matmul(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return matmul_launch_args(plan, group)

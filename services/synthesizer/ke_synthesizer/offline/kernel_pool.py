@@ -13,12 +13,15 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
 from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-from .plan import Group, Plan
+from .plan import Group, Plan, PlanContext
 from .plan_outputs import group_outputs
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
@@ -97,7 +100,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
             return f"s{scalars.index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     rank = len(group.shape)
@@ -166,7 +169,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
-            raise ValueError(f"cannot emit {group.ops[m].op}")
+            raise LoweringError(f"cannot emit {group.ops[m].op}")
         lines.append(f"    v_{m.name} = {expr}")
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
@@ -217,3 +220,24 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 def pool_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
     ext, scalars = epilogue_operands(plan, group)
     return [group.ops[group.members[0]].args["input"]] + ext + scalars, group_outputs(plan, group)
+
+
+class PoolFamily(KernelFamily):
+    """max / avg pooling (1-3 spatial dims) with a fused pointwise epilogue."""
+
+    kind = "pool"
+    epilogue = True
+    knobs = {
+        "BLOCK_SIZE": ("1024", "256", "512", "2048"),
+        "num_warps": ("4", "1", "2", "8"),
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        pool = pool_op(node, ctx.gm) if op is None else None
+        return None if pool is None else (pool, {})
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_pool(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return pool_launch_args(plan, group)

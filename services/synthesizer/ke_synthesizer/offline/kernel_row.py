@@ -20,6 +20,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, narrowed
 from .kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
 from .launch_helpers import helper_function
@@ -30,10 +33,6 @@ from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
 from .row_builder import RowBuilder
 from .row_launcher import MAX_TILE, LaunchInfo, gen_launcher, tile_limit
 from .row_layout import IndexGen
-
-# genome defaults for BLOCK_M / BLOCK_N by orientation (col: contiguous kept columns)
-DEFAULT_BLOCKS = {"row": ("4", "1024"), "col": ("64", "64")}
-
 
 # An explicit "single" keeps a row block's whole reduced extent in registers (BLOCK_N =
 # next power of 2). On an H200 every explicit "single" child of a 2^23-element full
@@ -71,7 +70,7 @@ def row_strategies(b: RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list
     try:
         looped_body(b, ig, outs, online=False)
         avail.append("looped")
-    except ValueError:
+    except (LoweringError, ValueError):
         return avail
     if online_pairs(b.micros):
         avail.append("online")
@@ -88,7 +87,7 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     avail = row_strategies(b, outs)
     b.helpers.clear()  # only helpers of the emitted kernels
     strategy = genome.get(f"{key}.strategy", "auto")
-    dm, dn = DEFAULT_BLOCKS[b.lay.orient]
+    dm, dn = (COLUMN_DEFAULTS[k] if b.lay.orient == "col" else RowFamily.knobs[k][0] for k in ("BLOCK_M", "BLOCK_N"))
     info = LaunchInfo(block_m=int(genome.get(f"{key}.BLOCK_M", dm)), block_n=int(genome.get(f"{key}.BLOCK_N", dn)),
                       warps=int(genome.get(f"{key}.num_warps", "4")), programs=genome.get(f"{key}.programs", "grid"))
     if strategy != "auto" and (strategy not in avail or
@@ -156,3 +155,87 @@ def row_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.
     b = RowBuilder(plan, group, PointwiseEmitter())
     b.build()
     return [op.value for op in b.operands] + list(b.scalars), group_outputs(plan, group)
+
+
+def is_column_reduction(group: Group) -> bool:
+    """The innermost dim is kept: neighbouring rows of the [M, N] view are adjacent in
+    memory, so a program should own many rows and walk the reduced dim in short chunks."""
+    rinfo = group.info["row"]
+    return bool(rinfo.full) and (len(rinfo.full) - 1) not in rinfo.dims
+
+
+# Row-kernel defaults for column reductions (see is_column_reduction).
+COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
+
+
+def row_strategies_of(plan: Plan, group: Group, warps: int = 4) -> list[str]:
+    """Strategies a row group offers at ``warps`` warps (availability and the reduced
+    extent computed once per plan, see row_strategies)."""
+    if "strategies" not in group.info:
+        try:
+            builder = RowBuilder(plan, group, PointwiseEmitter())
+            builder.build()
+            outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
+            group.info["strategies"] = row_strategies(builder, outs)
+            group.info["reduced_extent"] = reduced_extent(builder)
+        except (LoweringError, ValueError, KeyError):  # the generator will demote this group anyway
+            group.info["strategies"], group.info["reduced_extent"] = ["single"], 1
+    avail: list[str] = group.info["strategies"]
+    # the knob's choices; the generator keeps "single" for auto's short-row branch
+    if single_offered(group.info["reduced_extent"], avail, warps):
+        return avail
+    return [a for a in avail if a != "single"]
+
+
+def _warps(genome: dict[str, str], group: Group) -> int:
+    """The group's num_warps in the genome (4, the default, when absent)."""
+    value = genome.get(f"{group.key}.num_warps", "4")
+    return int(value) if value.isdigit() else 4
+
+
+class RowFamily(KernelFamily):
+    """Reductions and scans over a set of dims with their pointwise prologue and epilogue
+    (the partitioner's fusion rules grow them)."""
+
+    kind = "row"
+    knobs = {
+        # auto: the launcher picks single / looped (online) / split from the run-time sizes;
+        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction
+        # level; online: looped with max + sum(exp(x - max)) fused into one pass (softmax
+        # family); split: columns spread over programs, partials combined by a second kernel
+        "strategy": ("auto", "single", "looped", "online", "split"),
+        "BLOCK_M": ("4", "1", "2", "8", "16", "32", "64"),
+        "BLOCK_N": ("1024", "64", "256", "512", "2048"),
+        "num_warps": ("4", "1", "2", "8"),
+        "programs": ("grid", "128", "512"),
+    }
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        # at the genome's warps: with fewer warps an explicit single child would hold more
+        # of the row per thread (a num_warps edge from it gets the run-time choice)
+        avail = row_strategies_of(plan, group, _warps(genome, group))
+        strategy = genome.get(f"{group.key}.strategy", "auto")
+        if strategy not in avail:
+            strategy = "auto"  # a strategy not offered: the generator takes the run-time choice
+        out: list[tuple[str, tuple[str, ...]]] = []
+        for name, choices in self.knobs.items():
+            if name == "strategy":
+                # the partitioner's allowed list predates chunked scans: availability is computed here
+                choices = tuple(avail) if avail == ["single"] else ("auto", *avail)
+            else:
+                choices = narrowed(group, name, choices)
+            if name in COLUMN_DEFAULTS and is_column_reduction(group):
+                d = COLUMN_DEFAULTS[name]
+                choices = (d,) + tuple(c for c in choices if c != d)
+            if name == "BLOCK_N" and (strategy == "single" or avail == ["single"]):
+                continue  # the whole row is one block
+            if name == "programs" and strategy == "split":
+                continue  # the split grid is sized by the row length
+            out.append((name, choices))
+        return out
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_row(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return row_launch_args(plan, group)

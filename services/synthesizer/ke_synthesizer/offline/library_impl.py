@@ -21,6 +21,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
 from .kernel_conv import conv_op
 from .kernel_matmul import matmul_info
 from .ops import NormOp
@@ -43,7 +45,7 @@ def library_chosen(node: torch.fx.Node, op: NormOp | None, gm: torch.fx.GraphMod
     Records the node's knob in ``impl_knobs`` (genome key -> node name) either way."""
     try:
         candidate = conv_op(node, gm) is not None if op is None else matmul_info(node, op, pshape) is not None
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+    except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError):
         return False  # graph._safe treats the same failures as "not lowerable"
     if not candidate:
         return False

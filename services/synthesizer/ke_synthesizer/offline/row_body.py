@@ -17,6 +17,8 @@ import re
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
 from .fx_meta import dtype_of
 from .kernel_pointwise import load_cast
 from .lower_reduction import Micro
@@ -202,7 +204,7 @@ def chunk_pass(b: RowBuilder, ig: IndexGen, roots: list[str], tail: list[str], h
     scans = [mi for mi in micros if is_scan(mi)]
     reverse = {mi.reduce.endswith("_rev") for mi in scans}
     if len(reverse) > 1:
-        raise ValueError("forward and reverse scans in one pass")
+        raise LoweringError("forward and reverse scans in one pass")
     lines = list(head)
     body: list[str] = []
     if True in reverse:

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
 from .fx_meta import shape_of
 from .lower_pointwise import PointwiseEmitter, literal
 from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
@@ -57,7 +59,7 @@ class RowBuilder:
             return f"s{self.scalars.index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     def _value_at(self, layout: str, v: Any) -> str:
@@ -76,7 +78,7 @@ class RowBuilder:
                 continue
             expr = self.emitter.emit(op, functools.partial(self._value_at, layout))
             if expr is None:
-                raise ValueError(f"cannot emit {op.op}")
+                raise LoweringError(f"cannot emit {op.op}")
             known = {mi.name for mi in self.micros}
             deps = [t for t in re.findall(r"\b[a-z]\w*\b", expr) if t in known]
             self.micros.append(Micro(f"v_{m.name}", "full" if layout == "full" else "row", expr=expr, deps=deps))

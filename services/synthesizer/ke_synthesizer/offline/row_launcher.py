@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
 from .fx_meta import dtype_of
 from .launch_helpers import tuple_source
 from .row_builder import RowBuilder
@@ -128,7 +130,7 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
     else:
         full_ops = [f"t{i}.shape" for i, op in enumerate(b.operands) if op.layout == "full"]
         if not full_ops:
-            raise ValueError("row group without a full-size operand")
+            raise LoweringError("row group without a full-size operand")
         shape = f"_broadcast_shape({', '.join(full_ops)})"
     if rank:
         pl.append(f"    {', '.join(d)}{',' if rank == 1 else ''} = {shape}")

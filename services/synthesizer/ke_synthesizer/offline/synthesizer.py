@@ -13,36 +13,23 @@ import logging
 import random
 import threading
 from collections import OrderedDict
-from typing import Any
 
 import torch
 
-from kernelevolve.errors import InvalidSpecError, SynthesisError
+from kernelevolve.errors import InvalidSpecError, LoweringError, SynthesisError
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
 from .capture import capture
 from .captured import CapturedSpec
 from .codegen import assemble
+from .families import BY_KIND
 from .fx_meta import FLOAT_DTYPES, dtype_of
 from .graph import build_plan
-from .kernel_attention import attention_launch_args, gen_attention
-from .kernel_conv import conv_launch_args, gen_conv
-from .kernel_matmul import gen_matmul, matmul_launch_args
-from .kernel_pointwise import gen_pointwise, launcher_args
-from .kernel_pool import gen_pool, pool_launch_args
-from .kernel_row import gen_row, row_launch_args
 from .plan import GroupFailure, Plan
 from .plan_outputs import group_outputs
 from .space import Knob, complete_genome, knobs
 
 log = logging.getLogger(__name__)
-
-_GENERATORS: dict[str, Any] = {"pointwise": gen_pointwise, "row": gen_row, "matmul": gen_matmul, "pool": gen_pool,
-                                "attention": gen_attention, "conv": gen_conv}
-_LAUNCH_ARGS: dict[str, Any] = {"pointwise": launcher_args, "row": row_launch_args, "matmul": matmul_launch_args,
-                                "pool": pool_launch_args, "attention": attention_launch_args,
-                                "conv": conv_launch_args}
-
 
 class OfflineSynthesizer:
     """Lowers a spec's captured graph to Triton; see README.md in this package."""
@@ -95,12 +82,12 @@ class OfflineSynthesizer:
                 genome = {**genome, **{k: full.get(k, "triton") for k in plan.impl_knobs}}
                 continue
             try:
-                src = assemble(plan, full, _GENERATORS, _LAUNCH_ARGS, _title(spec))
+                src = assemble(plan, full, BY_KIND, _title(spec))
             except GroupFailure as exc:
                 log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
                 forced |= exc.members
                 continue
-            except ValueError as exc:
+            except (LoweringError, ValueError) as exc:
                 raise SynthesisError(f"{spec.name}: cannot emit the forward: {exc}") from exc
             return src, full, tuple(n.name for n in plan.fallback)
         raise SynthesisError(f"{spec.name}: lowering did not converge")
