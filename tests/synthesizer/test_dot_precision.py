@@ -12,6 +12,8 @@ import pytest
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.kernel_matmul import MatmulFamily
+from ke_synthesizer.offline.plan import Group
 from ke_synthesizer.offline.precision import dot_precision
 from kernelevolve.errors import LoweringError
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
@@ -99,9 +101,18 @@ def test_precision_change_is_a_recorded_transformation(synth: OfflineSynthesizer
 
 
 def test_unknown_precision_is_rejected() -> None:
-    assert dot_precision({}, "g0") == ("ieee", [])  # an incomplete genome keeps ieee
+    assert dot_precision("ieee") == ("ieee", [])
     with pytest.raises(LoweringError):
-        dot_precision({"g0.precision": "bf16x3"}, "g0")
+        dot_precision("bf16x3")
+
+
+@pytest.mark.parametrize(("allowed", "default"), [(["tf32x3", "ieee"], "tf32x3"), (["ieee"], "ieee")])
+def test_a_missing_precision_is_the_spaces_default(allowed: list[str], default: str) -> None:
+    """Generators read a knob the genome lacks as the default the space fills in (one
+    table of defaults): tf32x3 for fp32 operands, ieee for fp16 / bf16 ones."""
+    group = Group(0, "matmul", [], {}, (), info={"allowed": {"precision": allowed}})
+    assert MatmulFamily.value({}, group, "precision") == default
+    assert MatmulFamily.value({"g0.precision": "ieee"}, group, "precision") == "ieee"
 
 
 def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) -> None:

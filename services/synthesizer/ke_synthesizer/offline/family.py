@@ -48,6 +48,13 @@ class KernelFamily(ABC):
         reorder knobs here where a choice cannot change, or must not reach, the code."""
         return [(name, narrowed(group, name, choices)) for name, choices in self.knobs.items()]
 
+    @classmethod
+    def value(cls, genome: dict[str, str], group: Group, name: str) -> str:
+        """``group``'s value of knob ``name``: the genome's, else the default that
+        space.complete_genome would fill in (the first choice the group allows). Generators
+        read knobs through this, so a default is written once, in ``knobs``."""
+        return genome.get(f"{group.key}.{name}", narrowed(group, name, cls.knobs[name])[0])
+
     @abstractmethod
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         """Triton kernel(s) and host launcher of ``group``; any exception demotes the group

@@ -56,11 +56,9 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
 def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     node = group.members[0]
     extra = group.ops[node].extra
-    bm = int(genome.get(f"{group.key}.BLOCK_M", "64"))
-    bn = int(genome.get(f"{group.key}.BLOCK_N", "64"))
-    warps = int(genome.get(f"{group.key}.num_warps", "4"))
-    stages = int(genome.get(f"{group.key}.num_stages", "2"))
-    precision, note = dot_precision(genome, group.key)
+    bm, bn, warps, stages = (int(AttentionFamily.value(genome, group, k)) for k in
+                             ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
+    precision, note = dot_precision(AttentionFamily.value(genome, group, "precision"))
     note_src = "".join(f"    {line}\n" for line in note)
     name = kernel_name(group, "flash")
     causal = extra["causal"]

@@ -85,13 +85,10 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     op = group.ops[conv]
     e = op.extra
     (sh, sw), (ph, pw), (dh, dw) = e["s"], e["p"], e["d"]
-    key = group.key
-    bm, bn, bk = (int(genome.get(f"{key}.{k}", dflt)) for k, dflt in (("BLOCK_M", "64"), ("BLOCK_N", "32"),
-                                                                      ("BLOCK_K", "32")))
-    warps = int(genome.get(f"{key}.num_warps", "4"))
-    stages = int(genome.get(f"{key}.num_stages", "2"))
-    precision, note = dot_precision(genome, key)
-    layout = genome.get(f"{key}.layout", "contiguous")
+    bm, bn, bk, warps, stages = (int(ConvFamily.value(genome, group, k)) for k in
+                                 ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+    precision, note = dot_precision(ConvFamily.value(genome, group, "precision"))
+    layout = ConvFamily.value(genome, group, "layout")
     if layout not in LAYOUTS:
         raise LoweringError(f"unknown conv layout {layout!r}")
     nhwc = layout == "channels_last" and e["nd"] == 2

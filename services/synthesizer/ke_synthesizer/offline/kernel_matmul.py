@@ -120,16 +120,12 @@ def _views_body(info: dict[str, Any]) -> list[str]:
 def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     mm = group.members[0]
     info = group.info["matmul"]
-    key = group.key
-    defaults = (("BLOCK_M", "64"), ("BLOCK_N", "64"), ("BLOCK_K", "32"))
-    bm, bn, bk = (int(genome.get(f"{key}.{k}", d)) for k, d in defaults)
-    gm_ = int(genome.get(f"{key}.GROUP_M", "8"))
-    warps = int(genome.get(f"{key}.num_warps", "4"))
-    stages = int(genome.get(f"{key}.num_stages", "3"))
-    precision, note = dot_precision(genome, key)
+    bm, bn, bk, gm_, warps, stages = (int(MatmulFamily.value(genome, group, k)) for k in
+                                      ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"))
+    precision, note = dot_precision(MatmulFamily.value(genome, group, "precision"))
     # split-K: SPLIT_K programs share one output tile, each summing a slice of K and
     # adding it atomically; only offered when the epilogue is linear (bias / alpha)
-    split_k = int(genome.get(f"{key}.SPLIT_K", "1"))
+    split_k = int(MatmulFamily.value(genome, group, "SPLIT_K"))
 
     # epilogue operands: bias/addmm input and external operands of fused pointwise ops
     ext: list[Any] = []

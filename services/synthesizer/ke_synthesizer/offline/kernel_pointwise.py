@@ -235,8 +235,8 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     rank = len(group.shape)
     full = [operand_shape(plan, v) == group.shape for v in ops.tensors]
     name = kernel_name(group, "pointwise")
-    block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
-    warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    block = int(PointwiseFamily.value(genome, group, "BLOCK_SIZE"))
+    warps = int(PointwiseFamily.value(genome, group, "num_warps"))
     vec = vec_width(genome, group.key, bool(ops.tensors) and all(full))
     # same-shape operands that may be row-pitched views read in place (PITCHED<i> constexprs);
     # rows have row_len elements: the last output dim (d<rank-1> when the kernel unravels)
@@ -316,7 +316,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines.append(f"    v_{m.name} = {expr}")
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
-    programs = genome.get(f"{group.key}.programs", "grid")
+    programs = PointwiseFamily.value(genome, group, "programs")
     if programs != "grid":
         lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
     kernel = "\n".join(lines) + "\n"

@@ -85,8 +85,8 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ins = [f"i{c}_" if c == "d" else f"i{c}" for c in lo]  # input coordinates (id_: not the builtin)
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
-    block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
-    warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    block = int(PoolFamily.value(genome, group, "BLOCK_SIZE"))
+    warps = int(PoolFamily.value(genome, group, "num_warps"))
     name = kernel_name(group, "pool")
     is_max = e["kind"] == "max"
     init = 'float("-inf")' if is_max else "0.0"

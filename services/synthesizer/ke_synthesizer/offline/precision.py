@@ -45,11 +45,9 @@ _DOT_NOTES = {
 }
 
 
-def dot_precision(genome: dict[str, str], key: str) -> tuple[str, list[str]]:
-    """``tl.dot`` input precision of group ``key`` (genome knob ``<key>.precision``, one of
-    DOT_PRECISIONS; ieee when absent) and comment lines for the kernel source.
-    Shared by the matmul, attention and conv generators."""
-    precision = genome.get(f"{key}.precision", "ieee")
+def dot_precision(precision: str) -> tuple[str, list[str]]:
+    """A group's ``precision`` knob value, checked against DOT_PRECISIONS, and comment lines
+    for the kernel source. Shared by the matmul, attention and conv generators."""
     if precision not in DOT_PRECISIONS:
         raise LoweringError(f"unknown dot precision {precision!r}")
     return precision, [f"# {_DOT_NOTES[precision]}"] if precision in _DOT_NOTES else []
