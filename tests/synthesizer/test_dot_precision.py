@@ -134,7 +134,7 @@ def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) ->
                                              (("32", "16", "tf32x3"), "8"), (("64", "32", "tf32x3"), "8")])
 def test_faulty_attention_config_is_never_generated(synth: OfflineSynthesizer, tile: tuple[str, str, str],
                                                     warps: str) -> None:
-    """Flash attention at 64 x 16 with tf32x3 faults at 8 warps on a GPU (space.py,
+    """Flash attention at 64 x 16 with tf32x3 faults at 8 warps on a GPU (kernel_attention.py,
     FAULTY_ATTENTION_WARPS): a genome asking for it gets the default warps, and no edge
     leads there; neighbouring configs keep 8 warps."""
     bm, bn, prec = tile

@@ -3,6 +3,11 @@
 A kernel group is launched at the position of its last member, so a group is *sealed*
 as soon as a node outside it consumes one of its values: later nodes may no longer
 join it (otherwise that consumer would run before the value exists).
+
+A node starts a group of the first family in ``families.FAMILIES`` that recognises it;
+the fusion rules below grow the two families no recogniser starts alone: pointwise
+chains and row reductions (with their prologues and epilogues), and attach pointwise
+epilogues to families that declare ``epilogue``.
 """
 
 from __future__ import annotations
