@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.nn.functional as F
 from torch.fx.node import _get_qualified_name
 
 from kernelevolve.errors import LoweringError
@@ -120,8 +121,6 @@ def _public_name(target: Any) -> str | None:
     """A public spelling of a torch callable (``torch.nn.functional.gelu`` rather than
     ``torch._C._nn.gelu``): candidates may not reach into ``torch._C``."""
     if not _PUBLIC:
-        import torch.nn.functional as F
-
         spaces = [("torch.nn.functional", F), ("torch.special", torch.special), ("torch.linalg", torch.linalg),
                   ("torch.fft", torch.fft), ("torch", torch)]
         for prefix, mod in reversed(spaces):  # earlier spaces win
