@@ -25,6 +25,8 @@ from .captured import CapturedSpec
 from .families import BY_KIND, FAMILIES
 from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
+from .kernel_pointwise import PointwiseFamily
+from .kernel_row import RowFamily
 from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
@@ -33,6 +35,10 @@ from .overrides import max_dim_overrides, scan_overrides
 from .plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
+
+# the two families the fusion rules below grow (no recogniser starts their groups)
+POINTWISE_KIND = PointwiseFamily.kind
+ROW_KIND = RowFamily.kind
 
 # Ops that only move or reinterpret data (or compute shapes): emitted as plain Python
 # in the candidate's forward, never counted as fallbacks.
@@ -187,7 +193,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 shape = shape_of(node) or ()
                 target = None
                 for g in producer_groups(node, op):
-                    if g.kind == "pointwise" and g.shape == shape:
+                    if g.kind == POINTWISE_KIND and g.shape == shape:
                         target = g
                         break
                     if BY_KIND[g.kind].epilogue and g.shape == shape:
@@ -197,28 +203,28 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                             target = g
                             break
                         continue
-                    if g.kind == "row" and _fits_row(node, op, g, group_of):
+                    if g.kind == ROW_KIND and _fits_row(node, op, g, group_of):
                         target = g
                         break
                 if target is not None:
                     # other open pointwise producers of the same shape merge in too, so a
                     # value (e.g. a comparison mask) never has to round-trip memory
                     for p in producer_groups(node, op):
-                        if p is target or p.kind != "pointwise" or p.shape != shape:
+                        if p is target or p.kind != POINTWISE_KIND or p.shape != shape:
                             continue
                         if BY_KIND[target.kind].epilogue and \
                                 genome.get(f"epilogue.{target.members[0].name}", "fused") != "fused":
                             continue
-                        if target.kind != "row" or target.info["row"].layout_of(shape) is not None:
+                        if target.kind != ROW_KIND or target.info["row"].layout_of(shape) is not None:
                             _merge(p, target, group_of, order)
-                if target is not None and target.kind == "row":
+                if target is not None and target.kind == ROW_KIND:
                     target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
                 # open pointwise producers of a smaller shape (an expression of a bias or of a
                 # per-row value) that only this node reads are recomputed in its kernel, read
                 # through broadcast strides: one launch and no round trip through memory
-                small = [] if target is not None and target.kind == "row" else \
+                small = [] if target is not None and target.kind == ROW_KIND else \
                     [p for p in producer_groups(node, op) if p is not target and _absorbable(p, node, shape)]
-                add(node, op, target, "pointwise", shape)
+                add(node, op, target, POINTWISE_KIND, shape)
                 for p in small:
                     _merge(p, group_of[node], group_of, order)
                 continue
@@ -234,24 +240,24 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 for g in producer_groups(node, op):
                     if group_of.get(x) is not g:  # type: ignore[call-overload]
                         continue
-                    if g.kind == "pointwise" and g.shape == rinfo.full:
+                    if g.kind == POINTWISE_KIND and g.shape == rinfo.full:
                         key = f"prologue.{node.name}"
                         fusion_knobs[key] = node.name
                         if genome.get(key, "fused") != "fused":
                             break
                         # a pointwise prologue becomes part of the row kernel
-                        g.kind = "row"
+                        g.kind = ROW_KIND
                         g.info["row"] = RowInfo(rinfo.full, rinfo.dims, "full")
                         g.info["layouts"] = {m: "full" for m in g.members}
                         target = g
-                    elif g.kind == "row" and g.info["row"].full == rinfo.full and g.info["row"].dims == rinfo.dims \
+                    elif g.kind == ROW_KIND and g.info["row"].full == rinfo.full and g.info["row"].dims == rinfo.dims \
                             and g.info["layouts"].get(x) == "full":
                         target = g
                     break
                 if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of):
                     target = _sibling_row_group(groups, rinfo, x)
                 info = {"row": RowInfo(rinfo.full, rinfo.dims, "full"), "layouts": {}}
-                add(node, op, target, "row", rinfo.full, info)
+                add(node, op, target, ROW_KIND, rinfo.full, info)
                 group_of[node].info["layouts"][node] = rinfo.layout
                 if op.op in SCANS:  # a scan needs the whole row: no chunked strategy
                     group_of[node].info.setdefault("allowed", {})["strategy"] = ["single"]
@@ -280,7 +286,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
 def _absorbable(p: Group, node: torch.fx.Node, shape: tuple[int, ...]) -> bool:
     """Pointwise group p has a smaller shape that broadcasts to shape, and none of its
     values is read outside p except by node."""
-    if p.kind != "pointwise" or not p.members or p.shape == shape or len(p.shape) > len(shape):
+    if p.kind != POINTWISE_KIND or not p.members or p.shape == shape or len(p.shape) > len(shape):
         return False
     pad = (1,) * (len(shape) - len(p.shape)) + tuple(p.shape)
     if any(a != 1 and a != b for a, b in zip(pad, shape, strict=True)):
@@ -293,7 +299,7 @@ def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: 
     for m in src.members:
         group_of[m] = dst
         dst.ops[m] = src.ops[m]
-        if dst.kind == "row":
+        if dst.kind == ROW_KIND:
             dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
     if BY_KIND[dst.kind].epilogue:  # the dot / window stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
@@ -307,7 +313,7 @@ def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | N
     """An open row group over the same [M, N] view that already reads x: a second
     reduction of the same input (e.g. logsumexp and gather of logits) shares its loads."""
     for g in reversed(groups):
-        if g.sealed or g.kind != "row" or not g.members:
+        if g.sealed or g.kind != ROW_KIND or not g.members:
             continue
         gi: RowInfo = g.info["row"]
         if gi.full != rinfo.full or gi.dims != rinfo.dims:
