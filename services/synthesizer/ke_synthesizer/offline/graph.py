@@ -4,7 +4,7 @@ A kernel group is launched at the position of its last member, so a group is *se
 as soon as a node outside it consumes one of its values: later nodes may no longer
 join it (otherwise that consumer would run before the value exists).
 
-A node starts a group of the first family in ``families.FAMILIES`` that recognises it;
+A node starts a group of the first family (in ``families.FAMILIES`` order) that recognises it;
 the fusion rules below grow the two families no recogniser starts alone: pointwise
 chains and row reductions (with their prologues and epilogues), and attach pointwise
 epilogues to families that declare ``epilogue``.
@@ -13,7 +13,7 @@ epilogues to families that declare ``epilogue``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -22,7 +22,7 @@ import torch.fx
 from kernelevolve.errors import LoweringError
 
 from .captured import CapturedSpec
-from .families import BY_KIND, FAMILIES
+from .families import FAMILIES
 from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
 from .kernel_pointwise import PointwiseFamily
@@ -107,8 +107,8 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
     return shape
 
 
-def build_plan(spec: CapturedSpec, genome: dict[str, str],
-               forced_fallback: set[str] | None = None) -> Plan:
+def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[str] | None = None,
+               families: Sequence[KernelFamily] = FAMILIES) -> Plan:
     """Classify nodes and greedily fuse lowerable nodes into kernel groups.
 
     ``genome['fusion']``: 'greedy' (default) joins a node to a producer's group when
@@ -121,6 +121,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
     ctx = PlanContext(spec, gm, pshape)
+    by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
@@ -183,7 +184,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
         # a conv / matmul the genome sends to the library is planned as a fallback node
         lowerable = node.name not in forced and not library_chosen(node, op, gm, pshape, genome, impl_knobs)
         if op is None and lowerable:
-            found = _recognise(node, op, ctx)
+            found = _recognise(families, node, op, ctx)
             if found is not None:
                 fam, op, info = found
                 add(node, op, None, fam.kind, shape_of(node) or (), info)
@@ -196,7 +197,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     if g.kind == POINTWISE_KIND and g.shape == shape:
                         target = g
                         break
-                    if BY_KIND[g.kind].epilogue and g.shape == shape:
+                    if by_kind[g.kind].epilogue and g.shape == shape:
                         key = f"epilogue.{g.members[0].name}"
                         fusion_knobs[key] = g.members[0].name
                         if genome.get(key, "fused") == "fused":
@@ -212,11 +213,11 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     for p in producer_groups(node, op):
                         if p is target or p.kind != POINTWISE_KIND or p.shape != shape:
                             continue
-                        if BY_KIND[target.kind].epilogue and \
+                        if by_kind[target.kind].epilogue and \
                                 genome.get(f"epilogue.{target.members[0].name}", "fused") != "fused":
                             continue
                         if target.kind != ROW_KIND or target.info["row"].layout_of(shape) is not None:
-                            _merge(p, target, group_of, order)
+                            _merge(p, target, group_of, order, by_kind)
                 if target is not None and target.kind == ROW_KIND:
                     target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
                 # open pointwise producers of a smaller shape (an expression of a bias or of a
@@ -226,9 +227,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                     [p for p in producer_groups(node, op) if p is not target and _absorbable(p, node, shape)]
                 add(node, op, target, POINTWISE_KIND, shape)
                 for p in small:
-                    _merge(p, group_of[node], group_of, order)
+                    _merge(p, group_of[node], group_of, order, by_kind)
                 continue
-            found = _recognise(node, op, ctx)
+            found = _recognise(families, node, op, ctx)
             if found is not None:
                 fam, op, info = found
                 add(node, op, None, fam.kind, shape_of(node) or (), info)
@@ -294,14 +295,15 @@ def _absorbable(p: Group, node: torch.fx.Node, shape: tuple[int, ...]) -> bool:
     return all(u is node or u in p.ops for m in p.members for u in m.users)
 
 
-def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int]) -> None:
+def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int],
+           by_kind: Mapping[str, KernelFamily]) -> None:
     """Move every member of pointwise group src into dst (src is left empty)."""
     for m in src.members:
         group_of[m] = dst
         dst.ops[m] = src.ops[m]
         if dst.kind == ROW_KIND:
             dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
-    if BY_KIND[dst.kind].epilogue:  # the dot / window stays first; merged ops run in its epilogue
+    if by_kind[dst.kind].epilogue:  # the dot / window stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
     else:
         dst.members = sorted(dst.members + src.members, key=order.__getitem__)
@@ -334,10 +336,10 @@ def _mutates(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     return False
 
 
-def _recognise(node: torch.fx.Node, op: NormOp | None,
+def _recognise(families: Sequence[KernelFamily], node: torch.fx.Node, op: NormOp | None,
                ctx: PlanContext) -> tuple[KernelFamily, NormOp, dict[str, Any]] | None:
-    """The first family in registry order that starts a group at ``node``."""
-    for fam in FAMILIES:
+    """The first family, in order, that starts a group at ``node``."""
+    for fam in families:
         found = _safe(fam.recognise, node, op, ctx)
         if found is not None:
             return fam, found[0], found[1]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .families import BY_KIND
+from .family import KernelFamily
 from .kernel_attention import FAULTY_ATTENTION_WARPS  # noqa: F401 - bench/attention_configs.py clears it
 from .library_impl import IMPL_CHOICES, library_offered
 from .plan import Plan
@@ -39,9 +40,11 @@ class Knob:
         return self.choices[0]
 
 
-def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
-    """Knobs of a plan; knobs that cannot change the generated code under the current
-    genome (BLOCK_N of a single-pass row kernel) are left out."""
+def knobs(plan: Plan, genome: dict[str, str] | None = None,
+          families: Mapping[str, KernelFamily] = BY_KIND) -> list[Knob]:
+    """Knobs of a plan (its groups' families by kind in ``families``); knobs that cannot
+    change the generated code under the current genome (BLOCK_N of a single-pass row
+    kernel) are left out."""
     genome = genome or {}
     out = [Knob(k, k, "", v) for k, v in GLOBAL_KNOBS.items()]
     for key, anchor in sorted(plan.fusion_knobs.items()):
@@ -57,16 +60,17 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None) -> list[Knob]:
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
         out.append(Knob("attention", "attention", "", ("flash", "unfused")))
     for g in plan.groups:
-        for name, choices in BY_KIND[g.kind].group_knobs(plan, g, genome):
+        for name, choices in families[g.kind].group_knobs(plan, g, genome):
             out.append(Knob(f"{g.key}.{name}", name, g.key, choices))
     return out
 
 
-def complete_genome(plan: Plan, genome: dict[str, str]) -> dict[str, str]:
+def complete_genome(plan: Plan, genome: dict[str, str],
+                    families: Mapping[str, KernelFamily] = BY_KIND) -> dict[str, str]:
     """Fill defaults for every knob of the plan and drop keys of groups that no longer
     exist (a fusion change renumbers groups)."""
     out: dict[str, str] = {}
-    for knob in knobs(plan, genome):
+    for knob in knobs(plan, genome, families):
         value = genome.get(knob.key, knob.default)
         out[knob.key] = value if value in knob.choices else knob.default
     return out

@@ -13,6 +13,7 @@ import logging
 import random
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import torch
 
@@ -22,7 +23,8 @@ from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformati
 from .capture import capture
 from .captured import CapturedSpec
 from .codegen import assemble
-from .families import BY_KIND
+from .families import FAMILIES
+from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of
 from .graph import build_plan
 from .plan import GroupFailure, Plan
@@ -36,7 +38,11 @@ class OfflineSynthesizer:
 
     name = "offline"
 
-    def __init__(self, cache_size: int = 32) -> None:
+    def __init__(self, cache_size: int = 32, families: Sequence[KernelFamily] = FAMILIES) -> None:
+        # the kernel families it lowers to, in recognition order (families.FAMILIES);
+        # tests plug in fewer or extra ones
+        self._families = tuple(families)
+        self._by_kind: dict[str, KernelFamily] = {f.kind: f for f in self._families}
         self._cache: OrderedDict[tuple[str, str, str], CapturedSpec] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -62,7 +68,7 @@ class OfflineSynthesizer:
     def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str]) -> Plan:
         spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
         for _ in range(len(spec.gm.graph.nodes) + 1):
-            plan = build_plan(spec, genome, forced_fallback=forced)
+            plan = build_plan(spec, genome, forced_fallback=forced, families=self._families)
             bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
@@ -76,13 +82,13 @@ class OfflineSynthesizer:
         forced: set[str] = set()
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = self._plan(spec, genome, forced)
-            full = complete_genome(plan, genome)
+            full = complete_genome(plan, genome, self._by_kind)
             if any(genome.get(k) == "library" != full.get(k) for k in plan.impl_knobs):
                 # a library choice this plan does not offer (no Triton kernel would be left)
                 genome = {**genome, **{k: full.get(k, "triton") for k in plan.impl_knobs}}
                 continue
             try:
-                src = assemble(plan, full, BY_KIND, _title(spec))
+                src = assemble(plan, full, self._by_kind, _title(spec))
             except GroupFailure as exc:
                 log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
                 forced |= exc.members
@@ -98,7 +104,8 @@ class OfflineSynthesizer:
         knob, (genome key, choices). Group keys depend on the fusion choice."""
         spec = self._capture(spec_source, spec_name)
         plan = self._plan(spec, genome or {}, set())
-        return [(k.key, list(k.choices)) for k in knobs(plan, complete_genome(plan, genome or {}))]
+        full = complete_genome(plan, genome or {}, self._by_kind)
+        return [(k.key, list(k.choices)) for k in knobs(plan, full, self._by_kind)]
 
     # ---- proposals -------------------------------------------------------------
     def propose(self, request: ProposalRequest) -> list[Proposal]:
@@ -144,7 +151,7 @@ class OfflineSynthesizer:
     def _children(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
         parent = request.parent
         assert parent is not None
-        base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome))
+        base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome), self._by_kind)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
         edges = [(k, v) for k, v in _edges(self, spec, base) if (k.name, _params_key(k, v)) not in tried]
         rng.shuffle(edges)
@@ -166,7 +173,7 @@ class OfflineSynthesizer:
 
 def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]) -> list[tuple[Knob, str]]:
     plan = synth._plan(spec, genome, set())
-    return [(k, v) for k in knobs(plan, genome) for v in k.choices if v != genome.get(k.key, k.default)]
+    return [(k, v) for k in knobs(plan, genome, synth._by_kind) for v in k.choices if v != genome.get(k.key, k.default)]
 
 
 def _params(knob: Knob, value: str) -> dict[str, str]:
