@@ -12,6 +12,8 @@ one gRPC interceptor maps them to status codes (``kernelevolve.grpc_util``).
     │   ├── ConflictError              e.g. session id already used         → ALREADY_EXISTS
     │   ├── ConfigError                bad or missing configuration         → FAILED_PRECONDITION
     │   └── SynthesisError             the synthesizer could not produce code → INTERNAL
+    │       └── LoweringError          one part of a graph has no lowering (caught inside the
+    │                                  offline synthesizer: that part becomes a library call)
     └── RetryableError                 may succeed later                    → UNAVAILABLE
         ├── BusUnavailable             NATS unreachable / timed out
         ├── StoreUnavailable           object store unreachable
@@ -79,3 +81,9 @@ class IndexUnavailable(RetryableError):
 
 class DependencyTimeout(RetryableError):
     """A downstream call exceeded its deadline."""
+
+
+class LoweringError(SynthesisError):
+    """The offline synthesizer cannot lower one part of a graph (an operand, an op or a
+    knob value it has no code for). Caught inside the synthesizer: the part becomes a
+    library call; it reaches a caller only as the SynthesisError of a whole spec."""

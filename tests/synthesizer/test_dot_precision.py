@@ -12,7 +12,10 @@ import pytest
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
-from ke_synthesizer.offline.kernel_matmul import dot_precision
+from ke_synthesizer.offline.kernel_matmul import MatmulFamily
+from ke_synthesizer.offline.plan import Group
+from ke_synthesizer.offline.precision import dot_precision
+from kernelevolve.errors import LoweringError
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 
 from .conftest import example_source, lower_example
@@ -98,9 +101,18 @@ def test_precision_change_is_a_recorded_transformation(synth: OfflineSynthesizer
 
 
 def test_unknown_precision_is_rejected() -> None:
-    assert dot_precision({}, "g0") == ("ieee", [])  # an incomplete genome keeps ieee
-    with pytest.raises(ValueError):
-        dot_precision({"g0.precision": "bf16x3"}, "g0")
+    assert dot_precision("ieee") == ("ieee", [])
+    with pytest.raises(LoweringError):
+        dot_precision("bf16x3")
+
+
+@pytest.mark.parametrize(("allowed", "default"), [(["tf32x3", "ieee"], "tf32x3"), (["ieee"], "ieee")])
+def test_a_missing_precision_is_the_spaces_default(allowed: list[str], default: str) -> None:
+    """Generators read a knob the genome lacks as the default the space fills in (one
+    table of defaults): tf32x3 for fp32 operands, ieee for fp16 / bf16 ones."""
+    group = Group(0, "matmul", [], {}, (), info={"allowed": {"precision": allowed}})
+    assert MatmulFamily.value({}, group, "precision") == default
+    assert MatmulFamily.value({"g0.precision": "ieee"}, group, "precision") == "ieee"
 
 
 def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) -> None:
@@ -122,7 +134,7 @@ def test_candidates_are_correct_in_the_interpreter(synth: OfflineSynthesizer) ->
                                              (("32", "16", "tf32x3"), "8"), (("64", "32", "tf32x3"), "8")])
 def test_faulty_attention_config_is_never_generated(synth: OfflineSynthesizer, tile: tuple[str, str, str],
                                                     warps: str) -> None:
-    """Flash attention at 64 x 16 with tf32x3 faults at 8 warps on a GPU (space.py,
+    """Flash attention at 64 x 16 with tf32x3 faults at 8 warps on a GPU (kernel_attention.py,
     FAULTY_ATTENTION_WARPS): a genome asking for it gets the default warps, and no edge
     leads there; neighbouring configs keep 8 warps."""
     bm, bn, prec = tile

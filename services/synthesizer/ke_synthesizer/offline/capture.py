@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,7 +18,9 @@ from torch.fx.passes.shape_prop import ShapeProp
 
 from kernelevolve.errors import InvalidSpecError
 
-from .model_source import ModelSource, model_source
+from .captured import CapturedSpec
+from .decompose import decompose, fuse_attention
+from .model_source import model_source
 from .shape_tracer import shape_specialized_trace
 
 log = logging.getLogger(__name__)
@@ -27,29 +28,6 @@ log = logging.getLogger(__name__)
 # Modules fx should trace through rather than keep as opaque call_module nodes: none
 # beyond torch's defaults. torch.nn leaf modules (Linear, LayerNorm, ...) stay leaves
 # and are mapped to their functional form by the normaliser.
-
-
-@dataclass
-class CapturedSpec:
-    """Everything the lowering passes need to know about one spec."""
-
-    name: str
-    source: str
-    model: torch.nn.Module
-    gm: torch.fx.GraphModule
-    inputs: list[Any]
-    init_inputs: list[Any]
-    # the reference class and the spec lines it needs, as the candidate rebuilds them
-    model_source: ModelSource
-    forward_params: list[str] = field(default_factory=list)
-    # input shapes the graph is fixed to (shape_tracer.py); empty when it holds for any shape
-    specialized_shapes: list[tuple[int, ...]] = field(default_factory=list)
-    # the spec's KE_TOLERANCE override ({"atol": .., "rtol": ..}) when it declares one
-    tolerance: dict[str, float] = field(default_factory=dict)
-    # KE_ERROR_BUDGET = False: the judge skips its float64 error budget (see spec_allows_tf32)
-    error_budget_off: bool = False
-    # graph rewrites applied or found (see decompose.py), e.g. {"attention": 1}
-    rewrites: dict[str, int] = field(default_factory=dict)
 
 
 def _load_namespace(source: str, name: str) -> dict[str, Any]:
@@ -137,8 +115,6 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         error_budget_off=ns.get("KE_ERROR_BUDGET", None) is False,
     )
     if decomposed:
-        from .decompose import decompose, fuse_attention
-
         try:
             spec.rewrites["decomposed"] = decompose(spec)
             spec.rewrites["attention"] = fuse_attention(spec, apply=attention == "flash")
@@ -146,27 +122,3 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
             log.warning("decomposition of %s failed (%s); lowering the plain graph", name, exc)
             return _capture(source, name, seed, False, attention)
     return spec
-
-
-def tensor_meta(node: torch.fx.Node) -> Any:
-    """The ShapeProp TensorMetadata of a node, or None for non-tensor values."""
-    meta = node.meta.get("tensor_meta")
-    if meta is not None and hasattr(meta, "shape"):
-        return meta
-    return None
-
-
-def shape_of(node: Any) -> tuple[int, ...] | None:
-    if isinstance(node, torch.fx.Node):
-        meta = tensor_meta(node)
-        if meta is not None:
-            return tuple(int(s) for s in meta.shape)
-    return None
-
-
-def dtype_of(node: Any) -> torch.dtype | None:
-    if isinstance(node, torch.fx.Node):
-        meta = tensor_meta(node)
-        if meta is not None:
-            return meta.dtype
-    return None

@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -115,9 +117,6 @@ def run_in_subprocess(jobs: list[dict[str, Any]], timeout: float = 900.0) -> lis
 
     A crashed child yields an error result for every job rather than an exception.
     """
-    import os
-    import subprocess
-
     env = dict(os.environ)
     env["TRITON_INTERPRET"] = "1"
     proc = subprocess.run(

@@ -9,19 +9,23 @@ from __future__ import annotations
 import logging
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
+import torch.nn.functional as F
 from torch.fx.node import _get_qualified_name
 
-from .capture import tensor_meta
-from .graph import Group, GroupFailure, Plan
+from kernelevolve.errors import LoweringError
+
+from .family import KernelFamily
+from .fx_meta import tensor_meta
 from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
 from .library_impl import LIBRARY_COMMENT
 from .lower_pointwise import HELPERS, PointwiseEmitter
+from .plan import GroupFailure, Plan
 from .plan_outputs import is_dead, metadata_aliases
 
 log = logging.getLogger(__name__)
@@ -107,7 +111,7 @@ def render(v: Any, names: Names | None = None) -> str:
         return "[" + ", ".join(render(x, names) for x in v) + "]"
     if isinstance(v, torch.Size):
         return render(tuple(v))
-    raise ValueError(f"cannot render argument {v!r}")
+    raise LoweringError(f"cannot render argument {v!r}")
 
 
 _PUBLIC: dict[int, str] = {}
@@ -117,8 +121,6 @@ def _public_name(target: Any) -> str | None:
     """A public spelling of a torch callable (``torch.nn.functional.gelu`` rather than
     ``torch._C._nn.gelu``): candidates may not reach into ``torch._C``."""
     if not _PUBLIC:
-        import torch.nn.functional as F
-
         spaces = [("torch.nn.functional", F), ("torch.special", torch.special), ("torch.linalg", torch.linalg),
                   ("torch.fft", torch.fft), ("torch", torch)]
         for prefix, mod in reversed(spaces):  # earlier spaces win
@@ -183,7 +185,7 @@ def render_node(node: torch.fx.Node, plan: Plan, names: Names | None = None) -> 
         if name.startswith("math."):
             pass
         else:
-            raise ValueError(f"cannot render call to {name}")
+            raise LoweringError(f"cannot render call to {name}")
     return f"{lhs} = {name}({_call_args(node, names=names)})"
 
 
@@ -198,10 +200,7 @@ def _forward_signature(plan: Plan) -> str:
     return ", ".join(["self"] + params)
 
 
-def assemble(plan: Plan, genome: dict[str, str],
-             generators: dict[str, Callable[[Plan, Group, dict[str, str], PointwiseEmitter], tuple[str, str, str]]],
-             launch_args: dict[str, Callable[[Plan, Group], tuple[list[Any], list[torch.fx.Node]]]],
-             title: str) -> str:
+def assemble(plan: Plan, genome: dict[str, str], families: Mapping[str, KernelFamily], title: str) -> str:
     emitter = PointwiseEmitter()
     kernels: list[str] = []
     launchers: list[str] = []
@@ -210,14 +209,14 @@ def assemble(plan: Plan, genome: dict[str, str],
         if is_dead(plan, g):
             continue  # nothing outside reads its values (only shapes): no kernel
         try:
-            k_src, l_src, l_name = generators[g.kind](plan, g, genome, emitter)
+            k_src, l_src, l_name = families[g.kind].generate(plan, g, genome, emitter)
         except Exception as exc:  # any generator gap demotes the group, never the candidate
             raise GroupFailure(g.key, {m.name for m in g.members}, f"{type(exc).__name__}: {exc}") from exc
         kernels.append(k_src)
         launchers.append(l_src)
         launcher_of[g.gid] = l_name
 
-    body = _forward_body(plan, launch_args, launcher_of)
+    body = _forward_body(plan, families, launcher_of)
     parts = [f'"""{title}"""', "", "import math", "", "import torch", "import torch.nn as nn",
              "import triton", "import triton.language as tl", ""]
     header = set(parts)
@@ -252,8 +251,7 @@ def _nodes_in(v: Any) -> list[torch.fx.Node]:
     return out
 
 
-def _forward_body(plan: Plan, launch_args: dict[str, Callable[[Plan, Group], tuple[list[Any], list[torch.fx.Node]]]],
-                  launcher_of: dict[int, str]) -> list[str]:
+def _forward_body(plan: Plan, families: Mapping[str, KernelFamily], launcher_of: dict[int, str]) -> list[str]:
     """The forward's statements in graph order: kernel launches at each group's last
     member, glue and library calls for the rest. Glue whose value nothing emitted reads
     (shape arithmetic that a kernel took as a constant, a member read only for its shape,
@@ -274,7 +272,7 @@ def _forward_body(plan: Plan, launch_args: dict[str, Callable[[Plan, Group], tup
             g = last_member.get(node)
             if g is None or g.gid not in launcher_of:
                 continue
-            args, outs = launch_args[g.kind](plan, g)
+            args, outs = families[g.kind].launch_args(plan, g)
             call = f"{launcher_of[g.gid]}({', '.join(render(a, names) for a in args)})"
             lib = [var(n) for n in _nodes_in(args) if n in chosen]
             note = f"  # reads the library output {', '.join(lib)}" if lib else ""

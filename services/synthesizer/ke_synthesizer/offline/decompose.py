@@ -22,7 +22,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.fx.passes.shape_prop import ShapeProp
 
-from .capture import CapturedSpec, shape_of
+from .captured import CapturedSpec
+from .fx_meta import shape_of
+from .ops import normalize
 
 log = logging.getLogger(__name__)
 
@@ -309,8 +311,6 @@ def _single_use(node: Any) -> bool:
 
 def _attention_match(o: torch.fx.Node) -> tuple[Any, Any, Any, Any, list[torch.fx.Node]] | None:
     """matmul(softmax(matmul(q, k^T) [* or / scale], -1), v) -> (q, k, v, scale-or-None)."""
-    from .ops import normalize
-
     if o.op not in ("call_function", "call_method"):
         return None
     mm2 = normalize(o, None)  # type: ignore[arg-type]

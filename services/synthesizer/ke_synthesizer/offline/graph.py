@@ -3,30 +3,42 @@
 A kernel group is launched at the position of its last member, so a group is *sealed*
 as soon as a node outside it consumes one of its values: later nodes may no longer
 join it (otherwise that consumer would run before the value exists).
+
+A node starts a group of the first family (in ``families.FAMILIES`` order) that recognises it;
+the fusion rules below grow the two families no recogniser starts alone: pointwise
+chains and row reductions (with their prologues and epilogues), and attach pointwise
+epilogues to families that declare ``epilogue``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.fx
 
-from .capture import CapturedSpec, dtype_of, shape_of, tensor_meta
-from .kernel_attention import attention_op
-from .kernel_conv import conv_op
-from .kernel_matmul import matmul_info
-from .kernel_pool import pool_op
+from kernelevolve.errors import LoweringError
+
+from .captured import CapturedSpec
+from .families import FAMILIES
+from .family import KernelFamily
+from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
+from .kernel_pointwise import PointwiseFamily
+from .kernel_row import RowFamily
 from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
 from .overrides import max_dim_overrides, scan_overrides
+from .plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
+
+# the two families the fusion rules below grow (no recogniser starts their groups)
+POINTWISE_KIND = PointwiseFamily.kind
+ROW_KIND = RowFamily.kind
 
 # Ops that only move or reinterpret data (or compute shapes): emitted as plain Python
 # in the candidate's forward, never counted as fallbacks.
@@ -39,65 +51,7 @@ GLUE_FUNCTIONS = {
     "getattr", "getitem", "flatten", "reshape", "permute", "transpose", "unsqueeze", "squeeze",
     "chunk", "split", "unbind", "movedim", "t", "narrow",
 }
-# Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
-OPERAND_ARGS = ("condition", "input", "mask", "other", "exponent", "min", "max", "value", "fill_value", "weight",
-                "bias", "mat1", "mat2")
 COMPARISONS = {"gt", "lt", "ge", "le", "eq", "ne"}
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-
-
-class GroupFailure(Exception):
-    """A kernel group could not be generated: its members become library calls."""
-
-    def __init__(self, group: str, members: set[str], reason: str) -> None:
-        super().__init__(reason)
-        self.group = group
-        self.members = members
-
-
-@dataclass
-class Group:
-    """One generated kernel: its member nodes in order and their canonical ops."""
-
-    gid: int
-    kind: str
-    members: list[torch.fx.Node]
-    ops: dict[torch.fx.Node, NormOp]
-    shape: tuple[int, ...]
-    sealed: bool = False
-    # kind-specific data (reduction dim, matmul node, ...)
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        return f"g{self.gid}"
-
-
-@dataclass
-class Plan:
-    spec: CapturedSpec
-    nodes: list[torch.fx.Node]
-    groups: list[Group]
-    group_of: dict[torch.fx.Node, Group]
-    fallback: list[torch.fx.Node]
-    glue: set[torch.fx.Node]
-    # nodes with no code of their own (a max/min tuple split into amax + argmax)
-    skipped: set[torch.fx.Node] = field(default_factory=set)
-    # override nodes that must be planned again as plain nodes (see build_plan)
-    replan: set[str] = field(default_factory=set)
-    # fusion boundaries that can be toggled: genome key (epilogue.<node> / prologue.<node>) -> node
-    fusion_knobs: dict[str, str] = field(default_factory=dict)
-    # conv / matmul nodes with an ``impl`` knob: genome key (impl.<node>) -> node (library_impl.py)
-    impl_knobs: dict[str, str] = field(default_factory=dict)
-
-
-def node_inputs(op: NormOp) -> list[Any]:
-    """Operands of a canonical op in argument order (nodes, params, scalars)."""
-    return [v for k, v in op.args.items() if k in OPERAND_ARGS and v is not None]
-
-
-def is_tensor_node(v: Any) -> bool:
-    return isinstance(v, torch.fx.Node) and tensor_meta(v) is not None
 
 
 def _fx_name(node: torch.fx.Node) -> str:
@@ -143,27 +97,6 @@ def _pointwise_ok(node: torch.fx.Node, op: NormOp, emitter: PointwiseEmitter) ->
     return emitter.emit(op, lambda _v: "v") is not None
 
 
-# TF32 keeps 10 mantissa bits: products are off by ~1e-3 relative, so it is only offered
-# when the spec's KE_TOLERANCE is at least this loose on both atol and rtol, and the spec
-# turns the judge's float64 error budget off (KE_ERROR_BUDGET = False): that budget is a
-# multiple of eager fp32's error, which TF32 exceeds ~100x (every TF32 candidate of
-# linear_tf32_tolerant was judged incorrect by it on an H200, bench/RESULTS.md).
-TF32_MIN_TOLERANCE = 5e-3
-
-
-def spec_allows_tf32(spec: CapturedSpec) -> bool:
-    tol = spec.tolerance
-    return spec.error_budget_off and min(tol.get("atol", 0.0), tol.get("rtol", 0.0)) >= TF32_MIN_TOLERANCE
-
-
-def dot_precisions(spec: CapturedSpec, dtype: torch.dtype | None) -> list[str]:
-    """Allowed ``precision`` choices of a matmul / attention / conv group (see
-    space.DOT_PRECISIONS): tf32x3 (the default) and ieee for fp32 operands, ieee for
-    fp16 / bf16 ones; tf32 only when the spec declares a loose tolerance."""
-    out = ["tf32x3", "ieee"] if dtype == torch.float32 else ["ieee"]
-    return out + (["tf32"] if spec_allows_tf32(spec) else [])
-
-
 def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
     def shape(path: str) -> tuple[int, ...]:
         obj: Any = spec.model
@@ -174,8 +107,8 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
     return shape
 
 
-def build_plan(spec: CapturedSpec, genome: dict[str, str],
-               forced_fallback: set[str] | None = None) -> Plan:
+def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[str] | None = None,
+               families: Sequence[KernelFamily] = FAMILIES) -> Plan:
     """Classify nodes and greedily fuse lowerable nodes into kernel groups.
 
     ``genome['fusion']``: 'greedy' (default) joins a node to a producer's group when
@@ -187,6 +120,8 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
     forced = forced_fallback or set()
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
+    ctx = PlanContext(spec, gm, pshape)
+    by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
@@ -249,65 +184,55 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
         # a conv / matmul the genome sends to the library is planned as a fallback node
         lowerable = node.name not in forced and not library_chosen(node, op, gm, pshape, genome, impl_knobs)
         if op is None and lowerable:
-            op = _safe(pool_op, node, gm)
-            if op is not None:
-                add(node, op, None, "pool", shape_of(node) or (), {})
-                continue
-            op = _safe(conv_op, node, gm)
-            if op is not None:
-                add(node, op, None, "conv", shape_of(node) or (),
-                    {"allowed": {"precision": dot_precisions(spec, dtype_of(node))}})
-                continue
-            op = _safe(attention_op, node)
-            if op is not None:
-                add(node, op, None, "attention", shape_of(node) or (),
-                    {"allowed": {"precision": dot_precisions(spec, dtype_of(node))}})
+            found = _recognise(families, node, op, ctx)
+            if found is not None:
+                fam, op, info = found
+                add(node, op, None, fam.kind, shape_of(node) or (), info)
                 continue
         if op is not None and lowerable:
             if _pointwise_ok(node, op, emitter):
                 shape = shape_of(node) or ()
                 target = None
                 for g in producer_groups(node, op):
-                    if g.kind == "pointwise" and g.shape == shape:
+                    if g.kind == POINTWISE_KIND and g.shape == shape:
                         target = g
                         break
-                    if g.kind in ("matmul", "pool", "conv") and g.shape == shape:
+                    if by_kind[g.kind].epilogue and g.shape == shape:
                         key = f"epilogue.{g.members[0].name}"
                         fusion_knobs[key] = g.members[0].name
                         if genome.get(key, "fused") == "fused":
                             target = g
                             break
                         continue
-                    if g.kind == "row" and _fits_row(node, op, g, group_of):
+                    if g.kind == ROW_KIND and _fits_row(node, op, g, group_of):
                         target = g
                         break
                 if target is not None:
                     # other open pointwise producers of the same shape merge in too, so a
                     # value (e.g. a comparison mask) never has to round-trip memory
                     for p in producer_groups(node, op):
-                        if p is target or p.kind != "pointwise" or p.shape != shape:
+                        if p is target or p.kind != POINTWISE_KIND or p.shape != shape:
                             continue
-                        if target.kind in ("matmul", "pool", "conv") and \
+                        if by_kind[target.kind].epilogue and \
                                 genome.get(f"epilogue.{target.members[0].name}", "fused") != "fused":
                             continue
-                        if target.kind != "row" or target.info["row"].layout_of(shape) is not None:
-                            _merge(p, target, group_of, order)
-                if target is not None and target.kind == "row":
+                        if target.kind != ROW_KIND or target.info["row"].layout_of(shape) is not None:
+                            _merge(p, target, group_of, order, by_kind)
+                if target is not None and target.kind == ROW_KIND:
                     target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
                 # open pointwise producers of a smaller shape (an expression of a bias or of a
                 # per-row value) that only this node reads are recomputed in its kernel, read
                 # through broadcast strides: one launch and no round trip through memory
-                small = [] if target is not None and target.kind == "row" else \
+                small = [] if target is not None and target.kind == ROW_KIND else \
                     [p for p in producer_groups(node, op) if p is not target and _absorbable(p, node, shape)]
-                add(node, op, target, "pointwise", shape)
+                add(node, op, target, POINTWISE_KIND, shape)
                 for p in small:
-                    _merge(p, group_of[node], group_of, order)
+                    _merge(p, group_of[node], group_of, order, by_kind)
                 continue
-            minfo = _safe(matmul_info, node, op, pshape)
-            if minfo is not None:
-                allowed = {"precision": dot_precisions(spec, dtype_of(node)),
-                           "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]}
-                add(node, op, None, "matmul", shape_of(node) or (), {"matmul": minfo, "allowed": allowed})
+            found = _recognise(families, node, op, ctx)
+            if found is not None:
+                fam, op, info = found
+                add(node, op, None, fam.kind, shape_of(node) or (), info)
                 continue
             rinfo = _safe(row_info, node, op, pshape)
             if rinfo is not None:
@@ -316,24 +241,24 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
                 for g in producer_groups(node, op):
                     if group_of.get(x) is not g:  # type: ignore[call-overload]
                         continue
-                    if g.kind == "pointwise" and g.shape == rinfo.full:
+                    if g.kind == POINTWISE_KIND and g.shape == rinfo.full:
                         key = f"prologue.{node.name}"
                         fusion_knobs[key] = node.name
                         if genome.get(key, "fused") != "fused":
                             break
                         # a pointwise prologue becomes part of the row kernel
-                        g.kind = "row"
+                        g.kind = ROW_KIND
                         g.info["row"] = RowInfo(rinfo.full, rinfo.dims, "full")
                         g.info["layouts"] = {m: "full" for m in g.members}
                         target = g
-                    elif g.kind == "row" and g.info["row"].full == rinfo.full and g.info["row"].dims == rinfo.dims \
+                    elif g.kind == ROW_KIND and g.info["row"].full == rinfo.full and g.info["row"].dims == rinfo.dims \
                             and g.info["layouts"].get(x) == "full":
                         target = g
                     break
                 if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of):
                     target = _sibling_row_group(groups, rinfo, x)
                 info = {"row": RowInfo(rinfo.full, rinfo.dims, "full"), "layouts": {}}
-                add(node, op, target, "row", rinfo.full, info)
+                add(node, op, target, ROW_KIND, rinfo.full, info)
                 group_of[node].info["layouts"][node] = rinfo.layout
                 if op.op in SCANS:  # a scan needs the whole row: no chunked strategy
                     group_of[node].info.setdefault("allowed", {})["strategy"] = ["single"]
@@ -362,7 +287,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str],
 def _absorbable(p: Group, node: torch.fx.Node, shape: tuple[int, ...]) -> bool:
     """Pointwise group p has a smaller shape that broadcasts to shape, and none of its
     values is read outside p except by node."""
-    if p.kind != "pointwise" or not p.members or p.shape == shape or len(p.shape) > len(shape):
+    if p.kind != POINTWISE_KIND or not p.members or p.shape == shape or len(p.shape) > len(shape):
         return False
     pad = (1,) * (len(shape) - len(p.shape)) + tuple(p.shape)
     if any(a != 1 and a != b for a, b in zip(pad, shape, strict=True)):
@@ -370,14 +295,15 @@ def _absorbable(p: Group, node: torch.fx.Node, shape: tuple[int, ...]) -> bool:
     return all(u is node or u in p.ops for m in p.members for u in m.users)
 
 
-def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int]) -> None:
+def _merge(src: Group, dst: Group, group_of: dict[torch.fx.Node, Group], order: dict[torch.fx.Node, int],
+           by_kind: Mapping[str, KernelFamily]) -> None:
     """Move every member of pointwise group src into dst (src is left empty)."""
     for m in src.members:
         group_of[m] = dst
         dst.ops[m] = src.ops[m]
-        if dst.kind == "row":
+        if dst.kind == ROW_KIND:
             dst.info["layouts"][m] = dst.info["row"].layout_of(src.shape)
-    if dst.kind in ("matmul", "pool", "conv"):  # the dot / window stays first; merged ops run in its epilogue
+    if by_kind[dst.kind].epilogue:  # the dot / window stays first; merged ops run in its epilogue
         dst.members = dst.members[:1] + sorted(dst.members[1:] + src.members, key=order.__getitem__)
     else:
         dst.members = sorted(dst.members + src.members, key=order.__getitem__)
@@ -389,7 +315,7 @@ def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | N
     """An open row group over the same [M, N] view that already reads x: a second
     reduction of the same input (e.g. logsumexp and gather of logits) shares its loads."""
     for g in reversed(groups):
-        if g.sealed or g.kind != "row" or not g.members:
+        if g.sealed or g.kind != ROW_KIND or not g.members:
             continue
         gi: RowInfo = g.info["row"]
         if gi.full != rinfo.full or gi.dims != rinfo.dims:
@@ -410,11 +336,21 @@ def _mutates(node: torch.fx.Node, gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+def _recognise(families: Sequence[KernelFamily], node: torch.fx.Node, op: NormOp | None,
+               ctx: PlanContext) -> tuple[KernelFamily, NormOp, dict[str, Any]] | None:
+    """The first family, in order, that starts a group at ``node``."""
+    for fam in families:
+        found = _safe(fam.recognise, node, op, ctx)
+        if found is not None:
+            return fam, found[0], found[1]
+    return None
+
+
 def _safe(analyse: Callable[..., Any], *args: Any) -> Any:
     """Analysis of an unusual call must not abort planning: it just stays a library call."""
     try:
         return analyse(*args)
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
+    except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError) as exc:
         log.debug("%s failed for %s: %s", analyse.__name__, args[0], exc)
         return None
 

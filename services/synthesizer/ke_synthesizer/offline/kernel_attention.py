@@ -9,18 +9,20 @@ library call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 
-from .capture import dtype_of, shape_of
+from .family import Emitted, KernelFamily, LaunchArgs, Recognised
+from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import kernel_name
 from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .graph import Group, Plan
+from .plan import Group, Plan, PlanContext
+from .plan_outputs import group_outputs
+from .precision import DOT_PRECISIONS, dot_precision, dot_precisions
 
 _NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
 
@@ -52,17 +54,11 @@ def attention_op(node: torch.fx.Node) -> NormOp | None:
 
 
 def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_matmul import dot_precision
-    from .kernel_pointwise import kernel_name
-    from .plan_outputs import group_outputs
-
     node = group.members[0]
     extra = group.ops[node].extra
-    bm = int(genome.get(f"{group.key}.BLOCK_M", "64"))
-    bn = int(genome.get(f"{group.key}.BLOCK_N", "64"))
-    warps = int(genome.get(f"{group.key}.num_warps", "4"))
-    stages = int(genome.get(f"{group.key}.num_stages", "2"))
-    precision, note = dot_precision(genome, group.key)
+    bm, bn, warps, stages = (int(AttentionFamily.value(genome, group, k)) for k in
+                             ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
+    precision, note = dot_precision(AttentionFamily.value(genome, group, "precision"))
     note_src = "".join(f"    {line}\n" for line in note)
     name = kernel_name(group, "flash")
     causal = extra["causal"]
@@ -156,10 +152,47 @@ def {launcher}(q, k, v{", scale" if rt else ""}):
 
 
 def attention_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .plan_outputs import group_outputs
-
     op = group.ops[group.members[0]]
     a = op.args
     scale = [op.extra["scale"]] if isinstance(op.extra["scale"], torch.fx.Node) else []
     return [a["input"], a["key"], a["value"], *scale], group_outputs(plan, group)
 
+
+
+# num_warps choices a flash-attention group must not take at (BLOCK_M, BLOCK_N, precision):
+# Triton 3.6 miscompiles them. Measured on an H200: of 72 configs of attention_plain
+# (BLOCK_M 16-128 x BLOCK_N 16-64 x 2/4/8 warps x tf32x3/ieee, each in its own process),
+# only 64 x 16 at 8 warps with tf32x3 faults (illegal memory access), in two searches too.
+FAULTY_ATTENTION_WARPS: dict[tuple[str, str, str], tuple[str, ...]] = {("64", "16", "tf32x3"): ("8",)}
+
+
+class AttentionFamily(KernelFamily):
+    """scaled_dot_product_attention (and rewritten plain-op attention) as one flash kernel."""
+
+    kind = "attention"
+    knobs = {
+        "BLOCK_M": ("64", "32", "16", "128"),
+        "BLOCK_N": ("64", "32", "16", "128"),
+        "num_warps": ("4", "8", "2"),
+        "num_stages": ("2", "1", "3"),
+        "precision": DOT_PRECISIONS,
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        attention = attention_op(node) if op is None else None
+        if attention is None:
+            return None
+        return attention, {"allowed": {"precision": dot_precisions(ctx.spec, dtype_of(node))}}
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        out = super().group_knobs(plan, group, genome)
+        bm, bn, prec = (genome.get(f"{group.key}.{k}", self.knobs[k][0]) for k in ("BLOCK_M", "BLOCK_N", "precision"))
+        faulty = FAULTY_ATTENTION_WARPS.get((bm, bn, prec), ())
+        return [(name, tuple(c for c in choices if c not in faulty) if name == "num_warps" else choices)
+                for name, choices in out]
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_attention(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return attention_launch_args(plan, group)

@@ -16,20 +16,24 @@ do not bump the version counter) and is not protected the way parameters are.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .capture import dtype_of, shape_of
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, Recognised
+from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .graph import Group, Plan
+from .plan import Group, Plan, PlanContext
+from .plan_outputs import group_outputs
+from .precision import DOT_PRECISIONS, dot_precision, dot_precisions
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
@@ -77,23 +81,16 @@ def conv_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_matmul import dot_precision
-    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
-    from .plan_outputs import group_outputs
-
     conv = group.members[0]
     op = group.ops[conv]
     e = op.extra
     (sh, sw), (ph, pw), (dh, dw) = e["s"], e["p"], e["d"]
-    key = group.key
-    bm, bn, bk = (int(genome.get(f"{key}.{k}", dflt)) for k, dflt in (("BLOCK_M", "64"), ("BLOCK_N", "32"),
-                                                                      ("BLOCK_K", "32")))
-    warps = int(genome.get(f"{key}.num_warps", "4"))
-    stages = int(genome.get(f"{key}.num_stages", "2"))
-    precision, note = dot_precision(genome, key)
-    layout = genome.get(f"{key}.layout", "contiguous")
+    bm, bn, bk, warps, stages = (int(ConvFamily.value(genome, group, k)) for k in
+                                 ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+    precision, note = dot_precision(ConvFamily.value(genome, group, "precision"))
+    layout = ConvFamily.value(genome, group, "layout")
     if layout not in LAYOUTS:
-        raise ValueError(f"unknown conv layout {layout!r}")
+        raise LoweringError(f"unknown conv layout {layout!r}")
     nhwc = layout == "channels_last" and e["nd"] == 2
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
@@ -109,7 +106,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
             return f"s{scalars.index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     sig = ["x_ptr", "w_ptr"] + (["bias_ptr"] if has_bias else []) + [f"e{i}_ptr" for i in range(len(ext))]
@@ -177,7 +174,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
-            raise ValueError(f"cannot emit {group.ops[m].op}")
+            raise LoweringError(f"cannot emit {group.ops[m].op}")
         lines.append(f"    v_{m.name} = {expr}")
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + out_off, v_{m.name}, mask=mask)")
@@ -234,10 +231,43 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 
 def conv_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .kernel_pointwise import epilogue_operands
-    from .plan_outputs import group_outputs
-
     a = group.ops[group.members[0]].args
     ext, scalars = epilogue_operands(plan, group)
     head = [a["input"], a["weight"]] + ([a["bias"]] if a.get("bias") is not None else [])
     return head + ext + scalars, group_outputs(plan, group)
+
+
+class ConvFamily(KernelFamily):
+    """conv1d / conv2d as an implicit GEMM with a fused pointwise epilogue."""
+
+    kind = "conv"
+    epilogue = True
+    knobs = {
+        "BLOCK_M": ("64", "32", "128"),
+        "BLOCK_N": ("32", "16", "64"),
+        "BLOCK_K": ("32", "16", "64"),
+        "num_warps": ("4", "2", "8"),
+        "num_stages": ("2", "3"),
+        "precision": DOT_PRECISIONS,
+        # channels_last: the launcher converts input / weight to NHWC / OHWI and the kernel
+        # reduces over (kh, kw, cin) with cin innermost; the output stays NCHW (conv2d only)
+        "layout": LAYOUTS,
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        conv = conv_op(node, ctx.gm) if op is None else None
+        if conv is None:
+            return None
+        return conv, {"allowed": {"precision": dot_precisions(ctx.spec, dtype_of(node))}}
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        nd = group.ops[group.members[0]].extra.get("nd")
+        # channels_last is a 4-D memory format
+        return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
+                if not (name == "layout" and nd != 2)]
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_conv(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return conv_launch_args(plan, group)

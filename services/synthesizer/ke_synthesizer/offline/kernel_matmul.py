@@ -10,18 +10,22 @@ declares a loose tolerance; see ``dot_precision``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 
-from .capture import dtype_of, shape_of
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, Recognised
+from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import kernel_name, load_cast
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .graph import Group, Plan
+from .plan import Group, Plan, PlanContext
+from .plan_outputs import group_outputs
+from .precision import DOT_PRECISIONS, dot_precision, dot_precisions
 
 MATMUL_OPS = {"linear", "matmul", "addmm"}
 
@@ -70,25 +74,6 @@ def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] 
     return info
 
 
-# what the generated kernels say about a non-ieee dot (the ieee source is unchanged)
-_DOT_NOTES = {
-    "tf32x3": "tf32x3: three TF32 tensor-core products (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi), close to fp32",
-    "tf32": "tf32: one TF32 tensor-core product (10-bit mantissa), allowed by the spec's tolerance",
-}
-
-
-def dot_precision(genome: dict[str, str], key: str) -> tuple[str, list[str]]:
-    """``tl.dot`` input precision of group ``key`` (genome knob ``<key>.precision``, one of
-    space.DOT_PRECISIONS; ieee when absent) and comment lines for the kernel source.
-    Shared by the matmul, attention and conv generators."""
-    from .space import DOT_PRECISIONS
-
-    precision = genome.get(f"{key}.precision", "ieee")
-    if precision not in DOT_PRECISIONS:
-        raise ValueError(f"unknown dot precision {precision!r}")
-    return precision, [f"# {_DOT_NOTES[precision]}"] if precision in _DOT_NOTES else []
-
-
 def batched(info: dict[str, Any]) -> bool:
     """Whether the problem keeps a batch grid dimension (broadcast batch dims of both
     operands); otherwise every leading dim of a folds into the rows of one 2-D problem."""
@@ -135,16 +120,12 @@ def _views_body(info: dict[str, Any]) -> list[str]:
 def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     mm = group.members[0]
     info = group.info["matmul"]
-    key = group.key
-    defaults = (("BLOCK_M", "64"), ("BLOCK_N", "64"), ("BLOCK_K", "32"))
-    bm, bn, bk = (int(genome.get(f"{key}.{k}", d)) for k, d in defaults)
-    gm_ = int(genome.get(f"{key}.GROUP_M", "8"))
-    warps = int(genome.get(f"{key}.num_warps", "4"))
-    stages = int(genome.get(f"{key}.num_stages", "3"))
-    precision, note = dot_precision(genome, key)
+    bm, bn, bk, gm_, warps, stages = (int(MatmulFamily.value(genome, group, k)) for k in
+                                      ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"))
+    precision, note = dot_precision(MatmulFamily.value(genome, group, "precision"))
     # split-K: SPLIT_K programs share one output tile, each summing a slice of K and
     # adding it atomically; only offered when the epilogue is linear (bias / alpha)
-    split_k = int(genome.get(f"{key}.SPLIT_K", "1"))
+    split_k = int(MatmulFamily.value(genome, group, "SPLIT_K"))
 
     # epilogue operands: bias/addmm input and external operands of fused pointwise ops
     ext: list[Any] = []
@@ -163,7 +144,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
             return f"s{scalars.index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     epi: list[str] = []
@@ -177,11 +158,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
-            raise ValueError(f"cannot emit {group.ops[m].op}")
+            raise LoweringError(f"cannot emit {group.ops[m].op}")
         epi.append(f"v_{m.name} = {expr}")
-    from .kernel_pointwise import kernel_name, load_cast
-    from .plan_outputs import group_outputs
-
     outs = group_outputs(plan, group)
     loads = []
     for i, v in enumerate(ext):
@@ -321,8 +299,6 @@ def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.
         op = group.ops[m]
         for v in _emit_order(op):
             note(v)
-    from .plan_outputs import group_outputs
-
     return [info["a"], info["b"]] + ext + scalars, group_outputs(plan, group)
 
 
@@ -337,3 +313,42 @@ def _emit_order(op: NormOp) -> list[Any]:
 
     emitter.emit(op, val)
     return seen
+
+
+class MatmulFamily(KernelFamily):
+    """mm / bmm / matmul / linear / addmm with a fused pointwise epilogue."""
+
+    kind = "matmul"
+    epilogue = True
+    knobs = {
+        "BLOCK_M": ("64", "32", "128", "16"),
+        "BLOCK_N": ("64", "32", "128", "16"),
+        "BLOCK_K": ("32", "16", "64"),
+        "GROUP_M": ("8", "1", "4"),
+        "num_warps": ("4", "2", "8"),
+        "num_stages": ("3", "2", "4"),
+        "precision": DOT_PRECISIONS,
+        # K split across programs with atomic adds (linear epilogues only)
+        "SPLIT_K": ("1", "2", "4"),
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        if op is None:
+            return None
+        minfo = matmul_info(node, op, ctx.param_shape)
+        if minfo is None:
+            return None
+        allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node)),
+                   "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]}
+        return op, {"matmul": minfo, "allowed": allowed}
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        # a non-linear epilogue cannot be applied to partial sums
+        return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
+                if not (name == "SPLIT_K" and len(group.members) > 1)]
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_matmul(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return matmul_launch_args(plan, group)

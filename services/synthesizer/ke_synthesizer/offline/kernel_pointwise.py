@@ -33,10 +33,13 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import dtype_of, shape_of, tensor_meta
-from .graph import Group, Plan, node_inputs
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs
+from .fx_meta import dtype_of, shape_of, tensor_meta
 from .launch_helpers import helper_function, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
+from .plan import Group, Plan, node_inputs
 from .plan_outputs import group_outputs
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
@@ -144,7 +147,7 @@ def operand_value_fn(plan: Plan, group: Group, ops: Operands, load_names: dict[i
             return f"s{ops.scalar_index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     return val
@@ -171,7 +174,7 @@ def _knob(genome: dict[str, str], key: str, name: str, choices: tuple[str, ...])
     """Group ``key``'s value of knob ``name`` (its first choice when absent), validated."""
     value = genome.get(f"{key}.{name}", choices[0])
     if value not in choices:
-        raise ValueError(f"unknown {name} choice {value!r}")
+        raise LoweringError(f"unknown {name} choice {value!r}")
     return value
 
 
@@ -232,8 +235,8 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     rank = len(group.shape)
     full = [operand_shape(plan, v) == group.shape for v in ops.tensors]
     name = kernel_name(group, "pointwise")
-    block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
-    warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    block = int(PointwiseFamily.value(genome, group, "BLOCK_SIZE"))
+    warps = int(PointwiseFamily.value(genome, group, "num_warps"))
     vec = vec_width(genome, group.key, bool(ops.tensors) and all(full))
     # same-shape operands that may be row-pitched views read in place (PITCHED<i> constexprs);
     # rows have row_len elements: the last output dim (d<rank-1> when the kernel unravels)
@@ -313,7 +316,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines.append(f"    v_{m.name} = {expr}")
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
-    programs = genome.get(f"{group.key}.programs", "grid")
+    programs = PointwiseFamily.value(genome, group, "programs")
     if programs != "grid":
         lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
     kernel = "\n".join(lines) + "\n"
@@ -432,3 +435,37 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
 def launcher_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
     ops = collect_operands(plan, group)
     return list(ops.tensors) + list(ops.scalars), group_outputs(plan, group)
+
+
+class PointwiseFamily(KernelFamily):
+    """Elementwise chains over one shape (the partitioner's fusion rules grow them)."""
+
+    kind = "pointwise"
+    knobs = {
+        "BLOCK_SIZE": ("1024", "256", "512", "2048", "4096"),
+        "num_warps": ("4", "1", "2", "8"),
+        # grid: one program per tile; N: N persistent programs stride over the tiles
+        "programs": ("grid", "128", "512"),
+        # auto: the plain kernel; 4: offsets in aligned runs of 4 with the mask bound rounded
+        # to a multiple of 4, so Triton can emit 128-bit accesses; the launcher falls back to
+        # VEC=1 when numel % 4 != 0 or an input is not 16-byte aligned (flat groups only)
+        "VEC": VEC_CHOICES,
+        # broadcast operands: output dims and strides as arguments or as constexprs
+        # (INDEX_CHOICES; groups with a broadcast operand only)
+        "index": INDEX_CHOICES,
+    }
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        if "flat" not in group.info:  # computed once per plan
+            group.info["flat"] = flat_operands(plan, group)
+        flat = bool(group.info["flat"])
+        # VEC: a broadcast operand is read through unravelled strides, not in runs;
+        # index: nothing is unravelled when every operand is read flat
+        return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
+                if not (name == "VEC" and not flat) and not (name == "index" and flat)]
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_pointwise(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return launcher_args(plan, group)

@@ -6,20 +6,23 @@ and any following pointwise ops of the same shape run as an epilogue on the pool
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .capture import dtype_of, shape_of
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, Recognised
+from .fx_meta import dtype_of, shape_of
+from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
-
-if TYPE_CHECKING:
-    from .graph import Group, Plan
+from .plan import Group, Plan, PlanContext
+from .plan_outputs import group_outputs
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
           F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3)}
@@ -74,9 +77,6 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
 
 
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
-    from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
-    from .plan_outputs import group_outputs
-
     pool = group.members[0]
     e = group.ops[pool].extra
     nd, ks, ss, ps = e["nd"], e["k"], e["s"], e["p"]
@@ -85,8 +85,8 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ins = [f"i{c}_" if c == "d" else f"i{c}" for c in lo]  # input coordinates (id_: not the builtin)
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
-    block = int(genome.get(f"{group.key}.BLOCK_SIZE", "1024"))
-    warps = int(genome.get(f"{group.key}.num_warps", "4"))
+    block = int(PoolFamily.value(genome, group, "BLOCK_SIZE"))
+    warps = int(PoolFamily.value(genome, group, "num_warps"))
     name = kernel_name(group, "pool")
     is_max = e["kind"] == "max"
     init = 'float("-inf")' if is_max else "0.0"
@@ -100,7 +100,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
             return f"s{scalars.index(v)}"
         lit = literal(v)
         if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
+            raise LoweringError(f"unsupported operand {v!r}")
         return lit
 
     rank = len(group.shape)
@@ -169,7 +169,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     for m in group.members[1:]:
         expr = emitter.emit(group.ops[m], val)
         if expr is None:
-            raise ValueError(f"cannot emit {group.ops[m].op}")
+            raise LoweringError(f"cannot emit {group.ops[m].op}")
         lines.append(f"    v_{m.name} = {expr}")
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
@@ -218,8 +218,26 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
 
 
 def pool_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
-    from .kernel_pointwise import epilogue_operands
-    from .plan_outputs import group_outputs
-
     ext, scalars = epilogue_operands(plan, group)
     return [group.ops[group.members[0]].args["input"]] + ext + scalars, group_outputs(plan, group)
+
+
+class PoolFamily(KernelFamily):
+    """max / avg pooling (1-3 spatial dims) with a fused pointwise epilogue."""
+
+    kind = "pool"
+    epilogue = True
+    knobs = {
+        "BLOCK_SIZE": ("1024", "256", "512", "2048"),
+        "num_warps": ("4", "1", "2", "8"),
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        pool = pool_op(node, ctx.gm) if op is None else None
+        return None if pool is None else (pool, {})
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_pool(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return pool_launch_args(plan, group)

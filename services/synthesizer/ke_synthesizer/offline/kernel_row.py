@@ -15,133 +15,24 @@ from the run-time sizes, see row_launcher):
 
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any
 
 import torch
 import torch.fx
 
-from .capture import shape_of
-from .graph import Group, Plan
+from kernelevolve.errors import LoweringError
+
+from .family import Emitted, KernelFamily, LaunchArgs, narrowed
 from .kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
 from .launch_helpers import helper_function
-from .lower_pointwise import PointwiseEmitter, literal
-from .lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
+from .lower_pointwise import PointwiseEmitter
+from .plan import Group, Plan
 from .plan_outputs import group_outputs
 from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
+from .row_builder import RowBuilder
 from .row_launcher import MAX_TILE, LaunchInfo, gen_launcher, tile_limit
-from .row_layout import IndexGen, Operand, classify, make_layout
-
-# genome defaults for BLOCK_M / BLOCK_N by orientation (col: contiguous kept columns)
-DEFAULT_BLOCKS = {"row": ("4", "1024"), "col": ("64", "64")}
-
-
-class RowBuilder:
-    def __init__(self, plan: Plan, group: Group, emitter: PointwiseEmitter) -> None:
-        self.plan, self.group, self.emitter = plan, group, emitter
-        self.rinfo: RowInfo = group.info["row"]
-        self.layouts: dict[torch.fx.Node, str] = group.info["layouts"]
-        self.lay = make_layout(self.rinfo)
-        self.operands: list[Operand] = []
-        self._keys: list[tuple[Any, str]] = []
-        self.scalars: list[torch.fx.Node] = []
-        self.micros: list[Micro] = []
-        self.helpers: set[str] = set()
-        self._tmp = 0
-
-    def new(self, prefix: str) -> str:
-        self._tmp += 1
-        return f"{prefix}{self._tmp}"
-
-    def load(self, v: Any, layout: str) -> str:
-        key = (v, layout)
-        if key not in self._keys:
-            op = classify(self.plan.spec, self.lay, self.rinfo, v, layout)
-            self._keys.append(key)
-            self.operands.append(op)
-            i = len(self.operands) - 1
-            # per-row operands are loaded once per row block, outside column loops
-            ml = "full" if layout == "full" and op.cls in ("full", "col", "strided") else "row"
-            self.micros.append(Micro(f"a{i}", ml, load=i))
-        return f"a{self._keys.index(key)}"
-
-    def value(self, v: Any, layout: str) -> str:
-        if isinstance(v, torch.fx.Node) and self.plan.group_of.get(v) is self.group:
-            return f"v_{v.name}"
-        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
-            return self.load(v, layout)
-        if isinstance(v, torch.fx.Node):
-            if v not in self.scalars:
-                self.scalars.append(v)
-            return f"s{self.scalars.index(v)}"
-        lit = literal(v)
-        if lit is None:
-            raise ValueError(f"unsupported operand {v!r}")
-        return lit
-
-    def _value_at(self, layout: str, v: Any) -> str:
-        return self.value(v, layout)
-
-    def build(self) -> None:
-        for m in self.group.members:
-            op = self.group.ops[m]
-            layout = self.layouts[m]
-            if op.op in ROW_OPS:
-                x = self.value(op.args["input"], "full")
-                extra = {k: self.value(op.args[k], "full") for k in ("weight", "bias") if op.args.get(k) is not None}
-                if op.op == "gather":
-                    extra["index"] = self.value(op.args["index"], "row")
-                self.micros += expand_composite(op, f"v_{m.name}", x, extra, self.new)
-                continue
-            expr = self.emitter.emit(op, functools.partial(self._value_at, layout))
-            if expr is None:
-                raise ValueError(f"cannot emit {op.op}")
-            known = {mi.name for mi in self.micros}
-            deps = [t for t in re.findall(r"\b[a-z]\w*\b", expr) if t in known]
-            self.micros.append(Micro(f"v_{m.name}", "full" if layout == "full" else "row", expr=expr, deps=deps))
-        self._cse()
-
-    def _cse(self) -> None:
-        """Drop repeated micro-ops (mean and var of the same input both sum it)."""
-        alias: dict[str, str] = {}
-        seen: dict[tuple, str] = {}
-        out: list[Micro] = []
-
-        def sub(text: str) -> str:
-            if not alias or not text:
-                return text
-            return re.sub(r"\b[a-z]\w*\b", lambda t: alias.get(t.group(0), t.group(0)), text)
-
-        for mi in self.micros:
-            mi.expr, mi.src, mi.index = sub(mi.expr), sub(mi.src), sub(mi.index)
-            mi.deps = [alias.get(d, d) for d in mi.deps]
-            key = (mi.layout, mi.expr, mi.reduce, mi.src, mi.load, mi.index)
-            canon = seen.get(key) if mi.load < 0 else None
-            if canon is None:
-                seen[key] = mi.name
-                out.append(mi)
-            elif mi.name.startswith("v_"):  # a group value: keep its name as an alias
-                out.append(Micro(mi.name, mi.layout, expr=canon, deps=[canon]))
-            else:
-                alias[mi.name] = canon
-        self.micros = out
-
-    def closure(self, roots: list[str]) -> list[Micro]:
-        """Full-size micro-ops needed for ``roots`` (per-row values are computed once)."""
-        by_name = {mi.name: mi for mi in self.micros}
-        need: set[str] = set()
-        stack = list(roots)
-        while stack:
-            n = stack.pop()
-            mi = by_name.get(n)
-            if mi is None or mi.layout != "full" or n in need:
-                continue
-            need.add(n)
-            stack += mi.deps
-        return [mi for mi in self.micros if mi.name in need]
-
+from .row_layout import IndexGen
 
 # An explicit "single" keeps a row block's whole reduced extent in registers (BLOCK_N =
 # next power of 2). On an H200 every explicit "single" child of a 2^23-element full
@@ -179,7 +70,7 @@ def row_strategies(b: RowBuilder, outs: list[tuple[torch.fx.Node, str]]) -> list
     try:
         looped_body(b, ig, outs, online=False)
         avail.append("looped")
-    except ValueError:
+    except (LoweringError, ValueError):
         return avail
     if online_pairs(b.micros):
         avail.append("online")
@@ -196,7 +87,7 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     avail = row_strategies(b, outs)
     b.helpers.clear()  # only helpers of the emitted kernels
     strategy = genome.get(f"{key}.strategy", "auto")
-    dm, dn = DEFAULT_BLOCKS[b.lay.orient]
+    dm, dn = (COLUMN_DEFAULTS[k] if b.lay.orient == "col" else RowFamily.knobs[k][0] for k in ("BLOCK_M", "BLOCK_N"))
     info = LaunchInfo(block_m=int(genome.get(f"{key}.BLOCK_M", dm)), block_n=int(genome.get(f"{key}.BLOCK_N", dn)),
                       warps=int(genome.get(f"{key}.num_warps", "4")), programs=genome.get(f"{key}.programs", "grid"))
     if strategy != "auto" and (strategy not in avail or
@@ -264,3 +155,87 @@ def row_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.
     b = RowBuilder(plan, group, PointwiseEmitter())
     b.build()
     return [op.value for op in b.operands] + list(b.scalars), group_outputs(plan, group)
+
+
+def is_column_reduction(group: Group) -> bool:
+    """The innermost dim is kept: neighbouring rows of the [M, N] view are adjacent in
+    memory, so a program should own many rows and walk the reduced dim in short chunks."""
+    rinfo = group.info["row"]
+    return bool(rinfo.full) and (len(rinfo.full) - 1) not in rinfo.dims
+
+
+# Row-kernel defaults for column reductions (see is_column_reduction).
+COLUMN_DEFAULTS = {"BLOCK_M": "64", "BLOCK_N": "64"}
+
+
+def row_strategies_of(plan: Plan, group: Group, warps: int = 4) -> list[str]:
+    """Strategies a row group offers at ``warps`` warps (availability and the reduced
+    extent computed once per plan, see row_strategies)."""
+    if "strategies" not in group.info:
+        try:
+            builder = RowBuilder(plan, group, PointwiseEmitter())
+            builder.build()
+            outs = [(m, builder.layouts[m]) for m in group_outputs(plan, group)]
+            group.info["strategies"] = row_strategies(builder, outs)
+            group.info["reduced_extent"] = reduced_extent(builder)
+        except (LoweringError, ValueError, KeyError):  # the generator will demote this group anyway
+            group.info["strategies"], group.info["reduced_extent"] = ["single"], 1
+    avail: list[str] = group.info["strategies"]
+    # the knob's choices; the generator keeps "single" for auto's short-row branch
+    if single_offered(group.info["reduced_extent"], avail, warps):
+        return avail
+    return [a for a in avail if a != "single"]
+
+
+def _warps(genome: dict[str, str], group: Group) -> int:
+    """The group's num_warps in the genome (4, the default, when absent)."""
+    value = genome.get(f"{group.key}.num_warps", "4")
+    return int(value) if value.isdigit() else 4
+
+
+class RowFamily(KernelFamily):
+    """Reductions and scans over a set of dims with their pointwise prologue and epilogue
+    (the partitioner's fusion rules grow them)."""
+
+    kind = "row"
+    knobs = {
+        # auto: the launcher picks single / looped (online) / split from the run-time sizes;
+        # single: whole rows in registers; looped: BLOCK_N chunks, one pass per reduction
+        # level; online: looped with max + sum(exp(x - max)) fused into one pass (softmax
+        # family); split: columns spread over programs, partials combined by a second kernel
+        "strategy": ("auto", "single", "looped", "online", "split"),
+        "BLOCK_M": ("4", "1", "2", "8", "16", "32", "64"),
+        "BLOCK_N": ("1024", "64", "256", "512", "2048"),
+        "num_warps": ("4", "1", "2", "8"),
+        "programs": ("grid", "128", "512"),
+    }
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        # at the genome's warps: with fewer warps an explicit single child would hold more
+        # of the row per thread (a num_warps edge from it gets the run-time choice)
+        avail = row_strategies_of(plan, group, _warps(genome, group))
+        strategy = genome.get(f"{group.key}.strategy", "auto")
+        if strategy not in avail:
+            strategy = "auto"  # a strategy not offered: the generator takes the run-time choice
+        out: list[tuple[str, tuple[str, ...]]] = []
+        for name, choices in self.knobs.items():
+            if name == "strategy":
+                # the partitioner's allowed list predates chunked scans: availability is computed here
+                choices = tuple(avail) if avail == ["single"] else ("auto", *avail)
+            else:
+                choices = narrowed(group, name, choices)
+            if name in COLUMN_DEFAULTS and is_column_reduction(group):
+                d = COLUMN_DEFAULTS[name]
+                choices = (d,) + tuple(c for c in choices if c != d)
+            if name == "BLOCK_N" and (strategy == "single" or avail == ["single"]):
+                continue  # the whole row is one block
+            if name == "programs" and strategy == "split":
+                continue  # the split grid is sized by the row length
+            out.append((name, choices))
+        return out
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_row(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return row_launch_args(plan, group)

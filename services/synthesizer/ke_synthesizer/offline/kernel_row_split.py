@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch.fx
 
@@ -44,10 +43,8 @@ from .row_body import (
     stores,
     welford_final,
 )
-
-if TYPE_CHECKING:
-    from .kernel_row import RowBuilder
-    from .row_layout import IndexGen
+from .row_builder import RowBuilder
+from .row_layout import IndexGen
 
 
 @dataclass

@@ -16,17 +16,17 @@ so a bare convolution or GEMM keeps its Triton kernel.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.fx
 
+from kernelevolve.errors import LoweringError
+
 from .kernel_conv import conv_op
 from .kernel_matmul import matmul_info
-
-if TYPE_CHECKING:
-    from .graph import Plan
-    from .ops import NormOp
+from .ops import NormOp
+from .plan import Plan
 
 IMPL_CHOICES = ("triton", "library")
 # forward comment of a node whose library call the genome chose (see codegen)
@@ -45,7 +45,7 @@ def library_chosen(node: torch.fx.Node, op: NormOp | None, gm: torch.fx.GraphMod
     Records the node's knob in ``impl_knobs`` (genome key -> node name) either way."""
     try:
         candidate = conv_op(node, gm) is not None if op is None else matmul_info(node, op, pshape) is not None
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+    except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError):
         return False  # graph._safe treats the same failures as "not lowerable"
     if not candidate:
         return False

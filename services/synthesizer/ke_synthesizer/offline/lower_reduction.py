@@ -17,7 +17,9 @@ from typing import Any
 
 import torch.fx
 
-from .capture import dtype_of, shape_of
+from kernelevolve.errors import LoweringError
+
+from .fx_meta import dtype_of, shape_of
 from .ops import NormOp
 
 FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod"}
@@ -257,5 +259,5 @@ def expand_composite(op: NormOp, out: str, x: str, extra: dict[str, str], new: C
             y = full(f"{y} * {extra['weight']}", [y, extra["weight"]])
         full(y, [y], out)
     else:  # pragma: no cover - row_info filters ops
-        raise ValueError(f"no expansion for {name}")
+        raise LoweringError(f"no expansion for {name}")
     return ms

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import shape_of
+from .fx_meta import shape_of
 from .ops import NormOp, normalize
 
 

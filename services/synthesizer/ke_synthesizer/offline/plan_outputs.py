@@ -12,10 +12,10 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import shape_of
-from .graph import Group, Plan, node_inputs
+from .fx_meta import shape_of
 from .lower_reduction import FULL_OUTPUT
 from .ops import POINTWISE
+from .plan import Group, Plan, node_inputs
 
 
 def group_outputs(plan: Plan, group: Group) -> list[torch.fx.Node]:

@@ -13,18 +13,17 @@ max / sum(exp(x - max)) pair is one pass with a running max that rescales the su
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
-from .capture import dtype_of
+from kernelevolve.errors import LoweringError
+
+from .fx_meta import dtype_of
 from .kernel_pointwise import load_cast
 from .lower_reduction import Micro
-
-if TYPE_CHECKING:
-    from .kernel_row import RowBuilder
-    from .row_layout import IndexGen
+from .row_builder import RowBuilder
+from .row_layout import IndexGen
 
 # @triton.jit helpers a row kernel may call (emitted once per kernel source that uses them)
 ROW_HELPERS = {
@@ -205,7 +204,7 @@ def chunk_pass(b: RowBuilder, ig: IndexGen, roots: list[str], tail: list[str], h
     scans = [mi for mi in micros if is_scan(mi)]
     reverse = {mi.reduce.endswith("_rev") for mi in scans}
     if len(reverse) > 1:
-        raise ValueError("forward and reverse scans in one pass")
+        raise LoweringError("forward and reverse scans in one pass")
     lines = list(head)
     body: list[str] = []
     if True in reverse:

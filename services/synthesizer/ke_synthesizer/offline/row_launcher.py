@@ -23,18 +23,16 @@ source does not depend on where it runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
-from .capture import dtype_of
-from .launch_helpers import tuple_source
-from .row_layout import operand_meta, own_dim
+from kernelevolve.errors import LoweringError
 
-if TYPE_CHECKING:
-    from .kernel_row import RowBuilder
-    from .row_layout import IndexGen
+from .fx_meta import dtype_of
+from .launch_helpers import tuple_source
+from .row_builder import RowBuilder
+from .row_layout import IndexGen, operand_meta, own_dim
 
 SINGLE_TILE = 8192  # elements of a whole-row register tile (fp32) at REF_WARPS
 MAX_TILE = 16384  # BLOCK_M * BLOCK_N of a chunked tile at REF_WARPS
@@ -132,7 +130,7 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
     else:
         full_ops = [f"t{i}.shape" for i, op in enumerate(b.operands) if op.layout == "full"]
         if not full_ops:
-            raise ValueError("row group without a full-size operand")
+            raise LoweringError("row group without a full-size operand")
         shape = f"_broadcast_shape({', '.join(full_ops)})"
     if rank:
         pl.append(f"    {', '.join(d)}{',' if rank == 1 else ''} = {shape}")

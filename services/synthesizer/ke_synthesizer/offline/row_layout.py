@@ -27,7 +27,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from .capture import shape_of, tensor_meta
+from kernelevolve.errors import LoweringError
+
+from .fx_meta import shape_of, tensor_meta
 from .lower_reduction import RowInfo
 
 
@@ -127,7 +129,7 @@ def classify(plan_spec: Any, lay: RowLayout, rinfo: RowInfo, v: Any, layout: str
         full_dims = list(range(lay.rank))
     r = len(target)
     if len(shape) > r:
-        raise ValueError(f"operand of rank {len(shape)} in a rank-{r} row group")
+        raise LoweringError(f"operand of rank {len(shape)} in a rank-{r} row group")
     padded = (1,) * (r - len(shape)) + tuple(shape)
     op = Operand(v, layout, "strided", len(shape), guard=not param)
     if layout == "full" and padded == rinfo.full and contiguous:

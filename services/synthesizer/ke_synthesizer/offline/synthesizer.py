@@ -13,40 +13,36 @@ import logging
 import random
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Sequence
 
 import torch
 
-from kernelevolve.errors import InvalidSpecError, SynthesisError
+from kernelevolve.errors import InvalidSpecError, LoweringError, SynthesisError
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
-from .capture import CapturedSpec, capture, dtype_of
+from .capture import capture
+from .captured import CapturedSpec
 from .codegen import assemble
-from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan
-from .kernel_attention import attention_launch_args, gen_attention
-from .kernel_conv import conv_launch_args, gen_conv
-from .kernel_matmul import gen_matmul, matmul_launch_args
-from .kernel_pointwise import gen_pointwise, launcher_args
-from .kernel_pool import gen_pool, pool_launch_args
-from .kernel_row import gen_row, row_launch_args
+from .families import FAMILIES
+from .family import KernelFamily
+from .fx_meta import FLOAT_DTYPES, dtype_of
+from .graph import build_plan
+from .plan import GroupFailure, Plan
 from .plan_outputs import group_outputs
 from .space import Knob, complete_genome, knobs
 
 log = logging.getLogger(__name__)
-
-_GENERATORS: dict[str, Any] = {"pointwise": gen_pointwise, "row": gen_row, "matmul": gen_matmul, "pool": gen_pool,
-                                "attention": gen_attention, "conv": gen_conv}
-_LAUNCH_ARGS: dict[str, Any] = {"pointwise": launcher_args, "row": row_launch_args, "matmul": matmul_launch_args,
-                                "pool": pool_launch_args, "attention": attention_launch_args,
-                                "conv": conv_launch_args}
-
 
 class OfflineSynthesizer:
     """Lowers a spec's captured graph to Triton; see README.md in this package."""
 
     name = "offline"
 
-    def __init__(self, cache_size: int = 32) -> None:
+    def __init__(self, cache_size: int = 32, families: Sequence[KernelFamily] = FAMILIES) -> None:
+        # the kernel families it lowers to, in recognition order (families.FAMILIES);
+        # tests plug in fewer or extra ones
+        self._families = tuple(families)
+        self._by_kind: dict[str, KernelFamily] = {f.kind: f for f in self._families}
         self._cache: OrderedDict[tuple[str, str, str], CapturedSpec] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
@@ -72,7 +68,7 @@ class OfflineSynthesizer:
     def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str]) -> Plan:
         spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
         for _ in range(len(spec.gm.graph.nodes) + 1):
-            plan = build_plan(spec, genome, forced_fallback=forced)
+            plan = build_plan(spec, genome, forced_fallback=forced, families=self._families)
             bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
@@ -86,18 +82,18 @@ class OfflineSynthesizer:
         forced: set[str] = set()
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = self._plan(spec, genome, forced)
-            full = complete_genome(plan, genome)
+            full = complete_genome(plan, genome, self._by_kind)
             if any(genome.get(k) == "library" != full.get(k) for k in plan.impl_knobs):
                 # a library choice this plan does not offer (no Triton kernel would be left)
                 genome = {**genome, **{k: full.get(k, "triton") for k in plan.impl_knobs}}
                 continue
             try:
-                src = assemble(plan, full, _GENERATORS, _LAUNCH_ARGS, _title(spec))
+                src = assemble(plan, full, self._by_kind, _title(spec))
             except GroupFailure as exc:
                 log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
                 forced |= exc.members
                 continue
-            except ValueError as exc:
+            except (LoweringError, ValueError) as exc:
                 raise SynthesisError(f"{spec.name}: cannot emit the forward: {exc}") from exc
             return src, full, tuple(n.name for n in plan.fallback)
         raise SynthesisError(f"{spec.name}: lowering did not converge")
@@ -108,7 +104,8 @@ class OfflineSynthesizer:
         knob, (genome key, choices). Group keys depend on the fusion choice."""
         spec = self._capture(spec_source, spec_name)
         plan = self._plan(spec, genome or {}, set())
-        return [(k.key, list(k.choices)) for k in knobs(plan, complete_genome(plan, genome or {}))]
+        full = complete_genome(plan, genome or {}, self._by_kind)
+        return [(k.key, list(k.choices)) for k in knobs(plan, full, self._by_kind)]
 
     # ---- proposals -------------------------------------------------------------
     def propose(self, request: ProposalRequest) -> list[Proposal]:
@@ -154,7 +151,7 @@ class OfflineSynthesizer:
     def _children(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
         parent = request.parent
         assert parent is not None
-        base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome))
+        base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome), self._by_kind)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
         edges = [(k, v) for k, v in _edges(self, spec, base) if (k.name, _params_key(k, v)) not in tried]
         rng.shuffle(edges)
@@ -176,7 +173,7 @@ class OfflineSynthesizer:
 
 def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]) -> list[tuple[Knob, str]]:
     plan = synth._plan(spec, genome, set())
-    return [(k, v) for k in knobs(plan, genome) for v in k.choices if v != genome.get(k.key, k.default)]
+    return [(k, v) for k in knobs(plan, genome, synth._by_kind) for v in k.choices if v != genome.get(k.key, k.default)]
 
 
 def _params(knob: Knob, value: str) -> dict[str, str]:

@@ -1,0 +1,35 @@
+"""CapturedSpec: what the lowering passes know about one spec (built by capture.py,
+rewritten in place by decompose.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from .model_source import ModelSource
+
+
+@dataclass
+class CapturedSpec:
+    """Everything the lowering passes need to know about one spec."""
+
+    name: str
+    source: str
+    model: torch.nn.Module
+    gm: torch.fx.GraphModule
+    inputs: list[Any]
+    init_inputs: list[Any]
+    # the reference class and the spec lines it needs, as the candidate rebuilds them
+    model_source: ModelSource
+    forward_params: list[str] = field(default_factory=list)
+    # input shapes the graph is fixed to (shape_tracer.py); empty when it holds for any shape
+    specialized_shapes: list[tuple[int, ...]] = field(default_factory=list)
+    # the spec's KE_TOLERANCE override ({"atol": .., "rtol": ..}) when it declares one
+    tolerance: dict[str, float] = field(default_factory=dict)
+    # KE_ERROR_BUDGET = False: the judge skips its float64 error budget (see spec_allows_tf32)
+    error_budget_off: bool = False
+    # graph rewrites applied or found (see decompose.py), e.g. {"attention": 1}
+    rewrites: dict[str, int] = field(default_factory=dict)

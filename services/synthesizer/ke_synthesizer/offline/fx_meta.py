@@ -1,0 +1,43 @@
+"""Shape and dtype of fx nodes, as ShapeProp recorded them at capture time.
+
+Every pass reads node metadata through these helpers; they depend on torch.fx alone, so
+any module of the package may import them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+
+# dtypes the generated kernels compute in (others keep torch's semantics: library calls)
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def tensor_meta(node: torch.fx.Node) -> Any:
+    """The ShapeProp TensorMetadata of a node, or None for non-tensor values."""
+    meta = node.meta.get("tensor_meta")
+    if meta is not None and hasattr(meta, "shape"):
+        return meta
+    return None
+
+
+def shape_of(node: Any) -> tuple[int, ...] | None:
+    if isinstance(node, torch.fx.Node):
+        meta = tensor_meta(node)
+        if meta is not None:
+            return tuple(int(s) for s in meta.shape)
+    return None
+
+
+def dtype_of(node: Any) -> torch.dtype | None:
+    if isinstance(node, torch.fx.Node):
+        meta = tensor_meta(node)
+        if meta is not None:
+            return meta.dtype
+    return None
+
+
+def is_tensor_node(v: Any) -> bool:
+    return isinstance(v, torch.fx.Node) and tensor_meta(v) is not None
