@@ -58,5 +58,6 @@ def test_auto_is_resolved_in_one_place(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_hardware_kind("nvidia") == "nvidia"  # explicit kinds are kept
     with pytest.raises(InvalidArgumentError):
         resolve_device("cuda")  # cuda_available is False here
-    with pytest.raises(InvalidArgumentError, match="hardware_kind"):
-        options_from_settings(EvaluatorSettings(hardware_kind="tpu"))
+    assert options_from_settings(EvaluatorSettings(hardware_kind="nvidia")).device == "cuda"
+    assert options_from_settings(EvaluatorSettings(hardware_kind="cpu")).device == "cpu"
+    assert options_from_settings(EvaluatorSettings(hardware_kind="pool-a")).device == "cpu"  # a pool label

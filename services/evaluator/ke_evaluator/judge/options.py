@@ -103,6 +103,8 @@ def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> Eval
 
 
 # -- hardware ----------------------------------------------------------------------------------
+# Settings' hardware kinds and the Judge device they mean. Any other kind is a pool label
+# (README, "Configuration") and is judged on the CPU, as the service and the CLI always did.
 _KIND_DEVICE = {"auto": "auto", "nvidia": "cuda", "cpu": "cpu"}
 
 
@@ -116,9 +118,7 @@ def cuda_available() -> bool:
 
 def device_of_kind(kind: str) -> str:
     """The Judge device for a settings hardware kind ("auto" stays "auto")."""
-    if kind not in _KIND_DEVICE:
-        raise InvalidArgumentError(f"evaluator.hardware_kind must be one of {sorted(_KIND_DEVICE)}, got {kind!r}")
-    return _KIND_DEVICE[kind]
+    return _KIND_DEVICE.get(kind, "cpu")
 
 
 def resolve_hardware_kind(kind: str) -> str:
