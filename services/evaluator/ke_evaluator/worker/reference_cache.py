@@ -1,7 +1,7 @@
 """Reference cache of one worker: input sets and reference outputs reused across candidates.
 
 The Judge derives the seeds of consecutive evaluations of one spec from a secret salt
-(``judge.py``), so several candidates of a spec in a row share their input sets. A worker
+(``judge/judge.py``), so several candidates of a spec in a row share their input sets. A worker
 keeps, per (spec sha, seed, digest of the constructor arguments), a ``Bundle``: the
 generated input sets (on the device), the eager reference outputs and the float64
 references, in an LRU bounded by bytes.
