@@ -77,13 +77,14 @@ class Run:
 
 
 def run_ours(cands: list[dict[str, str]], reuse: bool | None = None, parallel: int = 1) -> Run:
-    """Judge every candidate; ``reuse`` is ``EvalOptions.reuse_worker_after_failure``
+    """Judge every candidate; ``reuse`` is ``WorkerPoolOptions.reuse_worker_after_failure``
     (None: the default, which keeps a CUDA worker after incorrect verdicts)."""
-    from ke_evaluator.judge import EvalJob, EvalOptions, Judge
+    from ke_evaluator.judge import EvalJob, EvalOptions, Judge, WorkerPoolOptions
 
     results = {}
     t0 = time.perf_counter()
-    with Judge(EvalOptions(device="cuda", reuse_worker_after_failure=reuse, parallel_workers=parallel)) as judge:
+    with Judge(EvalOptions(device="cuda", parallel_workers=parallel,
+                           pool=WorkerPoolOptions(reuse_worker_after_failure=reuse))) as judge:
         judge.warm_up()
         startup = time.perf_counter() - t0
         steps = dict(judge.sandbox_info.get("startup_s") or {})

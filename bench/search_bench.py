@@ -53,12 +53,12 @@ def tensor_bytes(objs: Any) -> int:
 
 def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
     """Best vs eager vs torch.compile in one process on the same inputs, timed side by side
-    with the judge's protocol (``ke_evaluator.timing``: L2 flush, spin-covered CUDA events,
+    with the judge's protocol (``ke_evaluator.worker.timing``: L2 flush, spin-covered CUDA events,
     rotating order, up to 200 rounds or a +-1% CI): per contestant the per-call time
     max(device, host enqueue) and both parts."""
     import torch
 
-    from ke_evaluator import timing
+    from ke_evaluator.worker import timing
 
     spec = load_module("bench_spec", spec_source)
     cand = load_module("bench_cand", cand_source)
@@ -117,7 +117,7 @@ def main() -> None:
                     help="skip the search: re-lower each spec's best genome from an earlier run and re-time it")
     args = ap.parse_args()
     from ke_cli.inprocess import run_session_sync
-    from ke_evaluator.judge import EvalOptions, Judge
+    from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
     from ke_synthesizer.offline import OfflineSynthesizer
 
     names = example_names(args.specs)
@@ -145,7 +145,7 @@ def main() -> None:
     synth = OfflineSynthesizer()
     # During the search the judge keeps its full correctness protocol but times with fewer
     # trials; the winner is re-timed below side by side with eager and torch.compile.
-    opts = EvalOptions(device="cuda", correctness_trials=3, max_timing_trials=50, timing_input_sets=2,
+    opts = EvalOptions(device="cuda", correctness_trials=3, timing=TimingOptions(max_trials=50, input_sets=2),
                        profile_library_time=False, parallel_workers=args.parallel)
     with Judge(opts) as judge:
         for name in names:

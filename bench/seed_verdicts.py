@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=8, help="judge workers sharing the GPU")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a smoke run of this script")
     args = ap.parse_args()
-    from ke_evaluator.judge import EvalOptions, Judge
+    from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 
     names = common.example_names(args.specs)
     t0 = time.perf_counter()
@@ -70,7 +70,7 @@ def main() -> None:
     lowered_s = time.perf_counter() - t0
     print(f"{len(preps)} seeds lowered in {lowered_s:.0f}s", flush=True)
     # Full correctness protocol; fewer timing trials: the speedup here is only indicative.
-    opts = EvalOptions(device=args.device, max_timing_trials=30, parallel_workers=args.parallel)
+    opts = EvalOptions(device=args.device, timing=TimingOptions(max_trials=30), parallel_workers=args.parallel)
     with Judge(opts) as judge, ThreadPoolExecutor(max_workers=args.parallel) as ex:
         rows = list(ex.map(lambda p: _judge_one(judge, p), preps))
     counts: dict[str, int] = {}

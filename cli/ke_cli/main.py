@@ -123,20 +123,14 @@ def _fail(message: str) -> None:
 
 
 def _eval(args: argparse.Namespace, settings: Settings) -> int:
-    from ke_evaluator.judge import EvalOptions, Judge
+    from ke_evaluator.judge import Judge, options_from_settings
 
     spec = load_spec_file(args.spec)
     if not args.candidate.is_file():
         raise UsageError(f"candidate file {args.candidate} does not exist")
     candidate = args.candidate.read_text(encoding="utf-8")
     ev_settings = settings.evaluator
-    opts = EvalOptions(
-        device="auto" if ev_settings.hardware_kind == "auto" else
-        ("cuda" if ev_settings.hardware_kind == "nvidia" else "cpu"),
-        correctness_trials=args.trials or ev_settings.correctness_trials,
-        compile_timeout_s=ev_settings.compile_timeout_s,
-        run_timeout_s=ev_settings.run_timeout_s,
-    )
+    opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials)
     with Judge(opts) as judge:
         check = judge.validate_spec(spec.source, spec.name)
         if not check.ok:

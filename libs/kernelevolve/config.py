@@ -1,7 +1,10 @@
 """Typed configuration, read once at start-up by each entrypoint.
 
 Sources, later wins: defaults → YAML file (``KE_CONFIG`` or ``--config``) → environment
-variables ``KE_<SECTION>_<FIELD>`` (e.g. ``KE_BUS_URL``, ``KE_STORE_KIND``).
+variables ``KE_<SECTION>_<FIELD>`` (e.g. ``KE_BUS_URL``, ``KE_STORE_KIND``). Sections nest:
+a section inside a section adds its name, ``KE_<SECTION>_<SUBSECTION>_<FIELD>`` (e.g.
+``KE_EVALUATOR_TIMING_MAX_TRIALS`` for ``evaluator: {timing: {max_trials: ...}}``). A field
+that may be None (``int | None``) takes ``none``/``null`` or an empty value for None.
 ``${VAR}`` inside YAML values is expanded from the environment and fails loudly when
 ``VAR`` is unset. Secrets (S3 keys) come only from the environment / a Kubernetes
 Secret mounted as environment.
@@ -15,7 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, get_type_hints
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -58,6 +62,80 @@ class KnowledgeSettings:
     embedder: str = "minilm"
 
 
+# -- evaluator sections: shared by EvaluatorSettings and the Judge's own options --------------
+# ``ke_evaluator.judge.EvalOptions`` embeds these same classes, so a default is written once
+# and ``ke_evaluator.judge.options_from_settings`` hands them over unchanged.
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How candidates are timed against the eager reference (``KE_EVALUATOR_TIMING_*``)."""
+
+    # Rounds per timing; None picks the device default (CPU interpreter 3..10, CUDA 10..200).
+    min_trials: int | None = None
+    max_trials: int | None = None
+    ci_target: float = 0.02  # stop when the median's 95% CI is within +-2%
+    budget_s: float = 30.0
+    input_sets: int = 3  # rotating input sets with distinct buffers
+    # GPU only: also time torch.compile of the reference (verdict.compile_baseline_timing).
+    compile_baseline: bool = False
+
+
+@dataclass(frozen=True)
+class ReferenceCacheOptions:
+    """Each worker's cache of inputs and reference outputs (``KE_EVALUATOR_CACHE_*``)."""
+
+    # A byte cap; None = ``fraction`` of free device memory split over the workers (CUDA) or
+    # 256 MiB (CPU); 0 = off (seeds random per evaluation again).
+    limit_bytes: int | None = None
+    fraction: float = 0.25
+    # Consecutive evaluations of a spec in one worker that share a derived seed (and so
+    # the cached sets) before the seed rotates.
+    seed_rotation_jobs: int = 8
+
+
+@dataclass(frozen=True)
+class SandboxOptions:
+    """Limits and isolation of every worker process (``KE_EVALUATOR_SANDBOX_*``)."""
+
+    startup_timeout_s: float = 180.0
+    memory_limit_bytes: int | None = 16 * 2**30  # RLIMIT_AS, CPU only (CUDA maps huge VA ranges)
+    file_size_limit_bytes: int = 256 * 2**20
+    network_isolation: bool = True
+    filesystem_isolation: bool = True  # private mount namespace: all read-only but scratch + Triton cache
+    cuda_visible_devices: str | None = None  # pin the worker's GPU; None keeps the parent's value
+
+
+@dataclass(frozen=True)
+class WorkerPoolOptions:
+    """When workers are kept, replaced and pre-started (``KE_EVALUATOR_POOL_*``)."""
+
+    # Worker reuse after a non-correct verdict. True keeps the worker after incorrect /
+    # compile_error (and CPU runtime_error); False replaces it after any. None (default):
+    # True on CUDA, False on CPU. In the interpreter an unmasked out-of-bounds access can
+    # corrupt the worker's own heap, so an incorrect answer there may be a symptom. On a GPU
+    # the same bug lands in device memory: either a CUDA error (runtime_error, always
+    # replaced) or a silent write, which the reference cache's checksums and the integrity
+    # snapshot catch for the next job as they do after a correct one. A replacement there
+    # costs a new spare's CUDA start-up under the shared device lock and the worker's
+    # reference cache (6 of 24 jobs in bench/eval_throughput.py's mix).
+    reuse_worker_after_failure: bool | None = None
+    max_jobs_per_worker: int = 50
+    # Once a worker has been replaced, keep a pre-started spare (never given a job) so the
+    # next replacement is instant. Starting a worker (torch import + CUDA init) took ~3 s
+    # and was most of the judge's wall time on an H100 when failures were frequent
+    # (bench/RESULTS.md). Costs one idle process (and a CUDA context) while it waits.
+    spare_worker: bool = True
+    # Start the spare with the first worker instead of after the first replacement. None:
+    # on CUDA only. An H100 run waited ~10 s for a worker after its first failure, 14% of
+    # the run (bench/results/eval_throughput.json); on a small CPU host the idle torch
+    # import would compete with the work.
+    spare_from_start: bool | None = None
+    # Longest wait for the device lock before a job is given up (the wait itself does not
+    # count against compile/run timeouts). None: every other worker's limits added up.
+    lock_wait_timeout_s: float | None = None
+
+
 @dataclass(frozen=True)
 class EvaluatorSettings:
     # Hardware kind this evaluator serves; "auto": "nvidia" when CUDA is visible, else "cpu".
@@ -65,13 +143,16 @@ class EvaluatorSettings:
     compile_timeout_s: float = 120.0
     run_timeout_s: float = 120.0
     correctness_trials: int = 5
-    workers: int = 1
     scratch_dir: str = ""
     # Candidates judged at once on this evaluator's device: the Judge keeps this many
     # sandboxed workers; checks overlap, timing takes the device alone (exclusive lock).
     # 1 on CPU (the interpreter is CPU-bound); 2-4 pays off on a GPU, where compile and
     # correctness leave it mostly idle (bench/eval_throughput.py --parallel N).
     parallel_workers: int = 1
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    cache: ReferenceCacheOptions = field(default_factory=ReferenceCacheOptions)
+    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    pool: WorkerPoolOptions = field(default_factory=WorkerPoolOptions)
 
 
 @dataclass(frozen=True)
@@ -137,6 +218,11 @@ def _expand(value: Any, env: Mapping[str, str]) -> Any:
 
 
 def _coerce(name: str, typ: Any, raw: Any) -> Any:
+    args = [a for a in get_args(typ) if a is not type(None)]
+    if get_origin(typ) in (Union, UnionType) and len(args) == 1:  # ``X | None``
+        if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "null")):
+            return None
+        typ = args[0]
     try:
         if typ is bool:
             if isinstance(raw, bool):
@@ -173,20 +259,24 @@ def _apply(obj: Any, values: Mapping[str, Any], where: str) -> Any:
     return replace(obj, **changes)
 
 
-def _from_env(base: Settings, env: Mapping[str, str]) -> Settings:
+def _env_values(section: Any, prefix: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """Values of ``section`` found in ``env``: field ``f`` is ``<prefix>_F``, a nested
+    section ``s`` contributes its own fields under ``<prefix>_S``."""
     values: dict[str, Any] = {}
-    for f in fields(base):
-        current = getattr(base, f.name)
+    for f in fields(section):
+        var = f"{prefix}_{f.name}".upper()
+        current = getattr(section, f.name)
         if dataclasses.is_dataclass(current):
-            for sub in fields(current):
-                var = f"KE_{f.name}_{sub.name}".upper()
-                if var in env:
-                    values.setdefault(f.name, {})[sub.name] = env[var]
-        else:
-            var = f"KE_{f.name}".upper()
-            if var in env:
-                values[f.name] = env[var]
-    return _apply(base, values, "")
+            nested = _env_values(current, var, env)
+            if nested:
+                values[f.name] = nested
+        elif var in env:
+            values[f.name] = env[var]
+    return values
+
+
+def _from_env(base: Settings, env: Mapping[str, str]) -> Settings:
+    return _apply(base, _env_values(base, "KE", env), "")
 
 
 def load_settings(

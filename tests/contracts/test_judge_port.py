@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 from kernelevolve.ports.judge import JudgePort
 from kernelevolve.ports.verdict import STATUSES
 from tests.unit.fakes import FakeJudge, FakeSynthesizer
@@ -73,7 +73,7 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
         req = ProposalRequest(spec_source=SPEC, spec_name="relu2", count=1)
         yield Case(FakeJudge(), good_synth(req)[0].source, bad_synth(req)[0].source)
         return
-    opts = EvalOptions(device="cpu", correctness_trials=2, max_timing_trials=3, timing_input_sets=1,
+    opts = EvalOptions(device="cpu", correctness_trials=2, timing=TimingOptions(max_trials=3, input_sets=1),
                        profile_library_time=False)
     with Judge(opts) as judge:
         yield Case(judge, TRITON.format(factor="2.0"), TRITON.format(factor="3.0"))

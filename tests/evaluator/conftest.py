@@ -6,14 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import EvalOptions, Judge, WorkerPoolOptions
 
 from .sources import PLANTED_SECRETS
 
 
 def _fast_options(**kw: object) -> EvalOptions:
     base = dict(device="cpu", correctness_trials=2, time_candidates=False, compile_timeout_s=60.0,
-                run_timeout_s=60.0, reuse_worker_after_failure=True)
+                run_timeout_s=60.0, pool=WorkerPoolOptions(reuse_worker_after_failure=True))
     base.update(kw)
     return EvalOptions(**base)  # type: ignore[arg-type]
 

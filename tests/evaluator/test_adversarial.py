@@ -157,11 +157,11 @@ def test_a_spec_can_turn_the_error_budget_off(judge: Judge) -> None:
 
 @pytest.mark.parametrize("value", ["0.5", "True", "'off'", "[10]"])
 def test_error_budget_declarations_are_checked(tmp_path, value: str) -> None:  # noqa: ANN001
-    from ke_evaluator import specs
+    from ke_evaluator.worker import loading
 
     src = _spec("test:affine_loose_tolerance") + f"\nKE_ERROR_BUDGET = {value}\n"
-    with pytest.raises(specs.SpecError, match="KE_ERROR_BUDGET"):
-        specs.load_spec(src, "bad_budget", str(tmp_path), {})
+    with pytest.raises(loading.SpecError, match="KE_ERROR_BUDGET"):
+        loading.load_spec(src, "bad_budget", str(tmp_path), {})
     no_tol = example(RELU) + "\nKE_ERROR_BUDGET = False\n"
-    with pytest.raises(specs.SpecError, match="explicit KE_TOLERANCE"):
-        specs.load_spec(no_tol, "no_tol", str(tmp_path), {})
+    with pytest.raises(loading.SpecError, match="explicit KE_TOLERANCE"):
+        loading.load_spec(no_tol, "no_tol", str(tmp_path), {})

@@ -1,4 +1,4 @@
-"""The device reader/writer lock (devlock.py) across processes: shared with shared,
+"""The device reader/writer lock (device_lock.py) across processes: shared with shared,
 exclusive alone, writers not starved by readers, released when its holder dies."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from contextlib import contextmanager
 
 import pytest
 
-from ke_evaluator.devlock import DeviceLock, create_files
+from ke_evaluator.device_lock import DeviceLock, create_files
 
 # A holder process: takes the lock in the given mode, says "held", releases on any input
 # line, says "released". Blocks (without saying "held") while the lock is taken.
 _HOLDER = """
 import sys
-from ke_evaluator.devlock import DeviceLock
+from ke_evaluator.device_lock import DeviceLock
 lock = DeviceLock(sys.argv[1], on_wait=lambda mode: print("waiting", flush=True))
 lock.acquire(sys.argv[2])
 print("held", flush=True)
@@ -137,7 +137,7 @@ def test_reader_steps_aside_for_a_waiting_writer(lock_dir: str) -> None:
 
 
 def test_compile_hooks_release_shared_and_keep_exclusive(lock_dir: str) -> None:
-    from ke_evaluator.compile_release import CompileRelease, install
+    from ke_evaluator.worker.compile_release import CompileRelease, install
 
     me = DeviceLock(lock_dir)
     release = CompileRelease(me)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 
 from .sources import candidate, example
 
@@ -23,7 +23,7 @@ RELU = "relu_scale_add"
 
 @pytest.fixture(scope="module")
 def gpu_judge(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    opts = EvalOptions(device="cuda", correctness_trials=5, max_timing_trials=50,
+    opts = EvalOptions(device="cuda", correctness_trials=5, timing=TimingOptions(max_trials=50),
                        scratch_dir=str(tmp_path_factory.mktemp("gpu")))
     with Judge(opts) as judge:
         yield judge
@@ -66,7 +66,7 @@ def test_device_fault_then_healthy_worker(gpu_judge: Judge) -> None:
 
 
 def test_worker_kept_after_incorrect_on_gpu(gpu_judge: Judge) -> None:
-    """On CUDA an incorrect verdict keeps its worker (reuse_worker_after_failure=None), and
+    """On CUDA an incorrect verdict keeps its worker (pool.reuse_worker_after_failure=None), and
     the next candidate of the spec is judged by that worker, with the same protocol."""
     bad = gpu_judge.evaluate(example(RELU), candidate("wrong_math"))
     assert bad.status == "incorrect", bad.reason
@@ -79,7 +79,8 @@ def test_worker_kept_after_incorrect_on_gpu(gpu_judge: Judge) -> None:
 
 
 def test_compile_baseline_on_gpu(tmp_path) -> None:  # noqa: ANN001
-    opts = EvalOptions(device="cuda", correctness_trials=2, max_timing_trials=30, compile_baseline=True,
+    opts = EvalOptions(device="cuda", correctness_trials=2,
+                       timing=TimingOptions(max_trials=30, compile_baseline=True),
                        scratch_dir=str(tmp_path))
     with Judge(opts) as judge:
         v = judge.evaluate(example("softmax_rows"), candidate("ok_softmax_rows"))
@@ -95,7 +96,7 @@ def test_timer_keeps_host_overhead_out_of_device_time() -> None:
     2 ms a caller pays per call."""
     import time
 
-    from ke_evaluator import timing
+    from ke_evaluator.worker import timing
 
     x = torch.randn(1 << 16, device="cuda")
 
@@ -115,15 +116,15 @@ def test_timer_keeps_host_overhead_out_of_device_time() -> None:
 
 
 def test_inputs_are_generated_on_the_device_unless_the_spec_opts_out(tmp_path) -> None:  # noqa: ANN001
-    from ke_evaluator import specs
+    from ke_evaluator.worker import loading
 
     source = example(RELU)
     dev = torch.device("cuda")
-    loaded = specs.load_spec(source, RELU, str(tmp_path), {})
+    loaded = loading.load_spec(source, RELU, str(tmp_path), {})
     a, b = loaded.inputs(3, dev), loaded.inputs(3, dev)
     assert all(x.is_cuda for x in a if isinstance(x, torch.Tensor))
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True) if isinstance(x, torch.Tensor))
-    host = specs.load_spec(source + "\nHOST_INPUTS = True\n", RELU, str(tmp_path), {})
+    host = loading.load_spec(source + "\nHOST_INPUTS = True\n", RELU, str(tmp_path), {})
     torch.manual_seed(3)
     expected = host.module.get_inputs()
     got = host.inputs(3, dev)
@@ -134,7 +135,7 @@ def test_parallel_workers_compile_unlocked_and_agree(tmp_path) -> None:  # noqa:
     """Two workers on one GPU: Triton compiles run with the device lock released (the
     evidence counts them), timing stays exclusive (recorded holds never overlap), and the
     verdicts are those of a single worker."""
-    opts = EvalOptions(device="cuda", correctness_trials=3, max_timing_trials=30, parallel_workers=2,
+    opts = EvalOptions(device="cuda", correctness_trials=3, timing=TimingOptions(max_trials=30), parallel_workers=2,
                        scratch_dir=str(tmp_path))
     jobs = [(example(spec), candidate(name), name) for name, spec in
             [("ok_relu_scale_add", RELU), ("ok_softmax_rows", "softmax_rows"),

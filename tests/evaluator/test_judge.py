@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import EvalOptions, Judge, WorkerPoolOptions
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import STATUSES, Verdict
 
@@ -194,7 +194,7 @@ def test_fixed_seed_makes_evaluations_reproducible(tmp_path) -> None:  # noqa: A
 
 def test_spare_worker_takes_over_after_a_failure_with_the_same_verdicts() -> None:
     """After a replacement a pre-started spare serves the next job; it never ran a job before."""
-    with Judge(EvalOptions(device="cpu", correctness_trials=2, spare_worker=True)) as j:
+    with Judge(EvalOptions(device="cpu", correctness_trials=2, pool=WorkerPoolOptions(spare_worker=True))) as j:
         first = j.evaluate(example(RELU), candidate("wrong_math"))
         second = j.evaluate(example(RELU), candidate("ok_relu_scale_add"))
         third = j.evaluate(example(RELU), candidate("wrong_math"))
@@ -208,7 +208,8 @@ def test_spare_worker_takes_over_after_a_failure_with_the_same_verdicts() -> Non
 def test_spare_from_start_serves_the_first_replacement_at_once() -> None:
     """With spare_from_start the spare is spawned beside the first worker, so the job after
     the first failure does not wait for a worker start."""
-    with Judge(EvalOptions(device="cpu", correctness_trials=2, spare_from_start=True)) as j:
+    with Judge(EvalOptions(device="cpu", correctness_trials=2,
+                           pool=WorkerPoolOptions(spare_from_start=True))) as j:
         j.warm_up()
         slot = j._pool.slots[0]  # noqa: SLF001 - the pool's internals are what is under test
         assert slot.spare is not None
@@ -229,6 +230,6 @@ def test_spare_from_start_serves_the_first_replacement_at_once() -> None:
 def test_worker_reuse_policy(device: str, setting: bool | None, status: str, reused: bool) -> None:
     """Which non-correct verdicts keep their worker: the default keeps it after incorrect and
     compile errors on CUDA only; a CUDA runtime error never (its context may be poisoned)."""
-    with Judge(EvalOptions(device="cpu", reuse_worker_after_failure=setting)) as j:
+    with Judge(EvalOptions(device="cpu", pool=WorkerPoolOptions(reuse_worker_after_failure=setting))) as j:
         j.device = device  # the policy reads the resolved device; no worker is started here
         assert j._may_reuse(Verdict(status=status, reason="x")) is reused  # noqa: SLF001

@@ -1,4 +1,4 @@
-"""Parallel judging on one device (pool.py, devlock.py): the same verdicts as sequential
+"""Parallel judging on one device (judge/worker_pool.py, device_lock.py): the same verdicts as sequential
 judging, verdicts in input order, timing never overlapping other workers' device work,
 and lock waits not counted against a worker's timeouts."""
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from ke_evaluator.devlock import DeviceLock
-from ke_evaluator.judge import EvalJob, EvalOptions, Judge
+from ke_evaluator.device_lock import DeviceLock
+from ke_evaluator.judge import EvalJob, EvalOptions, Judge, TimingOptions, WorkerPoolOptions
 from kernelevolve.errors import InvalidArgumentError
 
 from .sources import candidate, example
@@ -22,8 +22,9 @@ MIX = [("ok_relu_scale_add", RELU), ("wrong_math", RELU), ("raise_in_forward", R
 
 def test_parallel_workers_give_the_sequential_verdicts(judge: Judge, tmp_path) -> None:  # noqa: ANN001
     sequential = [judge.evaluate(example(spec), candidate(name), candidate_id=name).status for name, spec in MIX]
-    opts = EvalOptions(device="cpu", correctness_trials=2, time_candidates=True, max_timing_trials=3,
-                       parallel_workers=2, reuse_worker_after_failure=True, spare_worker=False,
+    opts = EvalOptions(device="cpu", correctness_trials=2, time_candidates=True, timing=TimingOptions(max_trials=3),
+                       parallel_workers=2,
+                       pool=WorkerPoolOptions(reuse_worker_after_failure=True, spare_worker=False),
                        scratch_dir=str(tmp_path))
     with Judge(opts) as pj:
         verdicts = pj.evaluate_many([(example(spec), candidate(name), name) for name, spec in MIX])
@@ -71,7 +72,8 @@ def test_concurrent_evaluate_calls_share_the_pool(tmp_path) -> None:  # noqa: AN
 
 def test_lock_waits_do_not_count_against_the_phase_timeouts(tmp_path) -> None:  # noqa: ANN001
     opts = EvalOptions(device="cpu", correctness_trials=2, time_candidates=False, compile_timeout_s=2.0,
-                       run_timeout_s=2.0, lock_wait_timeout_s=5.0, reuse_worker_after_failure=True,
+                       run_timeout_s=2.0,
+                       pool=WorkerPoolOptions(lock_wait_timeout_s=5.0, reuse_worker_after_failure=True),
                        scratch_dir=str(tmp_path))
     with Judge(opts) as pj:
         pj.warm_up()

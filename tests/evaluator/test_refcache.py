@@ -1,4 +1,4 @@
-"""Reference cache across candidates (refcache.py): seeds from a per-Judge secret, cache
+"""Reference cache across candidates (worker/reference_cache.py): seeds from a per-Judge secret, cache
 hits on the next candidate of a spec, the same verdicts as without the cache, and cheats
 that try to exploit the cache still caught."""
 
@@ -8,18 +8,20 @@ import hashlib
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import EvalOptions, Judge, ReferenceCacheOptions, WorkerPoolOptions
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.ports.verdict import Verdict
 
 from .sources import candidate, example
 
 RELU = "relu_scale_add"
+NO_CACHE = ReferenceCacheOptions(limit_bytes=0)
 
 
 def _opts(tmp_path, **kw: object) -> EvalOptions:  # noqa: ANN001
     base: dict[str, object] = dict(device="cpu", correctness_trials=3, time_candidates=False,
-                                   reuse_worker_after_failure=True, scratch_dir=str(tmp_path))
+                                   pool=WorkerPoolOptions(reuse_worker_after_failure=True),
+                                   scratch_dir=str(tmp_path))
     base.update(kw)
     return EvalOptions(**base)  # type: ignore[arg-type]
 
@@ -30,8 +32,9 @@ def _cache(v: Verdict) -> dict:
 
 def test_seeds_come_from_a_secret_per_judge_and_rotate() -> None:
     sha = hashlib.sha256(example(RELU).encode()).hexdigest()
-    one, two = Judge(EvalOptions(device="cpu", seed_rotation_jobs=3)), Judge(EvalOptions(device="cpu"))
-    fixed, off = Judge(EvalOptions(device="cpu", seed=7)), Judge(EvalOptions(device="cpu", reference_cache_bytes=0))
+    one = Judge(EvalOptions(device="cpu", cache=ReferenceCacheOptions(seed_rotation_jobs=3)))
+    two = Judge(EvalOptions(device="cpu"))
+    fixed, off = Judge(EvalOptions(device="cpu", seed=7)), Judge(EvalOptions(device="cpu", cache=NO_CACHE))
     try:
         slot = one._pool.slots[0]
         seeds = [one._seed_options(sha, slot) for _ in range(7)]
@@ -49,7 +52,7 @@ def test_seeds_come_from_a_secret_per_judge_and_rotate() -> None:
 
 
 def test_next_candidate_of_a_spec_gets_cached_references(tmp_path) -> None:  # noqa: ANN001
-    with Judge(_opts(tmp_path, seed_rotation_jobs=2)) as judge:
+    with Judge(_opts(tmp_path, cache=ReferenceCacheOptions(seed_rotation_jobs=2))) as judge:
         first = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), "a")
         second = judge.evaluate(example(RELU), candidate("ok_autotuned_heuristics"), "b")
         rotated = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), "c")
@@ -73,7 +76,7 @@ def test_next_candidate_of_a_spec_gets_cached_references(tmp_path) -> None:  # n
 def test_cached_references_give_the_verdicts_of_the_uncached_path(tmp_path) -> None:  # noqa: ANN001
     spec = example(RELU)
     names = ["ok_relu_scale_add", "hardcoded_shape", "ok_relu_scale_add", "wrong_math", "ok_autotuned_heuristics"]
-    with Judge(_opts(tmp_path / "plain", seed=1234, reference_cache_bytes=0)) as plain:
+    with Judge(_opts(tmp_path / "plain", seed=1234, cache=NO_CACHE)) as plain:
         expected = [plain.evaluate(spec, candidate(n)) for n in names]
     with Judge(_opts(tmp_path / "cached", seed=1234)) as cached:
         got = [cached.evaluate(spec, candidate(n)) for n in names]
@@ -97,7 +100,8 @@ def test_cheats_are_still_caught_with_cached_references(tmp_path) -> None:  # no
     writer = candidate("cross_job_store")
     reader = writer.replace("WRITER = True", "WRITER = False")
     assert reader != writer
-    with Judge(_opts(tmp_path, enforce_static_policy=False, seed_rotation_jobs=50)) as judge:
+    with Judge(_opts(tmp_path, enforce_static_policy=False,
+                     cache=ReferenceCacheOptions(seed_rotation_jobs=50))) as judge:
         honest = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
         ptr1 = judge.evaluate(example(RELU), candidate("pointer_cache"))
         ptr2 = judge.evaluate(example(RELU), candidate("pointer_cache"))
@@ -129,7 +133,7 @@ def test_cheats_are_still_caught_with_cached_references(tmp_path) -> None:  # no
 
 
 def test_cache_cap_is_respected(tmp_path) -> None:  # noqa: ANN001
-    with Judge(_opts(tmp_path, reference_cache_bytes=4096)) as judge:  # smaller than one spec's sets
+    with Judge(_opts(tmp_path, cache=ReferenceCacheOptions(limit_bytes=4096))) as judge:  # smaller than one spec's sets
         a = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
         b = judge.evaluate(example(RELU), candidate("ok_relu_scale_add"))
     assert a.status == b.status == "correct"
@@ -139,6 +143,6 @@ def test_cache_cap_is_respected(tmp_path) -> None:  # noqa: ANN001
 
 def test_bad_cache_options_are_refused() -> None:
     with pytest.raises(InvalidArgumentError):
-        Judge(EvalOptions(device="cpu", reference_cache_bytes=-1))
+        Judge(EvalOptions(device="cpu", cache=ReferenceCacheOptions(limit_bytes=-1)))
     with pytest.raises(InvalidArgumentError):
-        Judge(EvalOptions(device="cpu", seed_rotation_jobs=0))
+        Judge(EvalOptions(device="cpu", cache=ReferenceCacheOptions(seed_rotation_jobs=0)))

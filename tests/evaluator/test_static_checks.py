@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import torch
 
-from ke_evaluator.static_checks import check_candidate
+from ke_evaluator.judge.static_policy import check_candidate
 
 HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
 MODEL = "\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n"
@@ -193,7 +193,7 @@ def test_a_helper_reachable_after_construction_is_not_exempt(how: dict[str, str]
 
 
 def test_module_method_names_cover_the_installed_torch() -> None:
-    from ke_evaluator import static_checks
+    from ke_evaluator.judge import static_policy
 
     own = {n for n in dir(torch.nn.Module) if not n.startswith("__")}
-    assert own <= static_checks._MODULE_METHODS, sorted(own - static_checks._MODULE_METHODS)
+    assert own <= static_policy._MODULE_METHODS, sorted(own - static_policy._MODULE_METHODS)

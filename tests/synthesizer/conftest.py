@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ke_evaluator.judge import EvalOptions, Judge
+from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.ports.synthesis import ParentInfo, Proposal, ProposalRequest
@@ -87,7 +87,7 @@ def style_seed_results(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
 def judge() -> Iterator[Judge]:
     """The evaluator's full correctness and integrity protocol on CPU (interpreter); timing
     says nothing there, so it is kept short."""
-    opts = EvalOptions(device="cpu", correctness_trials=2, max_timing_trials=3, timing_input_sets=1,
+    opts = EvalOptions(device="cpu", correctness_trials=2, timing=TimingOptions(max_trials=3, input_sets=1),
                        profile_library_time=False)
     with Judge(opts) as j:
         yield j

@@ -22,7 +22,7 @@ def test_seed_candidate_is_correct(name: str, seed_results: dict[str, dict[str, 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_seed_candidate_is_standalone(name: str, seed_results: dict[str, dict[str, Any]]) -> None:
     src = seed_results[name]["proposal"].source
-    static_checks = pytest.importorskip("ke_evaluator.static_checks")
+    static_checks = pytest.importorskip("ke_evaluator.judge.static_policy")
     report = static_checks.check_candidate(src)
     assert report.ok, report.reason
     assert "class ModelNew(nn.Module)" in src

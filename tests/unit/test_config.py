@@ -41,3 +41,36 @@ def test_bad_config_fails_loudly(tmp_path: Path, yaml_text: str, env: dict[str, 
 def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_settings(tmp_path / "absent.yaml", env={})
+
+
+def test_nested_sections_from_yaml_and_env(tmp_path: Path) -> None:
+    """Sections inside sections (the evaluator's timing, cache, sandbox, pool) are read from
+    YAML and from ``KE_<SECTION>_<SUBSECTION>_<FIELD>``; env beats YAML; "none" is None."""
+    cfg = tmp_path / "ke.yaml"
+    cfg.write_text("evaluator:\n  parallel_workers: 3\n  timing:\n    max_trials: 40\n    ci_target: 0.05\n"
+                   "  sandbox:\n    memory_limit_bytes: null\n  pool:\n    spare_worker: false\n")
+    s = load_settings(cfg, env={"KE_EVALUATOR_TIMING_MAX_TRIALS": "60", "KE_EVALUATOR_CACHE_LIMIT_BYTES": "4096",
+                                "KE_EVALUATOR_POOL_REUSE_WORKER_AFTER_FAILURE": "true",
+                                "KE_EVALUATOR_POOL_LOCK_WAIT_TIMEOUT_S": "none"})
+    ev = s.evaluator
+    assert ev.parallel_workers == 3
+    assert ev.timing.max_trials == 60 and ev.timing.ci_target == 0.05 and ev.timing.min_trials is None
+    assert ev.cache.limit_bytes == 4096 and ev.cache.fraction == 0.25
+    assert ev.sandbox.memory_limit_bytes is None and ev.sandbox.network_isolation is True
+    assert ev.pool.spare_worker is False and ev.pool.reuse_worker_after_failure is True
+    assert ev.pool.lock_wait_timeout_s is None
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "env", "message"),
+    [
+        ("evaluator:\n  timing:\n    nope: 1\n", {}, "unknown config key evaluator.timing.nope"),
+        ("evaluator:\n  timing: 3\n", {}, "evaluator.timing must be a mapping"),
+        ("", {"KE_EVALUATOR_TIMING_MAX_TRIALS": "lots"}, "evaluator.timing.max_trials='lots' is not a valid int"),
+    ],
+)
+def test_bad_nested_config_fails_loudly(tmp_path: Path, yaml_text: str, env: dict[str, str], message: str) -> None:
+    cfg = tmp_path / "ke.yaml"
+    cfg.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=message):
+        load_settings(cfg, env=env)

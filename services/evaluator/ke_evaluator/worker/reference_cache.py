@@ -1,7 +1,7 @@
 """Reference cache of one worker: input sets and reference outputs reused across candidates.
 
 The Judge derives the seeds of consecutive evaluations of one spec from a secret salt
-(``judge.py``), so several candidates of a spec in a row share their input sets. A worker
+(``judge/judge.py``), so several candidates of a spec in a row share their input sets. A worker
 keeps, per (spec sha, seed, digest of the constructor arguments), a ``Bundle``: the
 generated input sets (on the device), the eager reference outputs and the float64
 references, in an LRU bounded by bytes.
@@ -34,14 +34,14 @@ from typing import Any
 
 import torch
 
-from . import compare
+from . import output_checks
 
 CacheKey = tuple[str, int, str]
 CPU_DEFAULT_BYTES = 256 * 2**20
 
 
 def tree_bytes(obj: Any) -> int:
-    return sum(t.numel() * t.element_size() for t in compare.leaves(obj) if isinstance(t, torch.Tensor))
+    return sum(t.numel() * t.element_size() for t in output_checks.leaves(obj) if isinstance(t, torch.Tensor))
 
 
 def _words(t: torch.Tensor) -> torch.Tensor:
@@ -58,7 +58,7 @@ def checksum(obj: Any) -> tuple[Any, ...]:
     its 64/32/16-bit words, wrapping): deterministic on any device, one pass, no host copy
     of the data. Non-tensor leaves are compared by ``repr``."""
     out: list[Any] = []
-    for t in compare.leaves(obj):
+    for t in output_checks.leaves(obj):
         if isinstance(t, torch.Tensor):
             if t.numel() == 0:
                 out.append((tuple(t.shape), 0, 0))
@@ -74,7 +74,7 @@ def init_digest(init: list[Any]) -> str:
     """Digest of the constructor arguments: the reference model (and so its outputs) depends
     on them, and a spec may draw them at random."""
     h = hashlib.sha256()
-    for x in compare.leaves(init):
+    for x in output_checks.leaves(init):
         if isinstance(x, torch.Tensor):
             h.update(repr((tuple(x.shape), str(x.dtype))).encode())
             h.update(repr(checksum([x])).encode())
@@ -102,13 +102,13 @@ def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: tor
     milliseconds what the host needs seconds for), on the host if the device cannot."""
     try:
         m64 = copy.deepcopy(ref_model).to(device=device, dtype=torch.float64)
-        in64 = compare.upcast64(compare.map_tree(inputs, lambda t: t.to(device)))
+        in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(device)))
         with torch.no_grad():
             return m64(*in64)
     except (RuntimeError, NotImplementedError):
         cpu = torch.device("cpu")
         m64 = copy.deepcopy(ref_model).to(device=cpu, dtype=torch.float64)
-        in64 = compare.upcast64(compare.map_tree(inputs, lambda t: t.to(cpu)))
+        in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(cpu)))
         with torch.no_grad():
             return m64(*in64)
 
@@ -269,10 +269,10 @@ class JobReferences:
                 pass
             self.stats["trial0_reference"] = "computed (now cached)"
             return
-        if compare.bitwise_equal(entry.ref, fresh):
+        if output_checks.bitwise_equal(entry.ref, fresh):
             self.stats["trial0_reference"] = "recomputed; equals the cached output bitwise"
-        elif not compare.check_structure(fresh, entry.ref, [], strict_strides=False) \
-                and compare.compare_values(fresh, entry.ref, tolerance).ok:
+        elif not output_checks.check_structure(fresh, entry.ref, [], strict_strides=False) \
+                and output_checks.compare_values(fresh, entry.ref, tolerance).ok:
             self.stats["trial0_reference"] = "recomputed; within tolerance of the cached output"
         else:
             self.stats["trial0_reference"] = "recomputed; differs from the cached output: cache dropped"

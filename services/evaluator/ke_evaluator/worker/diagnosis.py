@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .compare import leaves
+from .output_checks import leaves
 
 
 @dataclass(frozen=True)

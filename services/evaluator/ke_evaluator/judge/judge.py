@@ -6,16 +6,16 @@
         verdicts = judge.evaluate_many([(spec_source, source_a, "a"), (spec_source, source_b, "b")])
 
 Blocking and thread-safe: up to ``parallel_workers`` evaluations run at once, each in its
-own worker (``pool.py``); the workers share the device under a reader/writer lock so that
-timing always has it alone (``devlock.py``). Candidate faults are verdicts, never
+own worker (``worker_pool.py``); the workers share the device under a reader/writer lock so that
+timing always has it alone (``device_lock.py``). Candidate faults are verdicts, never
 exceptions; only misuse raises (``InvalidArgumentError``) and an unusable spec passed to
 ``evaluate`` raises ``InvalidSpecError``.
 
 Seeds: with ``EvalOptions.seed`` None the seed of an evaluation is derived from a secret
 salt drawn once per Judge (never written anywhere; a worker sees only the derived seed),
-the spec and a rotation counter that moves on every ``seed_rotation_jobs`` evaluations of
+the spec and a rotation counter that moves on every ``cache.seed_rotation_jobs`` evaluations of
 the spec in one worker, so consecutive candidates of a spec share input sets and the
-worker reuses their reference outputs (``refcache.py``).
+worker reuses their reference outputs (``reference_cache.py``).
 """
 
 from __future__ import annotations
@@ -34,89 +34,18 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
-from . import devlock, static_checks
-from .pool import Slot, WorkerPool, WorkerProcess
+from .. import device_lock
+from . import static_policy
+from .options import EvalOptions, resolve_device
+from .worker_pool import Slot, WorkerPool, WorkerProcess
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class EvalOptions:
-    device: str = "auto"  # "auto" | "cpu" | "cuda"; auto = cuda if torch.cuda.is_available() else cpu
-    correctness_trials: int = 5
-    compile_timeout_s: float = 120.0  # import + construct + first call (Triton JIT compile)
-    run_timeout_s: float = 120.0  # correctness + integrity checks + timing
-    time_candidates: bool = True
-    scratch_dir: str | os.PathLike[str] | None = None  # root of worker scratch dirs; a temp dir when None
-    # Base seed of inputs and weights. None: derived per evaluation from a secret per-Judge
-    # salt, shared by ``seed_rotation_jobs`` consecutive evaluations of a spec in a worker
-    # (reference cache; not reported) -- or random per evaluation (reported) when the cache
-    # is off. An int: that seed for every evaluation (reported; reproducible).
-    seed: int | None = None
-    seed_rotation_jobs: int = 8
-    # Reference cache of each worker (inputs, eager and float64 reference outputs per spec and
-    # seed): a byte cap; None = reference_cache_fraction of free device memory split over
-    # the workers (CUDA) or 256 MiB (CPU); 0 = off (seeds random per evaluation again).
-    reference_cache_bytes: int | None = None
-    reference_cache_fraction: float = 0.25
-    # Timing: None picks the device default (CPU interpreter 3..10, CUDA 10..200).
-    min_timing_trials: int | None = None
-    max_timing_trials: int | None = None
-    timing_ci_target: float = 0.02  # stop when the median's 95% CI is within +-2%
-    timing_budget_s: float = 30.0
-    timing_input_sets: int = 3
-    error_budget_factor: float = 10.0  # candidate error vs fp64 <= this x eager error (+ ulp floor)
-    check_kernel_dependency: bool = True
-    profile_library_time: bool = True
-    # Output strides must equal the reference's (a contiguous answer to a non-contiguous
-    # reference is accepted). False: a stride mismatch is only a warning.
-    strict_strides: bool = True
-    # GPU only: also time torch.compile of the reference (verdict.compile_baseline_timing).
-    compile_baseline: bool = False
-    # The AST policy (static_checks). Turning it off leaves only the runtime defenses:
-    # meant for testing those layers, never for production.
-    enforce_static_policy: bool = True
-    # Sandbox.
-    startup_timeout_s: float = 180.0
-    memory_limit_bytes: int | None = 16 * 2**30  # RLIMIT_AS, CPU only (CUDA maps huge VA ranges)
-    file_size_limit_bytes: int = 256 * 2**20
-    network_isolation: bool = True
-    filesystem_isolation: bool = True  # private mount namespace: all read-only but scratch + Triton cache
-    cuda_visible_devices: str | None = None  # pin the worker's GPU; None keeps the parent's value
-    # Worker reuse after a non-correct verdict. True keeps the worker after incorrect /
-    # compile_error (and CPU runtime_error); False replaces it after any. None (default):
-    # True on CUDA, False on CPU. In the interpreter an unmasked out-of-bounds access can
-    # corrupt the worker's own heap, so an incorrect answer there may be a symptom. On a GPU
-    # the same bug lands in device memory: either a CUDA error (runtime_error, always
-    # replaced) or a silent write, which the reference cache's checksums and the integrity
-    # snapshot catch for the next job as they do after a correct one. A replacement there
-    # costs a new spare's CUDA start-up under the shared device lock and the worker's
-    # reference cache (6 of 24 jobs in bench/eval_throughput.py's mix).
-    reuse_worker_after_failure: bool | None = None
-    max_jobs_per_worker: int = 50
-    # Once a worker has been replaced, keep a pre-started spare (never given a job) so the
-    # next replacement is instant. Starting a worker (torch import + CUDA init) took ~3 s
-    # and was most of the judge's wall time on an H100 when failures were frequent
-    # (bench/RESULTS.md). Costs one idle process (and a CUDA context) while it waits.
-    spare_worker: bool = True
-    # Start the spare with the first worker instead of after the first replacement. None:
-    # on CUDA only. An H100 run waited ~10 s for a worker after its first failure, 14% of
-    # the run (bench/results/eval_throughput.json); on a small CPU host the idle torch
-    # import would compete with the work.
-    spare_from_start: bool | None = None
-    # Workers judging at once on the device (``evaluate`` from several threads, or
-    # ``evaluate_many``). Timing takes the device alone (exclusive lock); everything else
-    # overlaps. Each worker has its own spare and reference cache.
-    parallel_workers: int = 1
-    # Longest wait for the device lock before a job is given up (the wait itself does not
-    # count against compile/run timeouts). None: every other worker's limits added up.
-    lock_wait_timeout_s: float | None = None
 
 
 @dataclass
@@ -137,70 +66,37 @@ class EvalJob:
         raise InvalidArgumentError("evaluate_many takes EvalJob or (spec_source, candidate_source[, id[, fresh]])")
 
 
-def resolve_device(device: str) -> str:
-    if device not in ("auto", "cpu", "cuda"):
-        raise InvalidArgumentError(f"EvalOptions.device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    if device == "cpu":
-        return device
-    try:
-        import torch
-
-        available = torch.cuda.is_available()
-    except ImportError:
-        available = False
-    if device == "cuda" and not available:
-        raise InvalidArgumentError("EvalOptions.device='cuda' but no CUDA device is available")
-    return "cuda" if available else "cpu"
-
-
 class Judge:
     """Evaluates candidates against specs in sandboxed, reusable worker processes."""
 
     def __init__(self, opts: EvalOptions | None = None) -> None:
         self.opts = dataclasses.replace(opts) if opts is not None else EvalOptions()  # ours to adjust
-        self._validate_options(self.opts)
+        self.opts.validate()
         self.device = resolve_device(self.opts.device)
-        if self.device == "cuda" and self.opts.cuda_visible_devices is None:
-            self.opts.cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        if self.device == "cuda" and self.opts.sandbox.cuda_visible_devices is None:
+            pinned = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+            self.opts.sandbox = dataclasses.replace(self.opts.sandbox, cuda_visible_devices=pinned)
         self._own_root = self.opts.scratch_dir is None
         root = os.fspath(self.opts.scratch_dir) if self.opts.scratch_dir else tempfile.mkdtemp(prefix="ke-eval-")
         os.makedirs(root, exist_ok=True)
         self.root = os.path.abspath(root)
-        # The device lock of this Judge's workers lives in its root (devlock.py).
-        self.lock_dir = devlock.create_files(self.root)
+        # The device lock of this Judge's workers lives in its root (device_lock.py).
+        self.lock_dir = device_lock.create_files(self.root)
         # Secret of this Judge alone: seeds are derived from it, and it never leaves this process.
         self._salt = secrets.token_bytes(32)
         self._state = threading.Lock()  # guards the rotation counters
         self._spec_jobs: dict[tuple[str, int], int] = {}
         o = self.opts
         n = o.parallel_workers
-        lock_wait = o.lock_wait_timeout_s
+        lock_wait = o.pool.lock_wait_timeout_s
         if lock_wait is None:
-            lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.startup_timeout_s) * max(1, n)
-        early = o.spare_worker and (o.spare_from_start if o.spare_from_start is not None else self.device == "cuda")
+            lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.sandbox.startup_timeout_s) * max(1, n)
+        p = o.pool
+        early = p.spare_worker and (p.spare_from_start if p.spare_from_start is not None else self.device == "cuda")
         self._pool = WorkerPool([Slot(i, self._spawn, o, lock_wait, spare_early=early) for i in range(n)])
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}
-
-    @staticmethod
-    def _validate_options(o: EvalOptions) -> None:
-        if o.correctness_trials < 1:
-            raise InvalidArgumentError("correctness_trials must be >= 1")
-        if o.compile_timeout_s <= 0 or o.run_timeout_s <= 0:
-            raise InvalidArgumentError("timeouts must be positive")
-        for name in ("min_timing_trials", "max_timing_trials"):
-            val = getattr(o, name)
-            if val is not None and val < 1:
-                raise InvalidArgumentError(f"{name} must be >= 1")
-        if o.parallel_workers < 1:
-            raise InvalidArgumentError("parallel_workers must be >= 1")
-        if o.seed_rotation_jobs < 1:
-            raise InvalidArgumentError("seed_rotation_jobs must be >= 1")
-        if o.reference_cache_bytes is not None and o.reference_cache_bytes < 0:
-            raise InvalidArgumentError("reference_cache_bytes must be >= 0 (or None)")
-        if not 0.0 <= o.reference_cache_fraction <= 1.0:
-            raise InvalidArgumentError("reference_cache_fraction must be within [0, 1]")
 
     def _spawn(self) -> WorkerProcess:
         return WorkerProcess(self.root, self.device, self.opts, lock_dir=self.lock_dir)
@@ -239,25 +135,33 @@ class Judge:
             self.sandbox_info = dict(slot.sandbox_info)
 
     def _job_options(self) -> dict[str, Any]:
-        o = self.opts
+        """The options of a job as the worker reads them (flat: ``worker.evaluation.JobOptions``)."""
+        o, t, c = self.opts, self.opts.timing, self.opts.cache
         cuda = self.device == "cuda"
-        d = asdict(o)
-        d["device"] = self.device
-        d["min_timing_trials"] = o.min_timing_trials or (10 if cuda else 3)
-        d["max_timing_trials"] = o.max_timing_trials or (200 if cuda else 10)
-        d["reference_cache_fraction"] = o.reference_cache_fraction / o.parallel_workers  # per worker
-        return d
+        return {
+            "device": self.device, "correctness_trials": o.correctness_trials,
+            "compile_timeout_s": o.compile_timeout_s, "run_timeout_s": o.run_timeout_s,
+            "time_candidates": o.time_candidates, "seed": o.seed,
+            "reference_cache_bytes": c.limit_bytes,
+            "reference_cache_fraction": c.fraction / o.parallel_workers,  # per worker
+            "min_timing_trials": t.min_trials or (10 if cuda else 3),
+            "max_timing_trials": t.max_trials or (200 if cuda else 10),
+            "timing_ci_target": t.ci_target, "timing_budget_s": t.budget_s, "timing_input_sets": t.input_sets,
+            "compile_baseline": t.compile_baseline, "error_budget_factor": o.error_budget_factor,
+            "check_kernel_dependency": o.check_kernel_dependency, "profile_library_time": o.profile_library_time,
+            "strict_strides": o.strict_strides,
+        }
 
     def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
         """Seed fields of a job of spec ``sha`` in ``slot``."""
         if self.opts.seed is not None:
             return {"seed": self.opts.seed}
-        if self.opts.reference_cache_bytes == 0:
+        if self.opts.cache.limit_bytes == 0:
             return {"seed": None}
         with self._state:
             n = self._spec_jobs.get((sha, slot.index), 0)
             self._spec_jobs[(sha, slot.index)] = n + 1
-        rotation = n // self.opts.seed_rotation_jobs
+        rotation = n // self.opts.cache.seed_rotation_jobs
         digest = hmac.new(self._salt, f"seed:{sha}:{slot.index}:{rotation}".encode(), hashlib.sha256).digest()
         seed = int.from_bytes(digest[:8], "big") % (1 << 30)
         # A handle that tells verdicts with equal seeds apart without revealing the seed.
@@ -301,9 +205,9 @@ class Judge:
         if pre:
             raise InvalidSpecError(pre)
         t0 = time.monotonic()
-        report = static_checks.check_candidate(candidate_source)
+        report = static_policy.check_candidate(candidate_source)
         if not self.opts.enforce_static_policy and not report.syntax_error:
-            report = static_checks.StaticReport(ok=True)
+            report = static_policy.StaticReport(ok=True)
         if not report.ok:
             status: Status = "compile_error" if report.syntax_error else "rejected"
             v = Verdict(status=status, reason=report.reason, candidate_id=candidate_id, device=self.device,
@@ -344,7 +248,7 @@ class Judge:
                 # The interpreter, an out-of-bounds access or a half-run candidate can leave
                 # the process corrupted: a fresh worker costs ~3 s, a poisoned one costs trust.
                 slot.replace()
-            elif worker.jobs >= self.opts.max_jobs_per_worker:
+            elif worker.jobs >= self.opts.pool.max_jobs_per_worker:
                 slot.replace()
             else:
                 slot.affinity = affinity
@@ -373,7 +277,7 @@ class Judge:
         candidate changed process state). After a CUDA runtime error the context may be
         poisoned (sticky errors), so only CPU runtime errors qualify.
         """
-        reuse = self.opts.reuse_worker_after_failure
+        reuse = self.opts.pool.reuse_worker_after_failure
         if reuse is None:
             reuse = self.device == "cuda"
         if not reuse:

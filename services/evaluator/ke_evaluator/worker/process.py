@@ -1,9 +1,9 @@
-"""Evaluation worker: a child process that judges candidates sent by ``judge.Judge``.
+"""The worker process: a sandboxed child that judges candidates sent by ``judge.Judge``.
 
 Started as ``python -m ke_evaluator.worker --job-fd R --result-fd W --device cpu|cuda ...``
 with a scrubbed environment, cwd = its scratch directory, in its own process group.
 It cuts itself off the network and applies resource limits *before* importing torch or
-any candidate, imports torch/triton once, then serves jobs (see ``protocol``) until told
+any candidate, imports torch/triton once, then serves jobs (see ``ke_evaluator.wire``) until told
 to stop or its job pipe closes. Importable with only torch + triton + numpy + stdlib.
 """
 
@@ -77,29 +77,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writable", action="append", default=[],
                     help="directory that stays writable; with at least one, every other mount is read-only")
     ap.add_argument("--device-lock", default="",
-                    help="directory of the device lock files shared by the Judge's workers (devlock.py)")
+                    help="directory of the device lock files shared by the Judge's workers (device_lock.py)")
     args = ap.parse_args(argv)
 
     # Anything printed (by us, torch or a candidate) goes to the log, never to the protocol.
     os.dup2(2, 1)
 
     clock = _StepClock()
-    from . import devlock, protocol, sandbox
+    from .. import device_lock, wire
+    from . import isolation
 
     out_fd = args.result_fd
     lock = None
     if args.device_lock:
         # Opened before the file-system jail. The parent stops its phase clock while we wait.
-        lock = devlock.DeviceLock(
+        lock = device_lock.DeviceLock(
             args.device_lock,
-            on_wait=lambda mode: protocol.write_message(out_fd, {"type": "lock_wait", "mode": mode}),
-            on_acquired=lambda mode, waited: protocol.write_message(
+            on_wait=lambda mode: wire.write_message(out_fd, {"type": "lock_wait", "mode": mode}),
+            on_acquired=lambda mode, waited: wire.write_message(
                 out_fd, {"type": "lock_held", "mode": mode, "waited_s": round(waited, 4)}))
     sandbox_info: dict[str, Any] = {}
-    sandbox_info["network"] = "not isolated" if args.no_network_isolation else sandbox.isolate_network()
-    sandbox_info["filesystem"] = (sandbox.isolate_filesystem(args.writable) if args.writable
+    sandbox_info["network"] = "not isolated" if args.no_network_isolation else isolation.isolate_network()
+    sandbox_info["filesystem"] = (isolation.isolate_filesystem(args.writable) if args.writable
                                   else "not isolated")
-    sandbox_info["rlimits"] = sandbox.apply_rlimits(
+    sandbox_info["rlimits"] = isolation.apply_rlimits(
         address_space_bytes=args.address_space_bytes or None,
         file_size_bytes=args.file_size_bytes or None,
     )
@@ -115,14 +116,14 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from . import compile_release, diagnosis, evaluation, integrity, launches, validation, warm
+    from . import compile_release, diagnosis, evaluation, global_state, launch_counter, spec_validation, warm_up
 
     clock.mark("import")
 
-    sandbox_info["launch_hooks"] = launches.install()
+    sandbox_info["launch_hooks"] = launch_counter.install()
     if args.device == "cpu":
         sandbox_info["autotune"] = ("first config (no benchmarking in the interpreter)"
-                                    if launches.skip_autotune_benchmarks() else "unavailable")
+                                    if launch_counter.skip_autotune_benchmarks() else "unavailable")
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     release = None
     if lock is not None and device.type == "cuda":
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if device.type == "cuda":
         torch.cuda.init()
         torch.cuda.set_device(device)
-    integrity.set_precision_flags()
+    global_state.set_precision_flags()
     # Start torch's intra-op thread pool (and the profiler's thread, below) now so a later thread-count check sees only
     # threads the candidate created.
     with torch.no_grad():
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         (a @ a).sum().item()
         torch.softmax(a, dim=-1).sum().item()
     clock.mark("device_init")
-    warmed_device = warm.warm_device(device)
+    warmed_device = warm_up.warm_device(device)
     if lock is not None:
         lock.release()
     clock.mark("triton_first_compile")
@@ -156,23 +157,23 @@ def main(argv: list[str] | None = None) -> int:
     cpu_a = torch.randn(64, 64)
     diagnosis.library_time_fraction(lambda: cpu_a @ cpu_a, device.type, set())
     clock.mark("profiler")
-    sandbox_info["warmed"] = warm.warm_host() + warmed_device
+    sandbox_info["warmed"] = warm_up.warm_host() + warmed_device
     clock.mark("flop_counter")
     if release is not None:
         release.released = 0  # count the candidates' compiles only
     fingerprint = _fingerprint(device)
     scratch = os.getcwd()
     evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock, compile_release=release)
-    reader = protocol.LineReader(args.job_fd)
+    reader = wire.LineReader(args.job_fd)
     sandbox_info["device_lock"] = "shared for checks, exclusive for timing" if lock is not None else "none"
     clock.mark("fingerprint")
     sandbox_info["startup_s"] = clock.steps
-    protocol.write_message(out_fd, {"type": "ready", "fingerprint": fingerprint, "sandbox": sandbox_info})
+    wire.write_message(out_fd, {"type": "ready", "fingerprint": fingerprint, "sandbox": sandbox_info})
 
     while True:
         try:
             msg = reader.read(None)
-        except protocol.ChannelClosed:
+        except wire.ChannelClosed:
             return 0
         op = msg.get("op")
         if op == "shutdown":
@@ -183,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             if name == "run" or name == "compile":
                 opts = _msg.get("options", {})
                 budget = float(opts.get("compile_timeout_s" if name == "compile" else "run_timeout_s", 120.0))
-                sandbox.set_cpu_budget(budget * max(1, os.cpu_count() or 1) + 5)
-            protocol.write_message(out_fd, {"type": "phase", "job_id": _job_id, "phase": name})
+                isolation.set_cpu_budget(budget * max(1, os.cpu_count() or 1) + 5)
+            wire.write_message(out_fd, {"type": "phase", "job_id": _job_id, "phase": name})
 
         if op == "evaluate":
             payload = evaluator.evaluate(msg, phase)
@@ -195,15 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 if lock is not None:
                     lock.acquire("shared")
-                payload = validation.validate(msg, scratch, device, evaluator.spec_cache, phase)
+                payload = spec_validation.validate(msg, scratch, device, evaluator.spec_cache, phase)
             finally:
                 if lock is not None:
                     lock.release()
         else:
             payload = {"error": f"unknown op {op!r}"}
         sys.stderr.flush()
-        protocol.write_message(out_fd, {"type": "result", "job_id": job_id, "payload": payload})
+        wire.write_message(out_fd, {"type": "result", "job_id": job_id, "payload": payload})
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from . import compare, diagnosis, specs
-from .integrity import set_precision_flags
+from . import diagnosis, loading, output_checks
+from .global_state import set_precision_flags
 
 PhaseFn = Callable[[str], None]
 
@@ -21,24 +21,24 @@ def _describe(obj: Any) -> list[dict[str, Any]]:
     return [
         {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")} if isinstance(t, torch.Tensor)
         else {"value": repr(t)[:80]}
-        for t in compare.leaves(obj)
+        for t in output_checks.leaves(obj)
     ]
 
 
-def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dict[str, specs.LoadedSpec],
+def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dict[str, loading.LoadedSpec],
              phase: PhaseFn) -> dict[str, Any]:
     warnings: list[str] = []
     info: dict[str, Any] = {}
     phase("compile")
     try:
-        spec = specs.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache)
-    except specs.SpecError as exc:
+        spec = loading.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache)
+    except loading.SpecError as exc:
         return {"ok": False, "reason": str(exc), "warnings": warnings, "info": info}
     set_precision_flags()
     seed = int(job.get("options", {}).get("seed") or 0)
     try:
         init = spec.init_inputs()
-        model = specs.build_model(spec.Model, init, seed, device)
+        model = loading.build_model(spec.Model, init, seed, device)
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "reason": f"Model(*get_init_inputs()) raised: {type(exc).__name__}: {exc}",
                 "warnings": warnings, "info": info}
@@ -47,15 +47,15 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
         inputs = spec.inputs(seed + 1000, device)
         inputs_b = spec.inputs(seed + 1001, device)
         with torch.no_grad():
-            out = model(*compare.clone_tree(inputs))
-            out_again = model(*compare.clone_tree(inputs))
+            out = model(*output_checks.clone_tree(inputs))
+            out_again = model(*output_checks.clone_tree(inputs))
         extra = spec.extra_inputs(seed + 5000, device)
         with torch.no_grad():
-            extra_outs = [model(*compare.clone_tree(e)) for e in extra]
+            extra_outs = [model(*output_checks.clone_tree(e)) for e in extra]
     except Exception as exc:  # noqa: BLE001
         return {"ok": False, "reason": f"reference raised when run: {type(exc).__name__}: {exc}",
                 "warnings": warnings, "info": info}
-    tensors = [t for t in compare.leaves(out) if isinstance(t, torch.Tensor)]
+    tensors = [t for t in output_checks.leaves(out) if isinstance(t, torch.Tensor)]
     if not tensors:
         return {"ok": False, "reason": "reference output contains no tensor", "warnings": warnings, "info": info}
     info["inputs"] = _describe(inputs)
@@ -65,19 +65,19 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
     info["extra_outputs"] = [_describe(o) for o in extra_outs]
     info["bytes"] = (diagnosis.tensor_bytes(inputs) + diagnosis.tensor_bytes(list(model.parameters()))
                      + diagnosis.tensor_bytes(list(model.buffers())) + diagnosis.tensor_bytes(out))
-    info["flops"] = diagnosis.count_flops(lambda: model(*compare.clone_tree(inputs)))
+    info["flops"] = diagnosis.count_flops(lambda: model(*output_checks.clone_tree(inputs)))
     set_precision_flags()
     tol_dtype = tensors[0].dtype
-    atol, rtol = compare.tolerance_for(tol_dtype, spec.tolerance)
+    atol, rtol = output_checks.tolerance_for(tol_dtype, spec.tolerance)
     info["tolerance"] = {"atol": atol, "rtol": rtol, "overridden": spec.tolerance is not None}
 
     if any(bool(~torch.isfinite(t).all()) for t in tensors if t.is_floating_point()):
         warnings.append("reference output contains NaN or Inf")
-    if not compare.compare_values(out_again, out, None).ok:
+    if not output_checks.compare_values(out_again, out, None).ok:
         warnings.append("reference is nondeterministic on identical inputs")
         info["nondeterministic_reference"] = True
-    in_tensors = [t for t in compare.leaves(inputs) if isinstance(t, torch.Tensor)]
-    if in_tensors and all(torch.equal(a, b) for a, b in zip(in_tensors, compare.leaves(inputs_b), strict=False)
+    in_tensors = [t for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
+    if in_tensors and all(torch.equal(a, b) for a, b in zip(in_tensors, output_checks.leaves(inputs_b), strict=False)
                           if isinstance(b, torch.Tensor)):
         warnings.append("get_inputs() returns the same values for every seed: fresh-input checks are void")
 
@@ -86,12 +86,12 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
             warnings.append(f"input {i} is constant ({float(x.flatten()[0]):g}): never time or check on such data")
     # Signal floor: answers that carry no information must fail the tolerance check.
     weak: list[str] = []
-    zeros = compare.map_tree(out, torch.zeros_like)
-    if compare.compare_values(zeros, out, spec.tolerance).ok:
+    zeros = output_checks.map_tree(out, torch.zeros_like)
+    if output_checks.compare_values(zeros, out, spec.tolerance).ok:
         weak.append("an all-zeros output passes the tolerance check")
     for i, x in enumerate(in_tensors):
         if len(tensors) == 1 and x.shape == tensors[0].shape and x.dtype == tensors[0].dtype:
-            if compare.compare_values(x, tensors[0], spec.tolerance).ok:
+            if output_checks.compare_values(x, tensors[0], spec.tolerance).ok:
                 weak.append(f"returning input {i} unchanged passes the tolerance check")
     peak = max((float(t.abs().max()) for t in tensors if t.is_floating_point() and t.numel()), default=0.0)
     info["output_max_abs"] = peak

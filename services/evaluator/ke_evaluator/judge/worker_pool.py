@@ -2,7 +2,7 @@
 
 ``WorkerProcess``: one sandboxed child (``python -m ke_evaluator.worker``) and its pipes;
 the phase clocks (compile / run timeouts) run here, paused while the worker waits for the
-device lock (``devlock.py``): a wait is not the candidate's time, and the holder it waits
+device lock (``device_lock.py``): a wait is not the candidate's time, and the holder it waits
 for is bounded by its own timeouts. A wait longer than ``lock_wait_timeout`` (default: the
 sum of every other worker's limits, so unreachable unless something is broken) ends the
 job as a timeout.
@@ -29,23 +29,23 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import kernelevolve
 from kernelevolve.errors import InvalidArgumentError
 
-from . import protocol, sandbox
-
-if TYPE_CHECKING:
-    from .judge import EvalOptions
+from .. import wire
+from . import worker_environment
+from .options import EvalOptions
 
 log = logging.getLogger(__name__)
 
 # The worker imports ke_evaluator and the shared library's stdlib-only parts (the verdict
 # types, the orphan guard): both folders go on its path, wherever the two packages live
 # (an installed wheel, a checkout run from source on a GPU host).
-_PKG_PARENT = os.pathsep.join(dict.fromkeys(
-    os.path.dirname(os.path.dirname(os.path.abspath(f))) for f in (__file__, kernelevolve.__file__)))
+_PKG_PARENT = os.pathsep.join(dict.fromkeys((
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    os.path.dirname(os.path.dirname(os.path.abspath(kernelevolve.__file__))))))
 _LOG_TRUNCATE_BYTES = 16 * 2**20
 
 
@@ -116,11 +116,11 @@ class WorkerProcess:
         self.ready: dict[str, Any] | None = None
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
-        env = sandbox.child_environment(
+        env = worker_environment.child_environment(
             os.environ,
             scratch_dir=self.scratch,
             device=device,
-            cuda_visible_devices=opts.cuda_visible_devices,
+            cuda_visible_devices=opts.sandbox.cuda_visible_devices,
             pythonpath=_PKG_PARENT,
         )
         # Compiler caches shared by successive workers (writable inside the file-system jail).
@@ -131,12 +131,12 @@ class WorkerProcess:
         env["TRITON_CACHE_DIR"] = triton_cache
         env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
         cmd = [sys.executable, "-m", "ke_evaluator.worker", "--job-fd", str(job_r), "--result-fd", str(res_w),
-               "--device", device, "--file-size-bytes", str(opts.file_size_limit_bytes)]
-        if device == "cpu" and opts.memory_limit_bytes:
-            cmd += ["--address-space-bytes", str(opts.memory_limit_bytes)]
-        if not opts.network_isolation:
+               "--device", device, "--file-size-bytes", str(opts.sandbox.file_size_limit_bytes)]
+        if device == "cpu" and opts.sandbox.memory_limit_bytes:
+            cmd += ["--address-space-bytes", str(opts.sandbox.memory_limit_bytes)]
+        if not opts.sandbox.network_isolation:
             cmd.append("--no-network-isolation")
-        if opts.filesystem_isolation:
+        if opts.sandbox.filesystem_isolation:
             cmd += ["--writable", self.scratch, "--writable", triton_cache, "--writable", inductor_cache]
         if lock_dir:
             cmd += ["--device-lock", lock_dir]
@@ -148,7 +148,7 @@ class WorkerProcess:
         os.close(job_r)
         os.close(res_w)
         self.job_fd = job_w
-        self.reader = protocol.LineReader(res_r)
+        self.reader = wire.LineReader(res_r)
         self.res_fd = res_r
         # A Judge dropped without close() must not leave its worker behind.
         self._finalizer = weakref.finalize(self, _kill_group, self.proc.pid, (job_w, res_r))
@@ -179,11 +179,11 @@ class WorkerProcess:
         while True:
             try:
                 msg = self.reader.read(clock.deadline)
-            except protocol.ChannelTimeout:
+            except wire.ChannelTimeout:
                 if clock.paused is not None:
                     return f"worker waited more than {lock_wait_timeout:.0f} s for the device lock during start-up"
                 return f"worker did not start within {timeout:.0f} s"
-            except protocol.ChannelClosed:
+            except wire.ChannelClosed:
                 return f"worker exited during start-up: {self._exit_description()}"
             except ValueError as exc:
                 return f"worker sent a malformed message during start-up: {exc}"
@@ -220,7 +220,7 @@ class WorkerProcess:
         except OSError:
             pass
         try:
-            protocol.write_message(self.job_fd, msg)
+            wire.write_message(self.job_fd, msg)
         except OSError as exc:
             return _Reply("crashed", reason=f"worker pipe broken: {exc}; {self._exit_description()}")
         self.jobs += 1
@@ -229,7 +229,7 @@ class WorkerProcess:
         while True:
             try:
                 reply = self.reader.read(clock.deadline)
-            except protocol.ChannelTimeout:
+            except wire.ChannelTimeout:
                 if clock.paused is not None:
                     return _Reply("timeout", reason=f"waited more than {lock_wait_timeout:g} s for the device lock "
                                                     "(held by other workers); worker process group killed")
@@ -237,7 +237,7 @@ class WorkerProcess:
                 what = ("compile phase (import + construct + first call)" if phase == "compile"
                         else "run phase (correctness + timing)")
                 return _Reply("timeout", reason=f"{what} exceeded {limit:g} s; worker process group killed")
-            except protocol.ChannelClosed:
+            except wire.ChannelClosed:
                 return _Reply("crashed", reason=self._exit_description())
             except ValueError as exc:
                 return _Reply("crashed", reason=f"worker sent a malformed message: {exc}")
@@ -271,7 +271,7 @@ class WorkerProcess:
     def shutdown(self) -> None:
         # Ask politely, but a worker holds no state worth saving: do not wait long.
         try:
-            protocol.write_message(self.job_fd, {"op": "shutdown"})
+            wire.write_message(self.job_fd, {"op": "shutdown"})
             self.proc.wait(timeout=0.5)
         except (OSError, subprocess.TimeoutExpired):
             pass
@@ -321,13 +321,13 @@ class Slot:
             self.worker = None
         # Start the replacement right away: its torch import overlaps the caller's work.
         self.ensure()
-        if self.opts.spare_worker and self.spare is None:
+        if self.opts.pool.spare_worker and self.spare is None:
             # Failures come in runs during a search: have the next replacement ready.
             self.spare = self._spawn()
 
     def wait_ready(self) -> str:
         worker = self.ensure()
-        why = worker.wait_ready(self.opts.startup_timeout_s, self.lock_wait_timeout)
+        why = worker.wait_ready(self.opts.sandbox.startup_timeout_s, self.lock_wait_timeout)
         if not why and worker.ready is not None:
             self.fingerprint = dict(worker.ready.get("fingerprint", {}))
             self.sandbox_info = dict(worker.ready.get("sandbox", {}))

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from . import compare
+from . import output_checks
 
 
 class SpecError(Exception):
@@ -105,7 +105,7 @@ def _generate(fn: Any, seed: int, device: torch.device) -> Any:
 
 
 def to_device(x: Any, device: torch.device) -> Any:
-    return compare.map_tree(x, lambda t: t.to(device))
+    return output_checks.map_tree(x, lambda t: t.to(device))
 
 
 # Per-process token in module names: a candidate cannot guess the spec module's name to

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .devlock import DeviceLock
+from ..device_lock import DeviceLock
 
 
 class CompileRelease:

@@ -1,8 +1,9 @@
-"""Process sandbox for evaluation workers: environment, network, resource limits.
+"""The worker's own sandbox: network, file system, resource limits, thread counts.
 
-Parent side: ``child_environment`` builds the scrubbed environment a worker starts with.
-Child side: ``isolate_network``, ``apply_rlimits``, ``set_cpu_budget`` run inside the worker
-before any candidate code. Stdlib only (the GPU machine has only torch/triton/numpy).
+``isolate_network``, ``isolate_filesystem``, ``apply_rlimits`` and ``set_cpu_budget`` run
+inside the worker before any candidate code (the scrubbed environment it starts with is
+built by the parent: ``judge/worker_environment.py``). Stdlib only (the GPU machine has
+only torch/triton/numpy).
 """
 
 from __future__ import annotations
@@ -12,66 +13,9 @@ import ctypes.util
 import os
 import resource
 import socket
-from collections.abc import Mapping
-
-# Variables a worker may inherit. Everything else is dropped: the candidate runs
-# arbitrary code and must not see credentials or service configuration.
-_ALLOW_EXACT = frozenset(
-    {
-        "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
-        "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
-        "VIRTUAL_ENV", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-    }
-)
-_ALLOW_PREFIX = ("TRITON_", "NVIDIA_", "CUDA_", "PYTORCH_", "TORCH_", "NCCL_")
-# A name containing any of these is a secret even when a prefix allows it.
-_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE",
-                   "SESSION", "PRIVATE", "CERT")
-_SECRET_PREFIXES = ("AWS_", "OPENAI_", "ANTHROPIC_", "AZURE_", "GCP_", "GOOGLE_", "HF_", "HUGGING",
-                    "GITHUB_", "GH_", "MINIO_", "NATS_", "QDRANT_", "KE_", "KERNELEVOLVE_")
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
-
-
-def is_secret_name(name: str) -> bool:
-    up = name.upper()
-    return any(m in up for m in _SECRET_MARKERS) or up.startswith(_SECRET_PREFIXES)
-
-
-def child_environment(
-    parent_env: Mapping[str, str],
-    *,
-    scratch_dir: str,
-    device: str,
-    cuda_visible_devices: str | None,
-    pythonpath: str,
-) -> dict[str, str]:
-    """The scrubbed environment for a worker process."""
-    env: dict[str, str] = {}
-    for name, value in parent_env.items():
-        if is_secret_name(name):
-            continue
-        if name in _ALLOW_EXACT or name.startswith(_ALLOW_PREFIX):
-            env[name] = value
-    env.setdefault("PATH", "/usr/bin:/bin")
-    tmp = os.path.join(scratch_dir, "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    env["HOME"] = scratch_dir
-    env["TMPDIR"] = tmp
-    env["PYTHONPATH"] = pythonpath
-    env["PYTHONNOUSERSITE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    if device == "cpu":
-        # The interpreter must be chosen before triton is imported: set it in the child's env.
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
-        if cuda_visible_devices is not None:
-            env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
-    return env
 
 
 def isolate_network() -> str:

@@ -14,7 +14,7 @@ import torch
 
 from kernelevolve.ports.verdict import Verdict
 
-from . import compare, launches, specs
+from . import launch_counter, loading, output_checks
 
 
 class Outcome(Exception):
@@ -27,23 +27,23 @@ class Outcome(Exception):
 
 
 def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: list[Any], out1: Any, ref: Any,
-                        spec: specs.LoadedSpec, v: Verdict) -> None:
+                        spec: loading.LoadedSpec, v: Verdict) -> None:
     """Candidate -> reference -> candidate: the second call runs after the reference's
     output memory was freed, on fresh clones; it must still be right, and agree with the
     first call (bitwise, or within the spec tolerance for atomics-style nondeterminism)."""
-    again_in = compare.clone_tree(inputs)
+    again_in = output_checks.clone_tree(inputs)
     out2 = run_candidate(again_in, "repeat after the reference ran")
-    for a, b in zip(compare.leaves(out1), compare.leaves(out2), strict=False):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and compare.overlaps(a, b):
+    for a, b in zip(output_checks.leaves(out1), output_checks.leaves(out2), strict=False):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and output_checks.overlaps(a, b):
             raise Outcome("rejected", "returned the same output memory on two calls (a cached or persistent "
                                       "result): each call must return new memory")
-    bad = compare.check_structure(out2, ref, again_in, strict_strides=False)
+    bad = output_checks.check_structure(out2, ref, again_in, strict_strides=False)
     if bad:
         raise Outcome("incorrect", f"{bad} (repeat after the reference ran)")
-    cmp = compare.compare_values(out2, ref, spec.tolerance)
+    cmp = output_checks.compare_values(out2, ref, spec.tolerance)
     if not cmp.ok:
         raise Outcome("incorrect", f"{cmp.reason} (repeat after the reference ran: stale memory or caching?)")
-    if compare.bitwise_equal(out1, out2):
+    if output_checks.bitwise_equal(out1, out2):
         v.evidence["deterministic"] = "bitwise"
     else:
         v.evidence["deterministic"] = "within tolerance"
@@ -59,13 +59,13 @@ def error_budget(ref64: Callable[[], Any], key: str, out: Any, ref: Any, factor:
     except Exception as exc:  # noqa: BLE001 - a spec op without float64 support
         v.evidence.setdefault("error_budget", f"skipped: float64 reference failed ({type(exc).__name__})")
         return
-    eager_err, scale = compare.max_error(ref, r64)
-    cand_err, _ = compare.max_error(out, r64)
-    dtypes = [t.dtype for t in compare.leaves(ref) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    eager_err, scale = output_checks.max_error(ref, r64)
+    cand_err, _ = output_checks.max_error(out, r64)
+    dtypes = [t.dtype for t in output_checks.leaves(ref) if isinstance(t, torch.Tensor) and t.is_floating_point()]
     if not dtypes:
         return
-    eps = max(compare.eps_of(d) for d in dtypes)
-    floor = compare.ULP_FLOOR * eps * max(scale, 1.0)
+    eps = max(output_checks.eps_of(d) for d in dtypes)
+    floor = output_checks.ULP_FLOOR * eps * max(scale, 1.0)
     budget = max(factor * eager_err, floor)
     v.evidence.setdefault("error_budget", {})
     if isinstance(v.evidence["error_budget"], dict):
@@ -76,24 +76,24 @@ def error_budget(ref64: Callable[[], Any], key: str, out: Any, ref: Any, factor:
 
 
 def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
-                      cand_model: torch.nn.Module, recorder: launches.LaunchRecorder, inputs0: list[Any],
-                      ref0: Any, spec: specs.LoadedSpec, v: Verdict) -> None:
+                      cand_model: torch.nn.Module, recorder: launch_counter.LaunchRecorder, inputs0: list[Any],
+                      ref0: Any, spec: loading.LoadedSpec, v: Verdict) -> None:
     """Re-run with every candidate launch replaced by a NaN-fill of the tensors it was
     given (inputs and parameters excepted). A result that is still correct was not
     computed by the candidate's kernels (decoy kernel + library fallback)."""
-    probe_in = compare.clone_tree(inputs0)
-    protected = [compare.storage_span(t) for t in compare.leaves(probe_in) if isinstance(t, torch.Tensor)]
-    protected += [compare.storage_span(t) for t in list(cand_model.parameters()) + list(cand_model.buffers())]
-    probe = launches.LaunchRecorder(module_name=recorder.module_name, suppress=True, protected=protected)
+    probe_in = output_checks.clone_tree(inputs0)
+    protected = [output_checks.storage_span(t) for t in output_checks.leaves(probe_in) if isinstance(t, torch.Tensor)]
+    protected += [output_checks.storage_span(t) for t in list(cand_model.parameters()) + list(cand_model.buffers())]
+    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True, protected=protected)
     poison(probe_in)
     try:
-        with launches.recording(probe):
+        with launch_counter.recording(probe):
             out = call(cand_model, probe_in)
     except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
         v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
         return
-    structure_ok = not compare.check_structure(out, ref0, probe_in, strict_strides=False)
-    if structure_ok and compare.compare_values(out, ref0, spec.tolerance).ok:
+    structure_ok = not output_checks.check_structure(out, ref0, probe_in, strict_strides=False)
+    if structure_ok and output_checks.compare_values(out, ref0, spec.tolerance).ok:
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
@@ -109,7 +109,7 @@ def poison_allocator(device: torch.device, like: list[Any], output_sizes: set[in
     glibc's mmap threshold come from fresh zeroed pages (no stale data, but zeros).
     Sizes: the tensors about to be passed plus every output size seen (``output_sizes``).
     """
-    sizes = {t.numel() * t.element_size() for t in compare.leaves(like) if isinstance(t, torch.Tensor)}
+    sizes = {t.numel() * t.element_size() for t in output_checks.leaves(like) if isinstance(t, torch.Tensor)}
     sizes |= output_sizes
     copies = 1
     if device.type == "cuda":

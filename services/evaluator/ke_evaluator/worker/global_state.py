@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import sandbox
+from . import isolation
 
 
 @dataclass
@@ -94,7 +94,7 @@ def snapshot() -> GlobalState:
             "global_module_hooks": str(_global_hook_count()),
         },
         py_threads=threading.active_count(),
-        os_threads=sandbox.thread_count(),
+        os_threads=isolation.thread_count(),
         timers={k: id(v) for k, v in _timer_objects().items()},
     )
 

@@ -3,14 +3,14 @@
 Order of events matters for the defenses (see README.md):
   compile  import the candidate, construct both models (same seed, weights copied),
            first candidate call on input set 0 (Triton JIT compile happens here);
-  run      per trial: seeded inputs (cached per spec and seed, see refcache.py) ->
+  run      per trial: seeded inputs (cached per spec and seed, see reference_cache.py) ->
            poison allocator -> candidate on clones (launches counted) -> reference on
            clones (or its cached output) -> structure/value/error checks;
            trial 0 adds candidate -> reference -> candidate (determinism, stale memory);
            trial 1 rewrites trial 0's buffers in place with new values (address-keyed
            caches; never cached with shared seeds); extra shape sets; kernel-dependency
            check; global-state checks; timing.
-Device lock (devlock.py): SHARED from the compile phase through profiling, EXCLUSIVE
+Device lock (device_lock.py): SHARED from the compile phase through profiling, EXCLUSIVE
 for timing, so parallel workers on one device never run work inside a timed sample.
 Between trials a SHARED holder steps aside for a waiting timer, and Triton compiles run
 with the lock released (compile_release.py): the CPU compiles while the GPU times.
@@ -32,11 +32,11 @@ import torch
 
 from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
-from . import compare, defenses, diagnosis, launches, refcache, specs, timing
+from ..device_lock import DeviceLock, Mode
+from . import defenses, diagnosis, launch_counter, loading, output_checks, reference_cache, timing
 from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
-from .devlock import DeviceLock, Mode
-from .integrity import GlobalState, set_precision_flags, snapshot, state_violations
+from .global_state import GlobalState, set_precision_flags, snapshot, state_violations
 
 PhaseFn = Callable[[str], None]
 
@@ -54,7 +54,7 @@ class JobOptions:
     seed_shared: bool = False
     seed_id: str = ""
     # Reference cache cap: bytes; None = ``reference_cache_fraction`` of free device memory
-    # (CUDA) or refcache.CPU_DEFAULT_BYTES; 0 = off.
+    # (CUDA) or reference_cache.CPU_DEFAULT_BYTES; 0 = off.
     reference_cache_bytes: int | None = None
     reference_cache_fraction: float = 0.25
     time_candidates: bool = True
@@ -85,17 +85,17 @@ class Evaluator:
         self.fingerprint = fingerprint
         self.lock = lock
         self.compile_release = compile_release  # lets the lock go while Triton compiles
-        self.spec_cache: dict[str, specs.LoadedSpec] = {}
+        self.spec_cache: dict[str, loading.LoadedSpec] = {}
         # Inputs, eager and float64 references per (spec sha, seed, init digest); built on the
         # first job (its options carry the cap).
-        self.ref_cache: refcache.RefCache | None = None
+        self.ref_cache: reference_cache.RefCache | None = None
         self.flops_cache: dict[tuple[str, str], float] = {}
         self.counter = 0
         # Byte sizes of reference outputs seen in this worker: the sizes a candidate's output
         # allocation will request, poisoned before every candidate call.
         self._output_sizes: set[int] = set()
         self._before: GlobalState | None = None
-        self._refs: refcache.JobReferences | None = None  # the running job's view of ref_cache
+        self._refs: reference_cache.JobReferences | None = None  # the running job's view of ref_cache
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
@@ -124,15 +124,16 @@ class Evaluator:
         if self.lock is not None:
             self.lock.step_aside()
 
-    def _references(self, opts: JobOptions, spec: specs.LoadedSpec, init: list[Any],
-                    cacheable: bool) -> refcache.JobReferences:
+    def _references(self, opts: JobOptions, spec: loading.LoadedSpec, init: list[Any],
+                    cacheable: bool) -> reference_cache.JobReferences:
         if cacheable and self.ref_cache is None:
-            limit = refcache.resolve_limit(opts.reference_cache_bytes, opts.reference_cache_fraction, self.device)
-            self.ref_cache = refcache.RefCache(limit)
+            limit = reference_cache.resolve_limit(opts.reference_cache_bytes, opts.reference_cache_fraction,
+                                                  self.device)
+            self.ref_cache = reference_cache.RefCache(limit)
         cache = self.ref_cache if cacheable and self.ref_cache is not None and self.ref_cache.limit_bytes > 0 else None
         assert opts.seed is not None
-        key = (spec.sha, opts.seed, refcache.init_digest(init) if cache is not None else "")
-        return refcache.JobReferences(cache, key, shared=opts.seed_shared)
+        key = (spec.sha, opts.seed, reference_cache.init_digest(init) if cache is not None else "")
+        return reference_cache.JobReferences(cache, key, shared=opts.seed_shared)
 
     # -- the job ---------------------------------------------------------------------------
     def evaluate(self, job: dict[str, Any], phase: PhaseFn) -> dict[str, Any]:
@@ -151,7 +152,7 @@ class Evaluator:
         except Outcome as o:
             v.status = o.status  # type: ignore[assignment]
             v.reason = o.reason
-        except specs.SpecError as exc:
+        except loading.SpecError as exc:
             return {"spec_error": str(exc)}
         except MemoryError as exc:
             v.status, v.reason = "runtime_error", f"out of memory: {exc}"
@@ -183,7 +184,7 @@ class Evaluator:
             stages[name] = round(stages.get(name, 0.0) + now - mark[0], 4)
             mark[0] = now
         jobdir = os.path.join(self.scratch, "jobs")
-        spec = specs.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
+        spec = loading.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
         cacheable = opts.seed is not None
         if opts.seed is None:
             opts.seed = random.SystemRandom().randrange(1 << 30)
@@ -201,13 +202,13 @@ class Evaluator:
         before = snapshot()
         self._before = before
         init = spec.init_inputs()
-        ref_model = specs.build_model(spec.Model, init, opts.seed, dev)
+        ref_model = loading.build_model(spec.Model, init, opts.seed, dev)
         refs = self._refs = self._references(opts, spec, init, cacheable)
 
         # ---- compile: import + construct + first call ---------------------------------------
         mod_name = f"_ke_candidate_{os.getpid()}_{self.counter}"
         try:
-            mod = specs.import_source(job["candidate_source"], mod_name, jobdir)
+            mod = loading.import_source(job["candidate_source"], mod_name, jobdir)
         except SyntaxError as exc:
             raise Outcome("compile_error", f"syntax error at line {exc.lineno}: {exc.msg}") from None
         except Exception as exc:  # noqa: BLE001
@@ -221,12 +222,12 @@ class Evaluator:
         if issubclass(cls, spec.Model) or any(getattr(c, "__module__", "") == spec_mod for c in cls.__mro__):
             raise Outcome("rejected", "ModelNew inherits from the reference Model")
         try:
-            cand_model = specs.build_model(cls, init, opts.seed, dev)
+            cand_model = loading.build_model(cls, init, opts.seed, dev)
         except Exception as exc:  # noqa: BLE001
             raise Outcome("compile_error", f"ModelNew(*get_init_inputs()) raised: {exc_summary(exc)}") from None
-        v.evidence["parameters"] = specs.copy_parameters(ref_model, cand_model)
+        v.evidence["parameters"] = loading.copy_parameters(ref_model, cand_model)
 
-        recorder = launches.LaunchRecorder(module_name=mod_name)
+        recorder = launch_counter.LaunchRecorder(module_name=mod_name)
         seed = opts.seed
         inputs0 = refs.inputs("trial 0", lambda: spec.inputs(seed + 1000, dev))
 
@@ -234,7 +235,7 @@ class Evaluator:
             recorder.reset()
             self.poison(inputs)
             try:
-                with launches.recording(recorder):
+                with launch_counter.recording(recorder):
                     out = self._call(cand_model, inputs)
             except Exception as exc:  # noqa: BLE001
                 status = "compile_error" if defenses.is_compile_error(exc) else "runtime_error"
@@ -247,7 +248,7 @@ class Evaluator:
                 raise Outcome("rejected", f"no Triton kernel defined by the candidate launched ({label}){foreign}")
             return out
 
-        first_in = compare.clone_tree(inputs0)
+        first_in = output_checks.clone_tree(inputs0)
         first_out = run_candidate(first_in, "first call")
         kernel_launches = {k: s.launches for k, s in recorder.own.items()}
         kernel_meta = {k: (s.registers, s.shared_bytes, s.spills) for k, s in recorder.own.items()}
@@ -283,29 +284,29 @@ class Evaluator:
             if idx == 0:
                 cand_in, out = first_in, first_out
             elif idx == 1 and _same_shapes(persistent, inputs):
-                for dst, src in zip(compare.leaves(persistent), compare.leaves(inputs), strict=False):
+                for dst, src in zip(output_checks.leaves(persistent), output_checks.leaves(inputs), strict=False):
                     if isinstance(dst, torch.Tensor):
                         dst.copy_(src)
                 cand_in = persistent
                 label += " (same buffers as trial 0, new values)"
                 out = run_candidate(cand_in, label)
             else:
-                cand_in = compare.clone_tree(inputs)
+                cand_in = output_checks.clone_tree(inputs)
                 out = run_candidate(cand_in, label)
             self._check_state(before)
             if not refs.unchanged(label.split(" (")[0]):
                 refs.invalidate()
                 raise Outcome("rejected", f"the evaluator's cached inputs or reference changed while the "
                                           f"candidate ran (writes outside its own tensors?) ({label})")
-            mutated = compare.inputs_unchanged(inputs, cand_in)
+            mutated = output_checks.inputs_unchanged(inputs, cand_in)
             if mutated:
                 raise Outcome("incorrect", f"{mutated} ({label})")
 
             def reference(inputs: list[Any] = inputs) -> tuple[Any, bool]:
-                ref_in = compare.clone_tree(inputs)
+                ref_in = output_checks.clone_tree(inputs)
                 out_ref = self._call(ref_model, ref_in)
                 set_precision_flags()
-                return out_ref, compare.aliases_any(out_ref, ref_in)
+                return out_ref, output_checks.aliases_any(out_ref, ref_in)
 
             key = label.split(" (")[0]
             if key in fresh or idx == 0:  # trial 0: the reference runs after the candidate, as always
@@ -315,19 +316,19 @@ class Evaluator:
             else:
                 ref, ref_aliases = refs.reference(key, reference)
             if len(self._output_sizes) < 64:
-                self._output_sizes |= {t.numel() * t.element_size() for t in compare.leaves(ref)
+                self._output_sizes |= {t.numel() * t.element_size() for t in output_checks.leaves(ref)
                                        if isinstance(t, torch.Tensor)}
-            bad = compare.check_structure(out, ref, cand_in, strict_strides=opts.strict_strides,
+            bad = output_checks.check_structure(out, ref, cand_in, strict_strides=opts.strict_strides,
                                           allow_input_alias=ref_aliases)
             if bad:
                 raise Outcome("incorrect", f"{bad} ({label})")
             if not opts.strict_strides:
-                loose = compare.check_structure(out, ref, cand_in, strict_strides=True)
+                loose = output_checks.check_structure(out, ref, cand_in, strict_strides=True)
                 if loose and loose not in v.warnings:
                     v.warnings.append(loose)
             if isinstance(ref, torch.Tensor) and not ref.is_contiguous() and out.stride() != ref.stride():
                 v.warnings.append("reference output is non-contiguous; candidate returned a contiguous tensor")
-            cmp = compare.compare_values(out, ref, spec.tolerance)
+            cmp = output_checks.compare_values(out, ref, spec.tolerance)
             corr.atol = cmp.details.get("atol", corr.atol)
             corr.rtol = cmp.details.get("rtol", corr.rtol)
             corr.details.append({"set": label, "ok": cmp.ok, "max_abs_error": cmp.max_abs,
@@ -340,13 +341,13 @@ class Evaluator:
                 raise Outcome("incorrect", f"{cmp.reason} ({label})")
             if idx == 0:
                 ref_out0 = ref
-                out_shapes = [tuple(t.shape) for t in compare.leaves(ref) if isinstance(t, torch.Tensor)]
+                out_shapes = [tuple(t.shape) for t in output_checks.leaves(ref) if isinstance(t, torch.Tensor)]
                 defenses.crc_and_determinism(run_candidate, inputs, out, ref, spec, v)
             if idx == 0 or key == "extra shape set 0" or (opts.seed_shared and key == "trial 1"):
                 budget_key = f"seed {seed + 1000}" if idx == 0 else f"extra set 0 seed {seed + 5000}"
                 if opts.seed_shared:  # the shared seed is not reported
                     budget_key = "extra set 0" if key.startswith("extra") else key
-                ref64 = partial(refcache.float64_reference, ref_model, inputs, dev)
+                ref64 = partial(reference_cache.float64_reference, ref_model, inputs, dev)
                 if key not in fresh:
                     ref64 = partial(refs.float64, key, ref64)
                 if spec.error_budget is False:
@@ -369,9 +370,10 @@ class Evaluator:
         weights = list(ref_model.parameters()) + list(ref_model.buffers())
         bytes_moved = (diagnosis.tensor_bytes(inputs0) + diagnosis.tensor_bytes(weights)
                        + diagnosis.tensor_bytes(ref_out0))
-        fkey = (spec.sha, str([tuple(t.shape) for t in compare.leaves(inputs0) if isinstance(t, torch.Tensor)]))
+        fkey = (spec.sha, str([tuple(t.shape) for t in output_checks.leaves(inputs0) if isinstance(t, torch.Tensor)]))
         if fkey not in self.flops_cache:
-            self.flops_cache[fkey] = diagnosis.count_flops(lambda: self._call(ref_model, compare.clone_tree(inputs0)))
+            self.flops_cache[fkey] = diagnosis.count_flops(
+                lambda: self._call(ref_model, output_checks.clone_tree(inputs0)))
             set_precision_flags()
         flops = self.flops_cache[fkey]
         diag = Diagnosis(bytes_moved=float(bytes_moved), flops=flops)
@@ -381,7 +383,7 @@ class Evaluator:
         lap("flops")
         self._step_aside()
         if opts.profile_library_time:
-            probe_in = compare.clone_tree(inputs0)  # cloned outside the profiled region
+            probe_in = output_checks.clone_tree(inputs0)  # cloned outside the profiled region
             frac, per_kernel, ops = diagnosis.library_time_fraction(
                 lambda: self._call(cand_model, probe_in), dev.type, set(kernel_launches))
             diag.library_time_fraction = frac
@@ -405,7 +407,7 @@ class Evaluator:
                                   host_ms=ct.host_median_ms if ct else 0.0,
                                   device_name=self.fingerprint.get("device_name", ""),
                                   uses_tensor_cores=any(t.dtype in (torch.float16, torch.bfloat16)
-                                                        for t in compare.leaves(inputs0)
+                                                        for t in output_checks.leaves(inputs0)
                                                         if isinstance(t, torch.Tensor)))
         for k, val in cls_.items():
             if k == "notes":
@@ -426,7 +428,7 @@ class Evaluator:
             set_precision_flags()
             raise Outcome("rejected", "candidate changed process state: " + "; ".join(problems))
 
-    def _compiled_baseline(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, inputs: list[Any],
+    def _compiled_baseline(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, inputs: list[Any],
                            v: Verdict) -> Callable[..., Any] | None:
         """torch.compile of the reference (GPU only). Dynamo's code cache and the on-disk
         Inductor/Triton caches make later jobs of the same spec cheap; failures only note."""
@@ -436,10 +438,10 @@ class Evaluator:
         try:
             compiled = torch.compile(ref_model)
             with torch.no_grad():
-                check = compiled(*compare.clone_tree(inputs))
-                ref = ref_model(*compare.clone_tree(inputs))
+                check = compiled(*output_checks.clone_tree(inputs))
+                ref = ref_model(*output_checks.clone_tree(inputs))
             set_precision_flags()
-            if not compare.compare_values(check, ref, spec.tolerance).ok:
+            if not output_checks.compare_values(check, ref, spec.tolerance).ok:
                 v.evidence["compile_baseline"] = "skipped: torch.compile output differs from eager"
                 return None
             v.evidence["compile_baseline"] = "torch.compile (inductor)"
@@ -453,7 +455,7 @@ class Evaluator:
             v.evidence["compile_baseline"] = f"skipped: torch.compile failed ({type(exc).__name__}: {exc})"[:300]
             return None
 
-    def _time(self, spec: specs.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
+    def _time(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
               opts: JobOptions, v: Verdict, seed: int) -> None:
         dev = self.device
         sets = [spec.inputs(seed + 9000 + i, dev) for i in range(max(1, opts.timing_input_sets))]
@@ -481,14 +483,14 @@ class Evaluator:
                     return compiled(*inputs)
 
             contestants.append(comp)
-        sources = [compare.clone_tree(s) for s in sets]
+        sources = [output_checks.clone_tree(s) for s in sets]
 
         def refresh(idx: int, k: int) -> None:
             # Same buffers, new values every round (the source values scaled by a round-unique
             # factor): a cache keyed on pointers or on input values never hits while timed.
             scale = 1.0 + (k + 1) * 2.0**-12
             with torch.no_grad():
-                for dst, src in zip(compare.leaves(sets[idx]), compare.leaves(sources[idx]), strict=False):
+                for dst, src in zip(output_checks.leaves(sets[idx]), output_checks.leaves(sources[idx]), strict=False):
                     if isinstance(dst, torch.Tensor) and dst.is_floating_point():
                         dst.copy_(src).mul_(scale)
 
@@ -512,7 +514,7 @@ class Evaluator:
 
 
 def _same_shapes(a: list[Any], b: list[Any]) -> bool:
-    la, lb = compare.leaves(a), compare.leaves(b)
+    la, lb = output_checks.leaves(a), output_checks.leaves(b)
     if len(la) != len(lb):
         return False
     for x, y in zip(la, lb, strict=False):

@@ -7,6 +7,8 @@ Parent -> worker ("op"):
   {"op": "evaluate", "job_id", "spec_source", "spec_name", "candidate_source", "candidate_id", "options"}
   {"op": "validate_spec", "job_id", "spec_source", "spec_name", "options"}
   {"op": "shutdown"}
+  "options" is flat, ``{field: value}`` of ``worker.evaluation.JobOptions`` plus the phase
+  timeouts (``Judge._job_options`` builds it from the nested ``EvalOptions``).
 Worker -> parent ("type"):
   {"type": "ready", "fingerprint": {...}, "sandbox": {...}}
   {"type": "phase", "job_id", "phase": "compile" | "run"}   # restarts the parent's clock

@@ -1,0 +1,141 @@
+"""Options of a ``Judge``, the one place that builds them from settings, and the device.
+
+``EvalOptions`` holds what one Judge needs: the checks it runs on every candidate at the top,
+and four sections it shares with the typed settings (``kernelevolve.config``):
+``timing``, ``cache`` (the workers' reference cache), ``sandbox`` and ``pool``. YAML and
+``KE_EVALUATOR_<SECTION>_<FIELD>`` reach them through ``EvaluatorSettings``, and
+``options_from_settings`` is the only translation from settings to options (the evaluator
+service and the CLI both use it).
+
+``auto`` is resolved here only: ``resolve_device`` for a Judge's device,
+``resolve_hardware_kind`` for the kind of hardware a service announces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelevolve.config import (
+    EvaluatorSettings,
+    ReferenceCacheOptions,
+    SandboxOptions,
+    TimingOptions,
+    WorkerPoolOptions,
+)
+from kernelevolve.errors import InvalidArgumentError
+
+__all__ = ["EvalOptions", "ReferenceCacheOptions", "SandboxOptions", "TimingOptions", "WorkerPoolOptions",
+           "options_from_settings", "resolve_device", "resolve_hardware_kind"]
+
+
+@dataclass
+class EvalOptions:
+    device: str = "auto"  # "auto" | "cpu" | "cuda"; auto = cuda if torch.cuda.is_available() else cpu
+    correctness_trials: int = 5
+    compile_timeout_s: float = 120.0  # import + construct + first call (Triton JIT compile)
+    run_timeout_s: float = 120.0  # correctness + integrity checks + timing
+    time_candidates: bool = True
+    scratch_dir: str | os.PathLike[str] | None = None  # root of worker scratch dirs; a temp dir when None
+    # Base seed of inputs and weights. None: derived per evaluation from a secret per-Judge
+    # salt, shared by ``cache.seed_rotation_jobs`` consecutive evaluations of a spec in a
+    # worker (reference cache; not reported) -- or random per evaluation (reported) when the
+    # cache is off. An int: that seed for every evaluation (reported; reproducible).
+    # Not in the settings: a service judging with one fixed seed would let every candidate
+    # see the same inputs.
+    seed: int | None = None
+    error_budget_factor: float = 10.0  # candidate error vs fp64 <= this x eager error (+ ulp floor)
+    check_kernel_dependency: bool = True
+    profile_library_time: bool = True
+    # Output strides must equal the reference's (a contiguous answer to a non-contiguous
+    # reference is accepted). False: a stride mismatch is only a warning.
+    strict_strides: bool = True
+    # The AST policy (static_policy). Turning it off leaves only the runtime defenses:
+    # meant for testing those layers, never for production (so not in the settings).
+    enforce_static_policy: bool = True
+    # Workers judging at once on the device (``evaluate`` from several threads, or
+    # ``evaluate_many``). Timing takes the device alone (exclusive lock); everything else
+    # overlaps. Each worker has its own spare and reference cache.
+    parallel_workers: int = 1
+    timing: TimingOptions = field(default_factory=TimingOptions)
+    cache: ReferenceCacheOptions = field(default_factory=ReferenceCacheOptions)
+    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
+    pool: WorkerPoolOptions = field(default_factory=WorkerPoolOptions)
+
+    def validate(self) -> None:
+        """Raises ``InvalidArgumentError`` for options no Judge can run with."""
+        if self.correctness_trials < 1:
+            raise InvalidArgumentError("correctness_trials must be >= 1")
+        if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0:
+            raise InvalidArgumentError("timeouts must be positive")
+        for name in ("min_trials", "max_trials"):
+            val = getattr(self.timing, name)
+            if val is not None and val < 1:
+                raise InvalidArgumentError(f"timing.{name} must be >= 1")
+        if self.parallel_workers < 1:
+            raise InvalidArgumentError("parallel_workers must be >= 1")
+        if self.cache.seed_rotation_jobs < 1:
+            raise InvalidArgumentError("cache.seed_rotation_jobs must be >= 1")
+        if self.cache.limit_bytes is not None and self.cache.limit_bytes < 0:
+            raise InvalidArgumentError("cache.limit_bytes must be >= 0 (or None)")
+        if not 0.0 <= self.cache.fraction <= 1.0:
+            raise InvalidArgumentError("cache.fraction must be within [0, 1]")
+
+
+def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> EvalOptions:
+    """The Judge's options for an evaluator configured by ``settings`` (YAML, ``KE_*``);
+    ``overrides`` replace top-level fields (the CLI's ``--trials``)."""
+    opts = EvalOptions(
+        device=device_of_kind(settings.hardware_kind),
+        correctness_trials=settings.correctness_trials,
+        compile_timeout_s=settings.compile_timeout_s,
+        run_timeout_s=settings.run_timeout_s,
+        scratch_dir=settings.scratch_dir or None,
+        parallel_workers=max(1, settings.parallel_workers),
+        timing=settings.timing,
+        cache=settings.cache,
+        sandbox=settings.sandbox,
+        pool=settings.pool,
+    )
+    return dataclasses.replace(opts, **overrides) if overrides else opts
+
+
+# -- hardware ----------------------------------------------------------------------------------
+# Settings' hardware kinds and the Judge device they mean. Any other kind is a pool label
+# (README, "Configuration") and is judged on the CPU, as the service and the CLI always did.
+_KIND_DEVICE = {"auto": "auto", "nvidia": "cuda", "cpu": "cpu"}
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def device_of_kind(kind: str) -> str:
+    """The Judge device for a settings hardware kind ("auto" stays "auto")."""
+    return _KIND_DEVICE.get(kind, "cpu")
+
+
+def resolve_hardware_kind(kind: str) -> str:
+    """The hardware kind an evaluator serves: "auto" becomes "nvidia" when CUDA is visible,
+    else "cpu"; any other kind is kept (a Judge built for it checks that its device exists)."""
+    if kind == "auto":
+        return "nvidia" if cuda_available() else "cpu"
+    return kind
+
+
+def resolve_device(device: str) -> str:
+    """A Judge's device: "auto" becomes "cuda" when CUDA is visible, else "cpu"."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise InvalidArgumentError(f"EvalOptions.device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "cpu":
+        return device
+    available = cuda_available()
+    if device == "cuda" and not available:
+        raise InvalidArgumentError("EvalOptions.device='cuda' but no CUDA device is available")
+    return "cuda" if available else "cpu"
