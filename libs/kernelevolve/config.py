@@ -72,6 +72,13 @@ class EvaluatorSettings:
     # 1 on CPU (the interpreter is CPU-bound); 2-4 pays off on a GPU, where compile and
     # correctness leave it mostly idle (bench/eval_throughput.py --parallel N).
     parallel_workers: int = 1
+    # A candidate whose evaluation was started this many times without a verdict (its
+    # evaluator died each time) is judged ``crashed`` on the next delivery instead of
+    # blocking the work queue; the consumer allows max_attempts + 1 deliveries.
+    max_attempts: int = 2
+    # How long a silent evaluator keeps a candidate before it is redelivered to another;
+    # a live one extends it with progress heartbeats, so this bounds only crash recovery.
+    ack_wait_s: float = 60.0
 
 
 @dataclass(frozen=True)

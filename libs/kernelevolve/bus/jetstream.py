@@ -150,6 +150,7 @@ class JetStreamBus:
             await msg.term()
             return
         env.sequence = msg.metadata.sequence.stream
+        env.delivery = msg.metadata.num_delivered
         heartbeat = asyncio.create_task(_keep_alive(msg, ack_wait_s))
         try:
             await handler(env)

@@ -87,9 +87,14 @@ class MemoryBus:
             env = Envelope()
             env.ParseFromString(self._log[idx][1])
             env.sequence = idx + 1
+            env.delivery = deliveries + 1
             try:
                 await handler(env)
             except asyncio.CancelledError:
+                # The consumer stopped mid-message (its process "died"): the message was never
+                # acknowledged, so it goes back to the durable for whoever consumes it next.
+                if deliveries + 1 < max_deliver:
+                    d.redeliver.insert(0, (idx, deliveries + 1))
                 raise
             except PermanentError as exc:
                 log.error("handler failed permanently", extra={"error": str(exc)})

@@ -7,7 +7,10 @@ Semantics (both adapters pass tests/bus/test_bus_contract.py):
   exactly one of the processes sharing ``durable`` and is acknowledged after the
   handler returns; a handler raising a RetryableError (or any unexpected error) gets
   the message redelivered later; a PermanentError terminates it (logged, not retried).
-  Two different durables on the same subject each see every message.
+  Two different durables on the same subject each see every message. A message is
+  delivered at most ``max_deliver`` times; ``Envelope.delivery`` says which attempt a
+  handler is looking at (1 = first), so the last one can settle the message without
+  working (a poison message must not block its queue).
 - ``watch(filter)`` replays matching messages from the start of the stream and then
   follows new ones, in order (for the gateway's WatchSession).
 - A key-value store with compare-and-set for the search tree and session records.

@@ -49,7 +49,9 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         stack.push_async_callback(store.close)
     judge = judge or make_judge(settings.evaluator, hardware_kind, stack)
     service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind,
-                               parallel=max(1, settings.evaluator.parallel_workers))
+                               parallel=max(1, settings.evaluator.parallel_workers),
+                               max_attempts=settings.evaluator.max_attempts,
+                               ack_wait_s=settings.evaluator.ack_wait_s)
     server = await start_server(
         settings.grpc.host, settings.grpc.evaluator_port if port is None else port,
         [lambda s: sgrpc.add_EvaluatorServicer_to_server(EvaluatorServicer(service), s)],
