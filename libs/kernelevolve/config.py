@@ -76,6 +76,10 @@ class EvaluatorSettings:
     # evaluator died each time) is judged ``crashed`` on the next delivery instead of
     # blocking the work queue; the consumer allows max_attempts + 1 deliveries.
     max_attempts: int = 2
+    # GPUs of this host the evaluator judges on (nvidia only), one worker pinned to each
+    # (CUDA_VISIBLE_DEVICES per worker process): "" the first visible GPU, "all" every
+    # visible one, or a list of CUDA_VISIBLE_DEVICES entries ("0,2").
+    gpus: str = ""
     # How long a silent evaluator keeps a candidate before it is redelivered to another;
     # a live one extends it with progress heartbeats, so this bounds only crash recovery.
     ack_wait_s: float = 60.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,24 @@ def detect_hardware_kind(settings: EvaluatorSettings) -> str:
     return "nvidia" if torch.cuda.is_available() else "cpu"
 
 
+def host_gpus(settings: EvaluatorSettings, hardware_kind: str) -> tuple[str, ...]:
+    """The GPUs this evaluator pins its workers to (``evaluator.gpus``); none on CPU."""
+    if hardware_kind != "nvidia" or not settings.gpus:
+        return ()
+    import torch
+
+    from ke_evaluator.gpus import select_gpus, visible_gpus
+
+    visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+    return tuple(select_gpus(settings.gpus, visible))
+
+
 def make_judge(settings: EvaluatorSettings, hardware_kind: str, stack: AsyncExitStack) -> JudgePort:
     from ke_evaluator.judge import EvalOptions, Judge
 
     judge = Judge(EvalOptions(
         device="cuda" if hardware_kind == "nvidia" else "cpu",
+        gpus=host_gpus(settings, hardware_kind),
         correctness_trials=settings.correctness_trials,
         compile_timeout_s=settings.compile_timeout_s,
         run_timeout_s=settings.run_timeout_s,
@@ -48,8 +62,10 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
     judge = judge or make_judge(settings.evaluator, hardware_kind, stack)
+    # One candidate at a time per worker: with several GPUs the Judge has a worker per GPU.
+    parallel = max(1, settings.evaluator.parallel_workers, len(getattr(judge, "pins", ())))
     service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind,
-                               parallel=max(1, settings.evaluator.parallel_workers),
+                               parallel=parallel,
                                max_attempts=settings.evaluator.max_attempts,
                                ack_wait_s=settings.evaluator.ack_wait_s)
     server = await start_server(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
@@ -39,7 +40,7 @@ from typing import Any
 
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 
-from . import devlock, static_checks
+from . import devlock, gpus, static_checks
 from .pool import Slot, WorkerPool, WorkerProcess
 from .verdict import SpecCheck, Status, Verdict
 
@@ -89,6 +90,10 @@ class EvalOptions:
     network_isolation: bool = True
     filesystem_isolation: bool = True  # private mount namespace: all read-only but scratch + Triton cache
     cuda_visible_devices: str | None = None  # pin the worker's GPU; None keeps the parent's value
+    # Several GPUs of one host (CUDA only): CUDA_VISIBLE_DEVICES entries, one worker pinned
+    # to each (more when parallel_workers is larger, round robin: gpus.pin_workers), each
+    # GPU with its own device lock. Empty: every worker on ``cuda_visible_devices``.
+    gpus: tuple[str, ...] = ()
     # Worker reuse after a non-correct verdict. True keeps the worker after incorrect /
     # compile_error (and CPU runtime_error); False replaces it after any. None (default):
     # True on CUDA, False on CPU. In the interpreter an unmasked out-of-bounds access can
@@ -166,8 +171,13 @@ class Judge:
         root = os.fspath(self.opts.scratch_dir) if self.opts.scratch_dir else tempfile.mkdtemp(prefix="ke-eval-")
         os.makedirs(root, exist_ok=True)
         self.root = os.path.abspath(root)
-        # The device lock of this Judge's workers lives in its root (devlock.py).
+        # The device lock of this Judge's workers lives in its root (devlock.py); with
+        # several GPUs, one lock per GPU in its own folder: timing needs only its device.
         self.lock_dir = devlock.create_files(self.root)
+        self.pins: list[str | None] = [None] * self.opts.parallel_workers
+        if self.device == "cuda" and self.opts.gpus:
+            self.pins = list(gpus.pin_workers(list(self.opts.gpus), self.opts.parallel_workers))
+            self.opts.parallel_workers = len(self.pins)
         # Secret of this Judge alone: seeds are derived from it, and it never leaves this process.
         self._salt = secrets.token_bytes(32)
         self._state = threading.Lock()  # guards the rotation counters
@@ -178,7 +188,8 @@ class Judge:
         if lock_wait is None:
             lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.startup_timeout_s) * max(1, n)
         early = o.spare_worker and (o.spare_from_start if o.spare_from_start is not None else self.device == "cuda")
-        self._pool = WorkerPool([Slot(i, self._spawn, o, lock_wait, spare_early=early) for i in range(n)])
+        self._pool = WorkerPool([Slot(i, functools.partial(self._spawn, self.pins[i]), o, lock_wait,
+                                      spare_early=early) for i in range(n)])
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}
@@ -202,8 +213,12 @@ class Judge:
         if not 0.0 <= o.reference_cache_fraction <= 1.0:
             raise InvalidArgumentError("reference_cache_fraction must be within [0, 1]")
 
-    def _spawn(self) -> WorkerProcess:
-        return WorkerProcess(self.root, self.device, self.opts, lock_dir=self.lock_dir)
+    def _spawn(self, gpu: str | None = None) -> WorkerProcess:
+        if gpu is None:
+            return WorkerProcess(self.root, self.device, self.opts, lock_dir=self.lock_dir)
+        lock_dir = devlock.create_files(os.path.join(self.root, f"gpu-{gpu}"))
+        return WorkerProcess(self.root, self.device, dataclasses.replace(self.opts, cuda_visible_devices=gpu),
+                             lock_dir=lock_dir)
 
     @property
     def workers_started(self) -> int:
@@ -244,7 +259,9 @@ class Judge:
         d["device"] = self.device
         d["min_timing_trials"] = o.min_timing_trials or (10 if cuda else 3)
         d["max_timing_trials"] = o.max_timing_trials or (200 if cuda else 10)
-        d["reference_cache_fraction"] = o.reference_cache_fraction / o.parallel_workers  # per worker
+        # Per worker, of the free memory of its own device.
+        per_device = max(self.pins.count(p) for p in self.pins) if self.pins else 1
+        d["reference_cache_fraction"] = o.reference_cache_fraction / per_device
         return d
 
     def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
