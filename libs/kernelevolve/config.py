@@ -32,6 +32,10 @@ class BusSettings:
     connect_timeout_s: float = 5.0
     # Events are kept this long in the stream (seconds); 7 days.
     max_age_s: int = 7 * 24 * 3600
+    # How long a consumer's unacknowledged message waits before it is redelivered when its
+    # handler's process died; a live handler sends progress heartbeats, so this bounds only
+    # crash recovery. Consumers may ask for their own (the evaluator has evaluator.ack_wait_s).
+    ack_wait_s: float = 30.0
 
 
 @dataclass(frozen=True)

@@ -103,10 +103,12 @@ class JetStreamBus:
         durable: str,
         handler: Handler,
         *,
-        ack_wait_s: float = 30.0,
+        ack_wait_s: float | None = None,
         max_deliver: int = 5,
         concurrency: int = 1,
     ) -> _PullLoop:
+        if ack_wait_s is None:
+            ack_wait_s = self._settings.ack_wait_s
         config = api.ConsumerConfig(
             durable_name=durable,
             ack_policy=api.AckPolicy.EXPLICIT,

@@ -58,7 +58,7 @@ class MemoryBus:
             self._changed.notify_all()
         return len(self._log)
 
-    async def consume(self, subject_filter: str, durable: str, handler: Handler, *, ack_wait_s: float = 30.0,
+    async def consume(self, subject_filter: str, durable: str, handler: Handler, *, ack_wait_s: float | None = None,
                       max_deliver: int = 5, concurrency: int = 1) -> _Loop:
         d = self._durables.setdefault(durable, _Durable(subject_filter))
         task = asyncio.create_task(self._run(d, handler, max_deliver), name=f"memconsume:{durable}")

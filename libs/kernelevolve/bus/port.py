@@ -49,7 +49,7 @@ class EventBus(Protocol):
         durable: str,
         handler: Handler,
         *,
-        ack_wait_s: float = 30.0,
+        ack_wait_s: float | None = None,
         max_deliver: int = 5,
         concurrency: int = 1,
     ) -> Subscription: ...
