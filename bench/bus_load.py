@@ -45,7 +45,11 @@ SPEC_SOURCE = ("import torch\nclass Model(torch.nn.Module):\n    def forward(sel
 
 
 class InstantJudge:
-    """The stub evaluation step: every candidate is correct at once, speedup 1."""
+    """The stub evaluation step: every candidate is correct at once, speedup 1 (after
+    ``delay_s``, which the fault mode uses so that a killed evaluator is surely mid-work)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
 
     def validate_spec(self, spec_source: str, spec_name: str) -> Any:
         from ke_evaluator.verdict import SpecCheck
@@ -56,6 +60,8 @@ class InstantJudge:
                  fresh_worker: bool = False) -> Any:
         from ke_evaluator.verdict import Verdict
 
+        if self.delay_s:
+            time.sleep(self.delay_s)
         return Verdict(status="correct", reason="stub evaluation step (load test)", candidate_id=candidate_id,
                        speedup=1.0)
 
@@ -65,14 +71,17 @@ class InstantJudge:
 
 async def _serve_evaluator() -> None:
     from ke_evaluator.app import start
+    from kernelevolve import logging as ke_logging
     from kernelevolve.config import load_settings
 
     settings = load_settings()
+    ke_logging.configure("json", settings.log_level)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     async with AsyncExitStack() as stack:
-        await start(settings, stack, judge=InstantJudge(), port=0)
+        await start(settings, stack, judge=InstantJudge(float(os.environ.get("BUS_LOAD_JUDGE_DELAY_S", "0"))),
+                    port=0)
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         await stop.wait()
@@ -87,6 +96,21 @@ def rss_kib(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def _log_events(path: Path) -> dict[str, set[tuple[str, str]]]:
+    """(session, candidate) pairs an evaluator logged as started and as finished."""
+    out: dict[str, set[tuple[str, str]]] = {"evaluating": set(), "evaluated": set()}
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("event") in out:
+            out[rec["event"]].add((rec.get("session_id", ""), rec.get("candidate_id", "")))
+    return out
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -123,7 +147,10 @@ def machine() -> dict[str, Any]:
 
 
 async def run_load(candidates: int, evaluators: int, sessions: int, window: int, parallel: int,
-                   workdir: Path) -> dict[str, Any]:
+                   workdir: Path, *, kill_after: int = 0, ack_wait_s: float = 60.0) -> dict[str, Any]:
+    """``kill_after`` > 0 (a fault test): once that many verdicts are in, SIGKILL the first
+    evaluator while it is judging (the stub then takes 200 ms per candidate); what it held
+    must reach the others after ``ack_wait_s`` and be finished there, once."""
     from kernelevolve.bus.envelope import envelope
     from kernelevolve.bus.jetstream import JetStreamBus
     from kernelevolve.bus.nats_server import NatsServer
@@ -141,7 +168,11 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
     try:
         env = dict(os.environ, KE_BUS_URL=server.url, KE_STORE_KIND="folder", KE_STORE_ROOT=str(store_root),
                    KE_EVALUATOR_HARDWARE_KIND="cpu", KE_EVALUATOR_PARALLEL_WORKERS=str(parallel),
-                   KE_LOG_LEVEL="WARNING", KE_LOG_FORMAT="json",
+                   KE_EVALUATOR_ACK_WAIT_S=str(ack_wait_s),
+                   BUS_LOAD_JUDGE_DELAY_S="0.2" if kill_after else "0",
+                   # In the fault mode the evaluators log each candidate they start and finish,
+                   # which tells what the killed one was holding and who finished it.
+                   KE_LOG_LEVEL="INFO" if kill_after else "WARNING", KE_LOG_FORMAT="json",
                    PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
         for i in range(evaluators):
             log_file = open(workdir / f"evaluator-{i}.log", "wb")  # noqa: SIM115 - closed with the process
@@ -172,6 +203,7 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
         received: dict[tuple[str, str], int] = {}
         done = asyncio.Event()
         room = asyncio.Semaphore(window)
+        killed: list[int] = []
 
         async def on_result(e: ev.Envelope) -> None:
             key = (e.session_id, e.evaluation_completed.result.candidate_id)
@@ -184,7 +216,21 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
 
         rss_before = {"nats-server": rss_kib(server.pid or 0), "driver": rss_kib(os.getpid()),
                       **{f"evaluator-{i}": rss_kib(p.pid) for i, p in enumerate(procs)}}
+        async def kill_mid_evaluation() -> None:
+            """Once ``kill_after`` verdicts are in, SIGKILL evaluator 0 while its log shows a
+            candidate started and not finished (the stub's 200 ms leave ample time)."""
+            while len(latency) < kill_after:
+                await asyncio.sleep(0.01)
+            while True:
+                seen = _log_events(workdir / "evaluator-0.log")
+                if seen["evaluating"] - seen["evaluated"]:
+                    os.kill(procs[0].pid, signal.SIGKILL)
+                    killed.append(procs[0].pid)
+                    return
+                await asyncio.sleep(0.01)
+
         await bus.consume(subjects.evaluation(), "load-driver", on_result, concurrency=64)
+        killer = asyncio.create_task(kill_mid_evaluation()) if kill_after else None
         t0 = time.perf_counter()
         for sid, cid in plan:
             await room.acquire()
@@ -195,12 +241,20 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
                               dedup_id=f"gen-{sid}-{cid}")
         await asyncio.wait_for(done.wait(), timeout=max(120.0, candidates / 20))
         elapsed = time.perf_counter() - t0
+        if killer is not None:
+            await asyncio.wait_for(killer, 10)
         await asyncio.sleep(2.0)  # late duplicates would arrive now
         rss_after = {"nats-server": rss_kib(server.pid or 0), "driver": rss_kib(os.getpid()),
-                     **{f"evaluator-{i}": rss_kib(p.pid) for i, p in enumerate(procs)}}
+                     **{f"evaluator-{i}": rss_kib(p.pid) for i, p in enumerate(procs) if p.pid not in killed}}
         await bus.close()
         await store.close()
         reports = sum(1 for _ in store_root.glob("sessions/*/reports/*.json"))
+        takeover: dict[str, int] = {}
+        if kill_after:
+            logs = [_log_events(workdir / f"evaluator-{i}.log") for i in range(evaluators)]
+            held = logs[0]["evaluating"] - logs[0]["evaluated"]
+            finished_elsewhere = set().union(*(lg["evaluated"] for lg in logs[1:]))
+            takeover = {"held_by_killed": len(held), "finished_by_others": len(held & finished_elsewhere)}
         lat_ms = [v * 1000 for v in latency.values()]
         return {
             "candidates": candidates,
@@ -216,6 +270,8 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
             "lost": candidates - len(latency),
             "doubled": sum(1 for n in received.values() if n > 1),
             "reports": reports,
+            "evaluators_killed": len(killed),
+            **({"takeover": takeover} if kill_after else {}),
             "rss_kib_before": rss_before,
             "rss_kib_after": rss_after,
         }
@@ -241,6 +297,9 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=100, help="sessions the candidates are spread over")
     ap.add_argument("--window", type=int, default=256, help="most candidates published and not yet answered")
     ap.add_argument("--parallel", type=int, default=8, help="candidates each evaluator takes at once")
+    ap.add_argument("--kill-after", type=int, default=0,
+                    help="SIGKILL one evaluator after this many verdicts (fault test; 0: none)")
+    ap.add_argument("--ack-wait", type=float, default=60.0, help="evaluator ack_wait_s (redelivery after a kill)")
     ap.add_argument("--out", type=Path, help="write the result JSON here")
     ap.add_argument("--serve-evaluator", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -249,7 +308,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="ke-load-") as tmp:
         result = asyncio.run(run_load(args.candidates, args.evaluators, args.sessions, args.window, args.parallel,
-                                      Path(tmp)))
+                                      Path(tmp), kill_after=args.kill_after, ack_wait_s=args.ack_wait))
     result = {"machine": machine(), **result}
     text = json.dumps(result, indent=2)
     if args.out:

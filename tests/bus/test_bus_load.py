@@ -30,3 +30,19 @@ async def test_300_candidates_each_answered_exactly_once(tmp_path: Path) -> None
     assert result["reports"] == 300
     assert result["throughput_per_s"] > 0 and 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"]
     assert set(result["rss_kib_after"]) == {"nats-server", "driver", "evaluator-0", "evaluator-1"}
+
+
+async def test_evaluator_sigkilled_mid_stream_loses_and_doubles_nothing(tmp_path: Path) -> None:
+    """A fault test fast enough for every run: one of two evaluator processes is SIGKILLed
+    mid-evaluation, holding unacknowledged candidates; the survivor gets them after
+    ack_wait and every candidate is still answered exactly once, with one report."""
+    bench = _bench_module()
+    result = await bench.run_load(candidates=200, evaluators=2, sessions=10, window=32, parallel=4,
+                                  workdir=tmp_path, kill_after=40, ack_wait_s=2.0)
+    assert result["evaluators_killed"] == 1
+    assert result["answered"] == 200 and result["lost"] == 0 and result["doubled"] == 0
+    assert result["reports"] == 200
+    assert "evaluator-0" not in result["rss_kib_after"] and "evaluator-1" in result["rss_kib_after"]
+    # The killed one was mid-work, and what it held was finished by the survivor.
+    held = result["takeover"]["held_by_killed"]
+    assert held >= 1 and result["takeover"]["finished_by_others"] == held

@@ -26,6 +26,11 @@ from kernelevolve.v1 import common_pb2 as pb
 from tests.conftest import EXAMPLES
 from tests.e2e.cluster import Cluster
 
+# A scenario is a whole session on the CPU interpreter: 6-15 s each on 2 idle cores, the
+# module ~60 s with the cluster's start. The undisturbed session and the evaluator kill
+# stay in every run; the other faults are marked slow. Faster fault tests still:
+# tests/bus/test_bus_load.py (an evaluator process SIGKILLed mid-stream) and
+# tests/bus/test_evaluator_delivery.py.
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 log = logging.getLogger(__name__)
