@@ -89,13 +89,14 @@ class EvaluatorService:
         if await self._store.exists(report_key):
             verdict = Verdict.from_dict(json.loads(await self._store.get(report_key)))
         elif delivery > self.max_attempts:
-            # Every earlier delivery started an evaluation and none left a report: the
-            # candidate (or something it triggers) takes its evaluator down. Settle it
-            # without running it again; the report says so.
+            # Every earlier delivery started an evaluation and none left a report: most
+            # likely the candidate (or something it triggers) takes its evaluator down.
+            # Settle it without running it again; the report says so.
             verdict = Verdict(
                 status="crashed", candidate_id=cid, device=self.hardware_kind,
-                reason=(f"evaluation started {delivery - 1} times without a verdict: the evaluator "
-                        "stopped each time (killed or crashed) while judging this candidate"),
+                reason=(f"evaluation started {delivery - 1} times without a verdict: each attempt ended "
+                        "before its report was stored (the evaluator was killed or crashed while judging "
+                        "this candidate, or its store or bus failed)"),
                 evidence={"deliveries": delivery, "max_attempts": self.max_attempts})
             log.warning("candidate settled as crashed after repeated evaluator failures",
                         extra={"session_id": sid, "candidate_id": cid, "delivery": delivery, "retime": retime})
