@@ -98,6 +98,25 @@ class Cluster:
     def restart(self, svc: str) -> None:
         self.spawn(svc)
 
+    def count_log(self, svc: str, event: str, **fields: object) -> int:
+        return sum(1 for rec in self.log_records(svc)
+                   if rec.get("event") == event and all(rec.get(k) == v for k, v in fields.items()))
+
+    async def fresh_process(self, svc: str, timeout_s: float = 120.0) -> None:
+        """Stop the service cleanly and start a new process, back when it says it is ready:
+        its next piece of work is a cold one (imports, caches), which takes long enough to
+        be interrupted. Not a fault."""
+        proc = self.procs[svc]
+        ready = self.count_log(svc, "service ready")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        self.spawn(svc)
+        deadline = time.monotonic() + timeout_s
+        while self.count_log(svc, "service ready") <= ready:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{svc} did not come back")
+            await asyncio.sleep(0.05)
+
     def restart_nats(self) -> None:
         self.nats.restart()
         self.faults.add("restart_nats")
@@ -115,13 +134,14 @@ class Cluster:
                     continue
         return out
 
-    async def wait_log(self, svc: str, event: str, timeout_s: float = 120.0, **fields: str) -> dict[str, Any]:
+    async def wait_log(self, svc: str, event: str, timeout_s: float = 120.0, poll_s: float = 0.05,
+                       **fields: object) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for rec in self.log_records(svc):
                 if rec.get("event") == event and all(rec.get(k) == v for k, v in fields.items()):
                     return rec
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(poll_s)
         raise TimeoutError(f"{svc} never logged {event!r} {fields}; tail: "
                            f"{(self.logs / f'{svc}.log').read_text(errors='replace')[-1500:]}")
 

@@ -68,10 +68,13 @@ async def _poll_until_finished(client: KernelEvolveClient, sid: str, timeout_s: 
     raise TimeoutError(f"session {sid} did not finish within {timeout_s:.0f} s")
 
 
-async def _run_session(cluster: Cluster, sid: str, fault: Fault | None) -> dict[str, tuple[str, str]]:
+async def _run_session(cluster: Cluster, sid: str, fault: Fault | None,
+                       prepare: Callable[[Cluster], Awaitable[None]] | None = None) -> dict[str, tuple[str, str]]:
     """Run one session (with ``fault`` injected while it runs); check that each candidate
     was judged exactly once; return candidate id -> (transformation, verdict)."""
     spec = load_spec_file(SPEC_FILE)
+    if prepare is not None:
+        await prepare(cluster)
     async with KernelEvolveClient(cluster.gateway) as client:
         await client.wait_ready(timeout_s=180)
         await client.start_session(spec, budget=BUDGET, max_inflight=BUDGET, session_id=sid)
@@ -93,6 +96,9 @@ async def _run_session(cluster: Cluster, sid: str, fault: Fault | None) -> dict[
     lineage = json.loads((folder / "lineage.json").read_text())
     assert sorted(n["node_id"] for n in lineage["nodes"]) == ids
     assert sorted(p.stem for p in (folder / "reports").glob("*.json")) == ids
+    # A correct candidate is never called best on one timing: a finalist was re-timed.
+    if any(n.status == pb.EVALUATION_STATUS_CORRECT for n in nodes):
+        assert any(n.retimed for n in nodes) and any((folder / "retimes").glob("*.json"))
     return {n.node_id: (n.transformation.name, pb.EvaluationStatus.Name(n.status)) for n in nodes}
 
 
@@ -102,33 +108,50 @@ async def _baseline_verdicts(cluster: Cluster) -> dict[str, tuple[str, str]]:
     return _baseline["v"]
 
 
+def _running(cluster: Cluster, sid: str) -> bool:
+    return cluster.count_log("search", "session completed", session_id=sid) == 0
+
+
 async def _kill_evaluator_mid_evaluation(cluster: Cluster, sid: str) -> None:
-    await cluster.wait_log("evaluator", "evaluating", session_id=sid)
+    rec = await cluster.wait_log("evaluator", "evaluating", poll_s=0.005, session_id=sid)
     cluster.kill("evaluator")
+    cid = rec["candidate_id"]
+    assert cluster.count_log("evaluator", "evaluated", session_id=sid, candidate_id=cid) == 0, "not mid-evaluation"
     cluster.restart("evaluator")
 
 
+async def _cold_synthesizer(cluster: Cluster) -> None:
+    # A warm offline synthesizer answers in ~5 ms, a cold one in ~400 ms: kill a cold one.
+    await cluster.fresh_process("synthesizer")
+
+
 async def _kill_synthesizer_mid_proposal(cluster: Cluster, sid: str) -> None:
-    await cluster.wait_log("synthesizer", "proposing", session_id=sid)
+    await cluster.wait_log("synthesizer", "proposing", poll_s=0.005, session_id=sid)
     cluster.kill("synthesizer")
+    published = cluster.count_log("synthesizer", "candidate generated", session_id=sid)
+    assert published < BUDGET, "the kill came after the proposal was complete"
     cluster.restart("synthesizer")
+    await cluster.wait_log("synthesizer", "proposing", session_id=sid, delivery=2)
 
 
 async def _kill_search_mid_session(cluster: Cluster, sid: str) -> None:
-    await cluster.wait_log("search", "node evaluated", session_id=sid)
+    await cluster.wait_log("search", "node evaluated", poll_s=0.005, session_id=sid)
     cluster.kill("search")
+    assert _running(cluster, sid)
     cluster.restart("search")
 
 
 async def _kill_knowledge(cluster: Cluster, sid: str) -> None:
-    await cluster.wait_log("evaluator", "evaluated", session_id=sid)
+    await cluster.wait_log("evaluator", "evaluated", poll_s=0.005, session_id=sid)
     cluster.kill("knowledge")
+    assert _running(cluster, sid)
     cluster.restart("knowledge")
 
 
 async def _restart_nats_mid_session(cluster: Cluster, sid: str) -> None:
-    await cluster.wait_log("evaluator", "evaluating", session_id=sid)
+    await cluster.wait_log("evaluator", "evaluating", poll_s=0.005, session_id=sid)
     await asyncio.to_thread(cluster.restart_nats)
+    assert _running(cluster, sid)
 
 
 async def test_undisturbed_session_judges_each_candidate_once(cluster: Cluster) -> None:
@@ -145,18 +168,19 @@ async def test_evaluator_killed_mid_evaluation(cluster: Cluster) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("sid", "fault"),
+    ("sid", "fault", "prepare"),
     [
-        ("kill-synthesizer", _kill_synthesizer_mid_proposal),
-        ("kill-search", _kill_search_mid_session),
-        ("kill-knowledge", _kill_knowledge),
-        ("restart-nats", _restart_nats_mid_session),
+        ("kill-synthesizer", _kill_synthesizer_mid_proposal, _cold_synthesizer),
+        ("kill-search", _kill_search_mid_session, None),
+        ("kill-knowledge", _kill_knowledge, None),
+        ("restart-nats", _restart_nats_mid_session, None),
     ],
 )
-async def test_session_survives(cluster: Cluster, sid: str, fault: Fault) -> None:
+async def test_session_survives(cluster: Cluster, sid: str, fault: Fault,
+                                prepare: Callable[[Cluster], Awaitable[None]] | None) -> None:
     expected = await _baseline_verdicts(cluster)
     before = cluster.faults.total
-    assert await _run_session(cluster, sid, fault) == expected
+    assert await _run_session(cluster, sid, fault, prepare) == expected
     assert cluster.faults.total == before + 1
 
 
