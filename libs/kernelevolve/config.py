@@ -36,6 +36,10 @@ class BusSettings:
     connect_timeout_s: float = 5.0
     # Events are kept this long in the stream (seconds); 7 days.
     max_age_s: int = 7 * 24 * 3600
+    # How long a consumer's unacknowledged message waits before it is redelivered when its
+    # handler's process died; a live handler sends progress heartbeats, so this bounds only
+    # crash recovery. Consumers may ask for their own (the evaluator has evaluator.ack_wait_s).
+    ack_wait_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,17 @@ class EvaluatorSettings:
     cache: ReferenceCacheOptions = field(default_factory=ReferenceCacheOptions)
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     pool: WorkerPoolOptions = field(default_factory=WorkerPoolOptions)
+    # A candidate whose evaluation was started this many times without a verdict (its
+    # evaluator died each time) is judged ``crashed`` on the next delivery instead of
+    # blocking the work queue; the consumer allows max_attempts + 1 deliveries.
+    max_attempts: int = 2
+    # GPUs of this host the evaluator judges on (nvidia only), one worker pinned to each
+    # (CUDA_VISIBLE_DEVICES per worker process): "" the first visible GPU, "all" every
+    # visible one, or a list of CUDA_VISIBLE_DEVICES entries ("0,2").
+    gpus: str = ""
+    # How long a silent evaluator keeps a candidate before it is redelivered to another;
+    # a live one extends it with progress heartbeats, so this bounds only crash recovery.
+    ack_wait_s: float = 60.0
 
 
 @dataclass(frozen=True)

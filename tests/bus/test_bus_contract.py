@@ -181,3 +181,41 @@ async def test_a_consumer_runs_up_to_its_concurrency_at_once(bus, concurrency: i
     await _wait_for(lambda: len(got) == 6)
     assert sorted(got) == [f"r{i}" for i in range(6)]
     assert most == concurrency
+
+
+async def test_delivery_counts_attempts_and_stops_at_max_deliver(bus) -> None:
+    deliveries: list[int] = []
+
+    async def handler(env: ev.Envelope) -> None:
+        deliveries.append(env.delivery)
+        raise RetryableError("still failing")
+
+    await bus.consume(S.request(), "synth", handler, max_deliver=2)
+    await bus.publish(S.request("s"), _req("s", 1))
+    await _wait_for(lambda: len(deliveries) >= 2, timeout=15)
+    await asyncio.sleep(1.5)  # a third delivery would have arrived by now
+    assert deliveries == [1, 2]
+
+
+async def test_unacknowledged_message_goes_to_the_next_consumer_of_the_durable(bus) -> None:
+    """A consumer that stops mid-message (its process died) never acknowledged it: the
+    durable hands it to the next process, as delivery 2, and nothing else is lost."""
+    started = asyncio.Event()
+    got: list[tuple[str, int]] = []
+
+    async def dies(env: ev.Envelope) -> None:
+        started.set()
+        await asyncio.Event().wait()  # stuck until its consumer is torn down
+
+    async def works(env: ev.Envelope) -> None:
+        got.append((env.candidate_requested.request_id, env.delivery))
+
+    first = await bus.consume(S.request(), "eval", dies, ack_wait_s=1.0)
+    await bus.publish(S.request("s"), _req("s", 1))
+    await asyncio.wait_for(started.wait(), 10)
+    await first.stop()
+    await bus.publish(S.request("s"), _req("s", 2))
+    await bus.consume(S.request(), "eval", works, ack_wait_s=1.0)
+    await _wait_for(lambda: len(got) == 2, timeout=15)
+    await asyncio.sleep(1.5)
+    assert sorted(got) == [("r1", 2), ("r2", 1)]

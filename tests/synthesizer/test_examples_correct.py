@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from ke_evaluator.judge.static_policy import check_candidate
+
 from .conftest import EXAMPLES
 
 
@@ -22,8 +24,7 @@ def test_seed_candidate_is_correct(name: str, seed_results: dict[str, dict[str, 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_seed_candidate_is_standalone(name: str, seed_results: dict[str, dict[str, Any]]) -> None:
     src = seed_results[name]["proposal"].source
-    static_checks = pytest.importorskip("ke_evaluator.judge.static_policy")
-    report = static_checks.check_candidate(src)
+    report = check_candidate(src)
     assert report.ok, report.reason
     assert "class ModelNew(nn.Module)" in src
     assert "@triton.jit" in src or seed_results[name]["proposal"].fallback_nodes

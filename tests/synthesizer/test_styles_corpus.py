@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ke_evaluator.judge import Judge
+from ke_evaluator.judge.static_policy import check_candidate
 
 from .conftest import STYLES, STYLES_DIR
 
@@ -66,8 +67,7 @@ def test_style_seed_candidate_passes_static_policy(name: str,
                                                    style_seed_results: dict[str, dict[str, Any]]) -> None:
     proposal = style_seed_results[name]["proposal"]
     assert proposal is not None, style_seed_results[name]["error"]
-    static_checks = pytest.importorskip("ke_evaluator.static_checks")
-    report = static_checks.check_candidate(proposal.source)
+    report = check_candidate(proposal.source)
     assert report.ok, report.reason
     assert "class ModelNew(" in proposal.source  # its base is spelled as the spec spells nn.Module
 

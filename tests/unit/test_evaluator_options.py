@@ -25,7 +25,7 @@ def _settings(tmp_path: Path) -> EvaluatorSettings:
 
 async def test_the_service_judge_carries_the_settings(tmp_path: Path) -> None:
     async with AsyncExitStack() as stack:
-        judge = make_judge(_settings(tmp_path), stack)
+        judge = make_judge(_settings(tmp_path), "cpu", stack)
         assert isinstance(judge, Judge)
         o = judge.opts
         assert (judge.device, o.correctness_trials, o.parallel_workers) == ("cpu", 3, 2)

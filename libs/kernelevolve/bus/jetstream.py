@@ -104,10 +104,12 @@ class JetStreamBus:
         durable: str,
         handler: Handler,
         *,
-        ack_wait_s: float = 30.0,
+        ack_wait_s: float | None = None,
         max_deliver: int = 5,
         concurrency: int = 1,
     ) -> _PullLoop:
+        if ack_wait_s is None:
+            ack_wait_s = self._settings.ack_wait_s
         config = api.ConsumerConfig(
             durable_name=durable,
             ack_policy=api.AckPolicy.EXPLICIT,
@@ -151,6 +153,7 @@ class JetStreamBus:
             await msg.term()
             return
         env.sequence = msg.metadata.sequence.stream
+        env.delivery = msg.metadata.num_delivered
         heartbeat = asyncio.create_task(_keep_alive(msg, ack_wait_s))
         try:
             await handler(env)
@@ -246,21 +249,22 @@ class JetStreamBus:
             raise BusUnavailable(f"kv update {key} failed: {exc}") from exc
 
     async def kv_keys(self, prefix: str) -> list[str]:
-        # KeyValue.keys() filters by substring after reading every key; a subject-filtered
-        # watcher reads only the matching ones.
-        pattern = f"{prefix}>" if prefix.endswith(".") else ">"
-        keys: list[str] = []
+        # One STREAM.INFO with a subject filter: the server lists the bucket's subjects that
+        # hold a value, exactly. A KV watcher (KeyValue.keys(), or watch() until its "no
+        # more" marker) is not exact: nats-py sends the marker when the consumer reports
+        # nothing pending and the client has counted no delivery yet, which is also the
+        # case when the server has sent every key and they are still unread in the socket
+        # (seen under load: an empty node list made the search skip re-timing its best
+        # candidate). Keys are never deleted here, so every listed subject is a live key.
+        # The server lists up to 100,000 subjects per call, far more than a session holds.
+        kv_prefix = f"$KV.{self._settings.kv_bucket}."
+        pattern = f"{kv_prefix}{prefix}>" if prefix.endswith(".") else f"{kv_prefix}>"
         try:
-            watcher = await self._kv.watch(pattern, ignore_deletes=True, meta_only=True)
-            try:
-                async for entry in watcher:
-                    if entry is None:
-                        break
-                    keys.append(entry.key)
-            finally:
-                await watcher.stop()
+            info = await self._js.stream_info(f"KV_{self._settings.kv_bucket}", subjects_filter=pattern)
         except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"kv keys {prefix} failed: {exc}") from exc
+        subjects = info.state.subjects or {}
+        keys = (subject[len(kv_prefix):] for subject, count in subjects.items() if count > 0)
         return sorted(k for k in keys if k.startswith(prefix))
 
     async def close(self) -> None:

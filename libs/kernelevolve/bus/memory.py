@@ -61,7 +61,7 @@ class MemoryBus:
             self._changed.notify_all()
         return len(self._log)
 
-    async def consume(self, subject_filter: str, durable: str, handler: Handler, *, ack_wait_s: float = 30.0,
+    async def consume(self, subject_filter: str, durable: str, handler: Handler, *, ack_wait_s: float | None = None,
                       max_deliver: int = 5, concurrency: int = 1) -> _Loop:
         d = self._durables.setdefault(durable, _Durable(subject_filter))
         # ``concurrency`` handlers at once on one durable, as the JetStream adapter runs them
@@ -92,9 +92,14 @@ class MemoryBus:
             env = Envelope()
             env.ParseFromString(self._log[idx][1])
             env.sequence = idx + 1
+            env.delivery = deliveries + 1
             try:
                 await handler(env)
             except asyncio.CancelledError:
+                # The consumer stopped mid-message (its process "died"): the message was never
+                # acknowledged, so it goes back to the durable for whoever consumes it next.
+                if deliveries + 1 < max_deliver:
+                    d.redeliver.insert(0, (idx, deliveries + 1))
                 raise
             except PermanentError as exc:
                 log.error("handler failed permanently", extra={"error": str(exc), "durable": durable})

@@ -49,6 +49,10 @@ class NatsServer:
     store_dir: Path
     startup_timeout_s: float = 15.0
     orphan_guard: str = "auto"  # "auto", "pdeathsig" (Linux) or "watchdog"
+
+    # -1: the server picks a free port. A fixed port lets a restarted server (same
+    # store_dir, so the same JetStream data) be found again by reconnecting clients.
+    port: int = -1
     url: str = ""
     _proc: subprocess.Popen[bytes] | None = None
     _guard: subprocess.Popen[bytes] | None = None
@@ -62,7 +66,7 @@ class NatsServer:
         cmd = [
             binary,
             "-a", "127.0.0.1",
-            "-p", "-1",
+            "-p", str(self.port),
             "-js",
             "-sd", str(self.store_dir),
             "--ports_file_dir", str(self._ports_dir),
@@ -108,6 +112,18 @@ class NatsServer:
     @property
     def guard_pid(self) -> int | None:
         return self._guard.pid if self._guard else None
+
+    @property
+    def bound_port(self) -> int:
+        """The port the running server listens on (from its URL)."""
+        return int(self.url.rsplit(":", 1)[1])
+
+    def restart(self) -> NatsServer:
+        """Stop and start again on the same port with the same store_dir (data kept)."""
+        port = self.bound_port
+        self.stop()
+        self.port = port
+        return self.start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         proc, self._proc = self._proc, None

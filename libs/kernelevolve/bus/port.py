@@ -10,7 +10,10 @@ Semantics (both adapters pass tests/bus/test_bus_contract.py):
   and, when the message belongs to a session, publishes ``SessionFailed`` on
   ``<prefix>.<session>.session.failed`` so the session ends instead of waiting forever
   (``failures.py``; durable names start with the consuming service's name).
-  Two different durables on the same subject each see every message.
+  Two different durables on the same subject each see every message. A message is
+  delivered at most ``max_deliver`` times; ``Envelope.delivery`` says which attempt a
+  handler is looking at (1 = first), so the last one can settle the message without
+  working (a poison message must not block its queue).
 - ``watch(filter)`` replays matching messages from the start of the stream and then
   follows new ones, in order (for the gateway's WatchSession).
 - A key-value store with compare-and-set for the search tree and session records.
@@ -49,7 +52,7 @@ class EventBus(Protocol):
         durable: str,
         handler: Handler,
         *,
-        ack_wait_s: float = 30.0,
+        ack_wait_s: float | None = None,
         max_deliver: int = 5,
         concurrency: int = 1,
     ) -> Subscription: ...

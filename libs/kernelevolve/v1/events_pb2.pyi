@@ -121,11 +121,12 @@ class SessionFailed(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., service: _Optional[str] = ..., error_type: _Optional[str] = ..., reason: _Optional[str] = ..., bad_input: _Optional[bool] = ..., failed_event_id: _Optional[str] = ..., failed_subject: _Optional[str] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed", "session_failed")
+    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "delivery", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed", "session_failed")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
     SESSION_STARTED_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_GENERATED_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +142,7 @@ class Envelope(_message.Message):
     session_id: str
     occurred_at: _timestamp_pb2.Timestamp
     sequence: int
+    delivery: int
     session_started: SessionStarted
     candidate_requested: CandidateRequested
     candidate_generated: CandidateGenerated
@@ -152,4 +154,4 @@ class Envelope(_message.Message):
     retime_requested: RetimeRequested
     candidate_retimed: CandidateRetimed
     session_failed: SessionFailed
-    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ..., session_failed: _Optional[_Union[SessionFailed, _Mapping]] = ...) -> None: ...
+    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., delivery: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ..., session_failed: _Optional[_Union[SessionFailed, _Mapping]] = ...) -> None: ...

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from contextlib import AsyncExitStack
 from typing import Any
 
 from ke_evaluator.grpc_server import EvaluatorServicer
 from ke_evaluator.judge import Judge, options_from_settings, resolve_hardware_kind
+from ke_evaluator.judge.gpus import select_gpus, visible_gpus
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import EvaluatorSettings, Settings
@@ -18,8 +20,18 @@ from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 
-def make_judge(settings: EvaluatorSettings, stack: AsyncExitStack) -> JudgePort:
-    judge = Judge(options_from_settings(settings))
+def host_gpus(settings: EvaluatorSettings, hardware_kind: str) -> tuple[str, ...]:
+    """The GPUs this evaluator pins its workers to (``evaluator.gpus``); none on CPU."""
+    if hardware_kind != "nvidia" or not settings.gpus:
+        return ()
+    import torch
+
+    visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+    return tuple(select_gpus(settings.gpus, visible))
+
+
+def make_judge(settings: EvaluatorSettings, hardware_kind: str, stack: AsyncExitStack) -> JudgePort:
+    judge = Judge(options_from_settings(settings, gpus=host_gpus(settings, hardware_kind)))
 
     async def close() -> None:
         # By now the consumers are stopped (EvaluatorService.stop): nobody waits for a running
@@ -38,9 +50,13 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
-    judge = judge or make_judge(settings.evaluator, stack)
+    judge = judge or make_judge(settings.evaluator, hardware_kind, stack)
+    # One candidate at a time per worker: with several GPUs the Judge has a worker per GPU.
+    parallel = max(1, settings.evaluator.parallel_workers, len(getattr(judge, "pins", ())))
     service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind,
-                               parallel=max(1, settings.evaluator.parallel_workers))
+                               parallel=parallel,
+                               max_attempts=settings.evaluator.max_attempts,
+                               ack_wait_s=settings.evaluator.ack_wait_s)
     server = await start_server(
         settings.grpc.host, settings.grpc.evaluator_port if port is None else port,
         [lambda s: sgrpc.add_EvaluatorServicer_to_server(EvaluatorServicer(service), s)],

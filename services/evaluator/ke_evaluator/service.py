@@ -1,6 +1,13 @@
 """Evaluator service: consumes CandidateGenerated for its hardware kind from a durable
 work queue, judges each candidate with the ``Judge`` (sandboxed workers) and publishes
 EvaluationCompleted. Translation and I/O only; verdicts come from ``judge.py``.
+
+Delivery is at-least-once and the message is acknowledged only after the report is in
+the object store and the verdict published, so an evaluator killed mid-evaluation loses
+nothing: another replica gets the candidate again. The report keyed by candidate id
+makes a redelivery re-publish the stored verdict instead of judging twice. A candidate
+whose evaluation was started ``max_attempts`` times without a verdict is settled as
+``crashed`` on its last delivery, without running it again, so it cannot block the queue.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ log = logging.getLogger(__name__)
 
 class EvaluatorService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, judge: JudgePort,
-                 hardware_kind: str, parallel: int = 1) -> None:
+                 hardware_kind: str, parallel: int = 1, *, max_attempts: int = 2,
+                 ack_wait_s: float = 60.0) -> None:
         self._bus = bus
         self._store = store
         self._subjects = subjects
@@ -36,16 +44,19 @@ class EvaluatorService:
         self.parallel = max(1, parallel)
         self._slots = asyncio.Semaphore(self.parallel)
         self._specs: dict[str, pb.Session] = {}
+        self.max_attempts = max(1, max_attempts)
+        self._ack_wait_s = ack_wait_s
         self._subscriptions: list[Subscription] = []
 
     async def subscribe(self) -> None:
         # Shared durable per hardware kind: evaluators of one kind split the work queue.
         self._subscriptions.append(await self._bus.consume(
             self._subjects.candidate(hardware=self.hardware_kind), f"evaluator-{self.hardware_kind}",
-            self.on_candidate, ack_wait_s=60.0, max_deliver=3, concurrency=self.parallel))
+            self.on_candidate, ack_wait_s=self._ack_wait_s, max_deliver=self.max_attempts + 1,
+            concurrency=self.parallel))
         self._subscriptions.append(await self._bus.consume(
             self._subjects.retime(hardware=self.hardware_kind), f"evaluator-{self.hardware_kind}-retime",
-            self.on_retime, ack_wait_s=60.0, max_deliver=3))
+            self.on_retime, ack_wait_s=self._ack_wait_s, max_deliver=self.max_attempts + 1))
 
     async def stop(self) -> None:
         """Stop taking work; running handlers are cancelled (their messages come back later)."""
@@ -65,7 +76,7 @@ class EvaluatorService:
     async def on_candidate(self, env: ev.Envelope) -> None:
         cand = env.candidate_generated.candidate
         sid, cid = cand.session_id, cand.candidate_id
-        result = await self._judge_once(cand, retime=False)
+        result = await self._judge_once(cand, retime=False, delivery=env.delivery)
         done = ev.EvaluationCompleted(session_id=sid, result=result)
         await self._bus.publish(self._subjects.evaluation(sid), envelope(sid, evaluation_completed=done),
                                 dedup_id=f"eval-{sid}-{cid}")
@@ -73,12 +84,12 @@ class EvaluatorService:
     async def on_retime(self, env: ev.Envelope) -> None:
         cand = env.retime_requested.candidate
         sid, cid = cand.session_id, cand.candidate_id
-        result = await self._judge_once(cand, retime=True)
+        result = await self._judge_once(cand, retime=True, delivery=env.delivery)
         done = ev.CandidateRetimed(session_id=sid, result=result)
         await self._bus.publish(self._subjects.retimed(sid), envelope(sid, candidate_retimed=done),
                                 dedup_id=f"retimed-{sid}-{cid}")
 
-    async def _judge_once(self, cand: pb.Candidate, retime: bool) -> pb.EvaluationResult:
+    async def _judge_once(self, cand: pb.Candidate, retime: bool, delivery: int = 0) -> pb.EvaluationResult:
         """Judge a candidate, or re-publish the stored verdict when this is a redelivery."""
         sid, cid = cand.session_id, cand.candidate_id
         session = await self._session(sid)
@@ -86,6 +97,19 @@ class EvaluatorService:
         report_key = art.retime_report(cid) if retime else art.report(cid)
         if await self._store.exists(report_key):
             verdict = Verdict.from_dict(json.loads(await self._store.get(report_key)))
+        elif delivery > self.max_attempts:
+            # Every earlier delivery started an evaluation and none left a report: most
+            # likely the candidate (or something it triggers) takes its evaluator down.
+            # Settle it without running it again; the report says so.
+            verdict = Verdict(
+                status="crashed", candidate_id=cid, device=self.hardware_kind,
+                reason=(f"evaluation started {delivery - 1} times without a verdict: each attempt ended "
+                        "before its report was stored (the evaluator was killed or crashed while judging "
+                        "this candidate, or its store or bus failed)"),
+                evidence={"deliveries": delivery, "max_attempts": self.max_attempts})
+            log.warning("candidate settled as crashed after repeated evaluator failures",
+                        extra={"session_id": sid, "candidate_id": cid, "delivery": delivery, "retime": retime})
+            await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
         else:
             source = (await self._store.get(cand.source_key)).decode()
             log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})

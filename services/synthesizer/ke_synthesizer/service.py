@@ -78,7 +78,8 @@ class SynthesizerService:
         self._synth = synthesizer
 
     async def subscribe(self) -> None:
-        await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request, ack_wait_s=60.0)
+        # ack_wait from the bus settings: a slow proposal (an LLM call) sends heartbeats.
+        await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request)
 
     async def propose(self, msg: spb.ProposeRequest) -> list[Proposal]:
         return await asyncio.to_thread(self._synth.propose, to_request(msg))
@@ -87,6 +88,8 @@ class SynthesizerService:
         req = env.candidate_requested
         sid = req.session_id
         session = await self._session(sid)
+        log.info("proposing", extra={"session_id": sid, "request_id": req.request_id, "count": req.count,
+                                     "parent_id": req.parent_id, "delivery": env.delivery})
         msg = spb.ProposeRequest(spec=session.spec, request=req)
         if req.parent_id:
             await self._attach_parent(msg, sid, req.parent_id)

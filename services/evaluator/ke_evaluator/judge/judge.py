@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import logging
@@ -41,7 +42,7 @@ from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 from .. import device_lock
-from . import static_policy
+from . import gpus, static_policy
 from .options import EvalOptions, resolve_device
 from .worker_pool import Slot, WorkerPool, WorkerProcess
 
@@ -82,6 +83,11 @@ class Judge:
         self.root = os.path.abspath(root)
         # The device lock of this Judge's workers lives in its root (device_lock.py).
         self.lock_dir = device_lock.create_files(self.root)
+        # With several GPUs, one lock per GPU in its own folder (timing needs only its device).
+        self.pins: list[str | None] = [None] * self.opts.parallel_workers
+        if self.device == "cuda" and self.opts.gpus:
+            self.pins = list(gpus.pin_workers(list(self.opts.gpus), self.opts.parallel_workers))
+            self.opts.parallel_workers = len(self.pins)
         # Secret of this Judge alone: seeds are derived from it, and it never leaves this process.
         self._salt = secrets.token_bytes(32)
         self._state = threading.Lock()  # guards the rotation counters
@@ -93,13 +99,19 @@ class Judge:
             lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.sandbox.startup_timeout_s) * max(1, n)
         p = o.pool
         early = p.spare_worker and (p.spare_from_start if p.spare_from_start is not None else self.device == "cuda")
-        self._pool = WorkerPool([Slot(i, self._spawn, o, lock_wait, spare_early=early) for i in range(n)])
+        self._pool = WorkerPool([Slot(i, functools.partial(self._spawn, self.pins[i]), o, lock_wait,
+                                       spare_early=early) for i in range(n)])
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}
 
-    def _spawn(self) -> WorkerProcess:
-        return WorkerProcess(self.root, self.device, self.opts, lock_dir=self.lock_dir)
+    def _spawn(self, gpu: str | None = None) -> WorkerProcess:
+        if gpu is None:
+            return WorkerProcess(self.root, self.device, self.opts, lock_dir=self.lock_dir)
+        lock_dir = device_lock.create_files(os.path.join(self.root, f"gpu-{gpu}"))
+        sandbox = dataclasses.replace(self.opts.sandbox, cuda_visible_devices=gpu)
+        return WorkerProcess(self.root, self.device, dataclasses.replace(self.opts, sandbox=sandbox),
+                             lock_dir=lock_dir)
 
     @property
     def workers_started(self) -> int:
@@ -143,7 +155,8 @@ class Judge:
             "compile_timeout_s": o.compile_timeout_s, "run_timeout_s": o.run_timeout_s,
             "time_candidates": o.time_candidates, "seed": o.seed,
             "reference_cache_bytes": c.limit_bytes,
-            "reference_cache_fraction": c.fraction / o.parallel_workers,  # per worker
+            # per worker, of the free memory of its own device
+            "reference_cache_fraction": c.fraction / max(self.pins.count(p) for p in self.pins),
             "min_timing_trials": t.min_trials or (10 if cuda else 3),
             "max_timing_trials": t.max_trials or (200 if cuda else 10),
             "timing_ci_target": t.ci_target, "timing_budget_s": t.budget_s, "timing_input_sets": t.input_sets,

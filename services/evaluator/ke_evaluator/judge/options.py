@@ -59,6 +59,10 @@ class EvalOptions:
     # ``evaluate_many``). Timing takes the device alone (exclusive lock); everything else
     # overlaps. Each worker has its own spare and reference cache.
     parallel_workers: int = 1
+    # Several GPUs of one host (CUDA only): CUDA_VISIBLE_DEVICES entries, one worker pinned
+    # to each (more when parallel_workers is larger, round robin: gpus.pin_workers), each
+    # GPU with its own device lock. Empty: every worker on ``sandbox.cuda_visible_devices``.
+    gpus: tuple[str, ...] = ()
     timing: TimingOptions = field(default_factory=TimingOptions)
     cache: ReferenceCacheOptions = field(default_factory=ReferenceCacheOptions)
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
