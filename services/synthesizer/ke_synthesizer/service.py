@@ -14,6 +14,7 @@ import json
 import logging
 
 from ke_synthesizer.api import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
+from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -110,6 +111,7 @@ class SynthesizerService:
                                         request_id=req.request_id)
             await self._bus.publish(self._subjects.candidate(sid, hw), envelope(sid, candidate_generated=gen),
                                     dedup_id=f"gen-{sid}-{cid}")
+            metrics.CANDIDATES_GENERATED.labels(hw).inc()
             log.info("candidate generated", extra={"session_id": sid, "candidate_id": cid,
                                                    "parent_id": req.parent_id,
                                                    "transformation": prop.transformation.name})
