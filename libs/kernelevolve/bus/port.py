@@ -8,8 +8,9 @@ Semantics (both adapters pass tests/bus/test_bus_contract.py):
   handler returns; a handler raising a RetryableError (or any unexpected error) gets
   the message redelivered later; a PermanentError terminates it (logged, not retried).
   Two different durables on the same subject each see every message.
-- ``watch(filter)`` replays matching messages from the start of the stream and then
-  follows new ones, in order (for the gateway's WatchSession).
+- ``watch(filter, after_sequence)`` replays matching messages from the start of the
+  stream (or only those after stream sequence ``after_sequence``, to resume a broken
+  watch) and then follows new ones, in order (for the gateway's WatchSession).
 - A key-value store with compare-and-set for the search tree and session records.
 """
 
@@ -51,7 +52,7 @@ class EventBus(Protocol):
         concurrency: int = 1,
     ) -> Subscription: ...
 
-    def watch(self, subject_filter: str) -> AsyncIterator[Envelope]: ...
+    def watch(self, subject_filter: str, after_sequence: int = 0) -> AsyncIterator[Envelope]: ...
 
     async def kv_get(self, key: str) -> KeyValueEntry | None: ...
 
