@@ -2,32 +2,61 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 
 from kernelevolve.artifacts import lineage_document
-from kernelevolve.errors import RetryableError
+from kernelevolve.errors import KernelEvolveError, RetryableError
+from kernelevolve.grpc_guard import bearer_metadata
 from kernelevolve.grpc_util import error_from_status
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
+log = logging.getLogger(__name__)
+
+
+class AuthenticationError(KernelEvolveError):
+    """The gateway refused the credentials (UNAUTHENTICATED / PERMISSION_DENIED)."""
+
+
+class RateLimitedError(RetryableError):
+    """The gateway's rate limit for this client is exhausted (RESOURCE_EXHAUSTED)."""
+
 
 def _mapped(exc: grpc.aio.AioRpcError) -> Exception:
-    return error_from_status(exc.code(), exc.details() or str(exc.code()))
+    details = exc.details() or str(exc.code())
+    if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return AuthenticationError(f"gateway refused the call: {details} (give a token with --token or "
+                                   "KE_CLIENT_TOKEN)")
+    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return RateLimitedError(details)
+    return error_from_status(exc.code(), details)
 
 
 class KernelEvolveClient:
-    """``async with KernelEvolveClient("127.0.0.1:50051") as c: s = await c.start_session(spec)``."""
+    """``async with KernelEvolveClient("127.0.0.1:50051") as c: s = await c.start_session(spec)``.
 
-    def __init__(self, target: str) -> None:
+    ``token``: bearer token the gateway expects (empty: none sent). ``tls``: connect over
+    TLS, trusting ``ca_cert`` (PEM bytes; None = the system roots).
+    """
+
+    def __init__(self, target: str, *, token: str = "", tls: bool = False, ca_cert: bytes | None = None,
+                 watch_retries: int = 5) -> None:
         self.target = target
-        self._channel = grpc.aio.insecure_channel(target)
+        if tls:
+            self._channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca_cert))
+        else:
+            self._channel = grpc.aio.insecure_channel(target)
         self._stub = sgrpc.GatewayStub(self._channel)
+        self._md = bearer_metadata(token)
+        self._watch_retries = watch_retries
 
     async def __aenter__(self) -> KernelEvolveClient:
         return self
@@ -53,39 +82,53 @@ class KernelEvolveClient:
         req = spb.StartSessionRequest(spec=spec, budget=budget, strategy=strategy, hardware_kind=hardware_kind,
                                       session_id=session_id, max_inflight=max_inflight)
         try:
-            return (await self._stub.StartSession(req)).session
+            return (await self._stub.StartSession(req, metadata=self._md)).session
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
-    async def watch(self, session_id: str) -> AsyncIterator[ev.Envelope]:
-        try:
-            async for env in self._stub.WatchSession(spb.WatchSessionRequest(session_id=session_id,
-                                                                             from_start=True)):
-                yield env
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+    async def watch(self, session_id: str, after_sequence: int = 0) -> AsyncIterator[ev.Envelope]:
+        """The session's events until SessionCompleted. A stream broken by an unavailable
+        gateway is resumed after the last event received, so nothing is seen twice."""
+        last = after_sequence
+        retries = 0
+        while True:
+            req = spb.WatchSessionRequest(session_id=session_id, from_start=last == 0, after_sequence=last)
+            try:
+                async for env in self._stub.WatchSession(req, metadata=self._md):
+                    last = max(last, env.sequence)
+                    retries = 0
+                    yield env
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE or retries >= self._watch_retries:
+                    raise _mapped(exc) from exc
+                retries += 1
+                log.info("watch interrupted; resuming", extra={"session_id": session_id, "after_sequence": last})
+                await asyncio.sleep(min(5.0, 0.5 * 2 ** retries))
 
     async def get_session(self, session_id: str) -> pb.Session:
         try:
-            return await self._stub.GetSession(spb.SessionRef(session_id=session_id))
+            return await self._stub.GetSession(spb.SessionRef(session_id=session_id), metadata=self._md)
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
     async def list_candidates(self, session_id: str) -> list[pb.Node]:
         try:
-            return list((await self._stub.ListCandidates(spb.SessionRef(session_id=session_id))).nodes)
+            resp = await self._stub.ListCandidates(spb.SessionRef(session_id=session_id), metadata=self._md)
+            return list(resp.nodes)
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
     async def get_candidate(self, session_id: str, candidate_id: str) -> spb.GetCandidateResponse:
         try:
-            return await self._stub.GetCandidate(spb.CandidateRef(session_id=session_id, candidate_id=candidate_id))
+            ref = spb.CandidateRef(session_id=session_id, candidate_id=candidate_id)
+            return await self._stub.GetCandidate(ref, metadata=self._md)
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
     async def cancel(self, session_id: str) -> pb.Session:
         try:
-            return await self._stub.CancelSession(spb.SessionRef(session_id=session_id))
+            return await self._stub.CancelSession(spb.SessionRef(session_id=session_id), metadata=self._md)
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
