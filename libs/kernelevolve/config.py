@@ -89,6 +89,9 @@ class SearchSettings:
 @dataclass(frozen=True)
 class SynthesizerSettings:
     kind: str = "offline"
+    # Provider key of an LLM-backed synthesizer: a secret, from the environment only
+    # (KE_SYNTHESIZER_API_KEY, the Kubernetes Secret kernelevolve-llm). The offline one needs none.
+    api_key: str = ""
 
 
 @dataclass(frozen=True)
