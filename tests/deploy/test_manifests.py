@@ -656,3 +656,37 @@ def test_prod_does_not_render_without_credentials(tmp_path: Path) -> None:
     proc = _kustomize(copy / "overlays" / "prod")
     assert proc.returncode != 0
     assert any(name in proc.stderr for name in PROD_CREDENTIALS), proc.stderr
+
+
+def test_gateway_tls_component(tmp_path: Path) -> None:
+    """components/gateway-tls on top of dev: the gateway reads its certificate from the
+    mounted kubernetes.io/tls Secret, and the result still validates strictly."""
+    copy = _copy_tree(tmp_path / "k8s")
+    overlay = copy / "overlays" / "tls-check"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: kernelevolve\n"
+        "resources: [../dev, tls-secret.yaml]\ncomponents: [../../components/gateway-tls]\n")
+    # A placeholder of the Secret an operator (or cert-manager) creates.
+    (overlay / "tls-secret.yaml").write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: kernelevolve-gateway-tls}\ntype: kubernetes.io/tls\n"
+        "data: {tls.crt: Y2VydA==, tls.key: a2V5}\n")
+    proc = _kustomize(overlay)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    gw = _one(docs, "Deployment", "gateway")
+    c = _app_container(gw)
+    env = _env(c)
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in _pod_spec(gw)["volumes"]}
+    assert volumes["gateway-tls"]["secret"]["secretName"] == "kernelevolve-gateway-tls"
+    tls_dir = mounts["gateway-tls"]["mountPath"]
+    assert mounts["gateway-tls"]["readOnly"] is True
+    assert env["KE_GATEWAY_TLS_CERT_FILE"] == f"{tls_dir}/tls.crt"
+    assert env["KE_GATEWAY_TLS_KEY_FILE"] == f"{tls_dir}/tls.key"
+    test_referenced_secrets_exist(docs)
+    rendered = tmp_path / "tls.yaml"
+    rendered.write_text(proc.stdout)
+    check = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", "--quiet", str(rendered)],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
