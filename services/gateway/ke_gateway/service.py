@@ -8,7 +8,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 
-from ke_gateway.requests import check_candidate_id, check_session_id, check_start
+from ke_gateway.checks import check_candidate_id, check_session_id, check_start
 from ke_gateway.validator import SpecValidator
 from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
