@@ -10,10 +10,10 @@ only in ``start_metrics_server``, called by a standalone service's entrypoint.
 | ``kernelevolve_grpc_requests_total`` | counter | service, method, code | calls answered, refused ones included |
 | ``kernelevolve_grpc_request_seconds`` | histogram | service, method | time to answer a unary call |
 | ``kernelevolve_sessions_started_total`` | counter | | sessions accepted by the gateway |
-| ``kernelevolve_candidates_generated_total`` | counter | hardware | candidates published (``rate()`` = candidates per second) |
-| ``kernelevolve_evaluations_total`` | counter | hardware, verdict | verdicts given (correct, incorrect, compile_error, ...) |
+| ``kernelevolve_candidates_generated_total`` | counter | hardware | candidates published (``rate()``: per second) |
+| ``kernelevolve_evaluations_total`` | counter | hardware, verdict | verdicts given (correct, incorrect, ...) |
 | ``kernelevolve_evaluation_seconds`` | histogram | hardware | time to judge one candidate |
-| ``kernelevolve_queue_lag_seconds`` | histogram | hardware | time a candidate waited in its work queue before judging began |
+| ``kernelevolve_queue_lag_seconds`` | histogram | hardware | time a candidate waited in its queue before judging |
 | ``kernelevolve_llm_tokens_total`` | counter | model, kind | LLM tokens spent (kind: prompt or completion) |
 
 The pending-message count of each evaluator queue is NATS's own (its monitoring port,

@@ -63,7 +63,8 @@ async def test_gateway_metrics(start_gateway, scrape) -> None:
         delta = (value(after, "kernelevolve_grpc_requests_total", service=gw, method=method, code=code)
                  - value(before, "kernelevolve_grpc_requests_total", service=gw, method=method, code=code))
         assert delta == 1, (code, method)
-    assert value(after, "kernelevolve_sessions_started_total") - value(before, "kernelevolve_sessions_started_total") == 1
+    started = "kernelevolve_sessions_started_total"
+    assert value(after, started) - value(before, started) == 1
     assert value(after, "kernelevolve_grpc_request_seconds_count", service=gw, method="StartSession") >= 1
     assert value(after, "process_resident_memory_bytes") > 0
     record_llm_usage("test-model", 120, 30)
