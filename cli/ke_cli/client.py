@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 
@@ -20,6 +21,8 @@ from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class AuthenticationError(KernelEvolveError):
@@ -48,7 +51,7 @@ class KernelEvolveClient:
     """
 
     def __init__(self, target: str, *, token: str = "", tls: bool = False, ca_cert: bytes | None = None,
-                 watch_retries: int = 5) -> None:
+                 watch_retries: int = 5, rate_limit_retries: int = 8) -> None:
         self.target = target
         if tls:
             self._channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca_cert))
@@ -57,6 +60,19 @@ class KernelEvolveClient:
         self._stub = sgrpc.GatewayStub(self._channel)
         self._md = bearer_metadata(token)
         self._watch_retries = watch_retries
+        self._rate_retries = rate_limit_retries
+
+    async def _call(self, method: Callable[..., Awaitable[T]], request: Any) -> T:
+        """One unary call; a rate-limited one (RESOURCE_EXHAUSTED) is retried with growing
+        pauses, so that a long export stays within the gateway's per-client limit."""
+        for attempt in range(self._rate_retries + 1):
+            try:
+                return await method(request, metadata=self._md)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or attempt == self._rate_retries:
+                    raise _mapped(exc) from exc
+                await asyncio.sleep(min(5.0, 0.1 * 2 ** attempt))
+        raise AssertionError("unreachable")
 
     async def __aenter__(self) -> KernelEvolveClient:
         return self
@@ -81,10 +97,7 @@ class KernelEvolveClient:
                             hardware_kind: str = "", session_id: str = "", max_inflight: int = 0) -> pb.Session:
         req = spb.StartSessionRequest(spec=spec, budget=budget, strategy=strategy, hardware_kind=hardware_kind,
                                       session_id=session_id, max_inflight=max_inflight)
-        try:
-            return (await self._stub.StartSession(req, metadata=self._md)).session
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        return (await self._call(self._stub.StartSession, req)).session
 
     async def watch(self, session_id: str, after_sequence: int = 0) -> AsyncIterator[ev.Envelope]:
         """The session's events until SessionCompleted. A stream broken by an unavailable
@@ -100,37 +113,27 @@ class KernelEvolveClient:
                     yield env
                 return
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.UNAVAILABLE or retries >= self._watch_retries:
+                # A rate-limited or broken stream is resumed; anything else is the caller's.
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED) \
+                        or retries >= self._watch_retries:
                     raise _mapped(exc) from exc
                 retries += 1
                 log.info("watch interrupted; resuming", extra={"session_id": session_id, "after_sequence": last})
                 await asyncio.sleep(min(5.0, 0.5 * 2 ** retries))
 
     async def get_session(self, session_id: str) -> pb.Session:
-        try:
-            return await self._stub.GetSession(spb.SessionRef(session_id=session_id), metadata=self._md)
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        return await self._call(self._stub.GetSession, spb.SessionRef(session_id=session_id))
 
     async def list_candidates(self, session_id: str) -> list[pb.Node]:
-        try:
-            resp = await self._stub.ListCandidates(spb.SessionRef(session_id=session_id), metadata=self._md)
-            return list(resp.nodes)
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        resp = await self._call(self._stub.ListCandidates, spb.SessionRef(session_id=session_id))
+        return list(resp.nodes)
 
     async def get_candidate(self, session_id: str, candidate_id: str) -> spb.GetCandidateResponse:
-        try:
-            ref = spb.CandidateRef(session_id=session_id, candidate_id=candidate_id)
-            return await self._stub.GetCandidate(ref, metadata=self._md)
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        ref = spb.CandidateRef(session_id=session_id, candidate_id=candidate_id)
+        return await self._call(self._stub.GetCandidate, ref)
 
     async def cancel(self, session_id: str) -> pb.Session:
-        try:
-            return await self._stub.CancelSession(spb.SessionRef(session_id=session_id), metadata=self._md)
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        return await self._call(self._stub.CancelSession, spb.SessionRef(session_id=session_id))
 
     async def export(self, session_id: str, out_dir: Path) -> Path:
         """Write a run folder (candidates, reports, lineage, best kernel) from the API alone,

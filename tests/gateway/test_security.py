@@ -11,7 +11,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from ke_cli.client import AuthenticationError, KernelEvolveClient
+from ke_cli.client import AuthenticationError, KernelEvolveClient, RateLimitedError
 from kernelevolve.grpc_guard import bearer_metadata
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
@@ -133,3 +133,19 @@ async def test_deadline_is_honoured(start_gateway) -> None:
     assert elapsed < 5
     # Validation was handed what was left of the deadline, not its own 240 s.
     assert validator.timeouts and validator.timeouts[0] is not None and validator.timeouts[0] <= 1.5
+
+
+async def test_client_waits_out_the_rate_limit(start_gateway) -> None:
+    """The client retries a rate-limited call after a pause: an export of many candidates
+    finishes within the limit instead of failing half-way."""
+    handle, _, _ = await start_gateway(settings_with(**AUTH, gateway={"rate_per_s": 10, "rate_burst": 2}))
+    async with KernelEvolveClient(handle.target, token=TOKEN) as client:
+        session = await client.start_session(SPEC, budget=1)
+        started = time.monotonic()
+        for _ in range(6):  # 5 calls after the burst's first: ~0.1 s each at 10/s
+            assert (await client.get_session(session.session_id)).session_id == session.session_id
+        assert time.monotonic() - started >= 0.3
+    async with KernelEvolveClient(handle.target, token=TOKEN, rate_limit_retries=0) as impatient:
+        with pytest.raises(RateLimitedError):
+            for _ in range(5):
+                await impatient.get_session(session.session_id)
