@@ -169,8 +169,12 @@ def _tail(path: str, chars: int = 1500) -> str:
         return ""
 
 
-def up(settings: Settings, state: Path, evaluators: int = 1, ready_timeout_s: float = 300.0) -> ClusterState:
-    """Start the cluster and wait until every gRPC server answers its health check."""
+def up(settings: Settings, state: Path, evaluators: int = 1, ready_timeout_s: float = 300.0,
+       config_path: str | None = None) -> ClusterState:
+    """Start the cluster and wait until every gRPC server answers its health check.
+
+    ``config_path``: the YAML file every service reads too (the cluster's own wiring,
+    set through the environment, wins over it)."""
     if evaluators < 1:
         raise ConfigError("--evaluators must be at least 1")
     state_file = state / STATE_FILE
@@ -212,6 +216,8 @@ def up(settings: Settings, state: Path, evaluators: int = 1, ready_timeout_s: fl
             "KE_METRICS_ENABLED": "true",
             "KE_LOG_FORMAT": "json",
         })
+        if config_path:
+            base_env["KE_CONFIG"] = str(Path(config_path).resolve())
         eval_ports = [_free_port() for _ in range(evaluators)]
         for i, port in enumerate(eval_ports):
             metrics_port = _free_port()
@@ -242,7 +248,7 @@ def up(settings: Settings, state: Path, evaluators: int = 1, ready_timeout_s: fl
 # Variables a user may set for the services (model, device, limits); the cluster's own
 # wiring (bus, store, ports, tokens) always wins over the caller's environment.
 _PASSED_THROUGH = {
-    "KE_KNOWLEDGE_EMBEDDER", "KE_EVALUATOR_HARDWARE_KIND", "KE_EVALUATOR_COMPILE_TIMEOUT_S",
+    "KE_CONFIG", "KE_KNOWLEDGE_EMBEDDER", "KE_EVALUATOR_HARDWARE_KIND", "KE_EVALUATOR_COMPILE_TIMEOUT_S",
     "KE_EVALUATOR_RUN_TIMEOUT_S", "KE_EVALUATOR_CORRECTNESS_TRIALS", "KE_EVALUATOR_PARALLEL_WORKERS",
     "KE_SEARCH_DEFAULT_BUDGET", "KE_SEARCH_MAX_INFLIGHT", "KE_SEARCH_FINALISTS", "KE_LOG_LEVEL",
     "KE_SYNTHESIZER_KIND",
@@ -280,7 +286,7 @@ def _stop(procs: list[Proc], grace_s: float = 30.0) -> list[str]:
             stopped.append(p.name)
         deadline = time.monotonic() + grace_s
         while any(is_ours(p) for p in live) and time.monotonic() < deadline:
-            _reap()
+            _reap(live)
             time.sleep(0.1)
         for p in live:
             # The group also holds an evaluator's sandboxed workers; none may outlive it.
@@ -288,19 +294,18 @@ def _stop(procs: list[Proc], grace_s: float = 30.0) -> list[str]:
                 os.killpg(p.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        _reap()
+        _reap(live)
     return stopped
 
 
-def _reap() -> None:
-    """Collect exited children when `up` and `down` run in one process (tests, failed starts)."""
-    while True:
+def _reap(procs: list[Proc]) -> None:
+    """Collect those of ``procs`` that exited and are our own children (when `up` and `down`
+    run in one process: tests, a failed start), so that they do not linger as zombies."""
+    for p in procs:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+            os.waitpid(p.pid, os.WNOHANG)
+        except ChildProcessError:  # not our child (the usual case: `up` ran in another process)
+            pass
 
 
 def down(state: Path, grace_s: float = 30.0) -> list[str]:

@@ -27,7 +27,8 @@ def add_cluster_commands(sub: Any) -> None:
 def run_cluster_command(args: argparse.Namespace, settings: Settings) -> int:
     state = args.state_dir or default_state_dir(settings)
     if args.command == "up":
-        cluster: ClusterState = up(settings, state, evaluators=args.evaluators, ready_timeout_s=args.ready_timeout)
+        cluster: ClusterState = up(settings, state, evaluators=args.evaluators, ready_timeout_s=args.ready_timeout,
+                                   config_path=args.config)
         info = describe(cluster, state)
         if args.json:
             sys.stdout.write(json.dumps(info, indent=2) + "\n")
