@@ -78,7 +78,8 @@ ENV PATH=/opt/venv/bin:$PATH \
 WORKDIR /tmp
 USER 10001:10001
 
-# gateway, search, synthesizer, evaluator, knowledge
-EXPOSE 50051 50052 50053 50054 50055
+# gRPC of gateway, search, synthesizer, evaluator, knowledge; Prometheus /metrics
+# (KE_METRICS_ENABLED=true, KE_METRICS_PORT=9100 in the Kubernetes ConfigMap).
+EXPOSE 50051 50052 50053 50054 50055 9100
 
 CMD ["kernelevolve-gateway"]

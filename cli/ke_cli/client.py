@@ -2,32 +2,77 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import grpc
 
 from kernelevolve.artifacts import lineage_document
-from kernelevolve.errors import RetryableError
+from kernelevolve.errors import KernelEvolveError, RetryableError
+from kernelevolve.grpc_guard import bearer_metadata
 from kernelevolve.grpc_util import error_from_status
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class AuthenticationError(KernelEvolveError):
+    """The gateway refused the credentials (UNAUTHENTICATED / PERMISSION_DENIED)."""
+
+
+class RateLimitedError(RetryableError):
+    """The gateway's rate limit for this client is exhausted (RESOURCE_EXHAUSTED)."""
+
 
 def _mapped(exc: grpc.aio.AioRpcError) -> Exception:
-    return error_from_status(exc.code(), exc.details() or str(exc.code()))
+    details = exc.details() or str(exc.code())
+    if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return AuthenticationError(f"gateway refused the call: {details} (give a token with --token or "
+                                   "KE_CLIENT_TOKEN)")
+    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return RateLimitedError(details)
+    return error_from_status(exc.code(), details)
 
 
 class KernelEvolveClient:
-    """``async with KernelEvolveClient("127.0.0.1:50051") as c: s = await c.start_session(spec)``."""
+    """``async with KernelEvolveClient("127.0.0.1:50051") as c: s = await c.start_session(spec)``.
 
-    def __init__(self, target: str) -> None:
+    ``token``: bearer token the gateway expects (empty: none sent). ``tls``: connect over
+    TLS, trusting ``ca_cert`` (PEM bytes; None = the system roots).
+    """
+
+    def __init__(self, target: str, *, token: str = "", tls: bool = False, ca_cert: bytes | None = None,
+                 watch_retries: int = 5, rate_limit_retries: int = 8) -> None:
         self.target = target
-        self._channel = grpc.aio.insecure_channel(target)
+        if tls:
+            self._channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca_cert))
+        else:
+            self._channel = grpc.aio.insecure_channel(target)
         self._stub = sgrpc.GatewayStub(self._channel)
+        self._md = bearer_metadata(token)
+        self._watch_retries = watch_retries
+        self._rate_retries = rate_limit_retries
+
+    async def _call(self, method: Callable[..., Awaitable[T]], request: Any) -> T:
+        """One unary call; a rate-limited one (RESOURCE_EXHAUSTED) is retried with growing
+        pauses, so that a long export stays within the gateway's per-client limit."""
+        for attempt in range(self._rate_retries + 1):
+            try:
+                return await method(request, metadata=self._md)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or attempt == self._rate_retries:
+                    raise _mapped(exc) from exc
+                await asyncio.sleep(min(5.0, 0.1 * 2 ** attempt))
+        raise AssertionError("unreachable")
 
     async def __aenter__(self) -> KernelEvolveClient:
         return self
@@ -52,42 +97,43 @@ class KernelEvolveClient:
                             hardware_kind: str = "", session_id: str = "", max_inflight: int = 0) -> pb.Session:
         req = spb.StartSessionRequest(spec=spec, budget=budget, strategy=strategy, hardware_kind=hardware_kind,
                                       session_id=session_id, max_inflight=max_inflight)
-        try:
-            return (await self._stub.StartSession(req)).session
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        return (await self._call(self._stub.StartSession, req)).session
 
-    async def watch(self, session_id: str) -> AsyncIterator[ev.Envelope]:
-        try:
-            async for env in self._stub.WatchSession(spb.WatchSessionRequest(session_id=session_id,
-                                                                             from_start=True)):
-                yield env
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+    async def watch(self, session_id: str, after_sequence: int = 0) -> AsyncIterator[ev.Envelope]:
+        """The session's events until SessionCompleted. A stream broken by an unavailable
+        gateway is resumed after the last event received, so nothing is seen twice."""
+        last = after_sequence
+        retries = 0
+        while True:
+            req = spb.WatchSessionRequest(session_id=session_id, from_start=last == 0, after_sequence=last)
+            try:
+                async for env in self._stub.WatchSession(req, metadata=self._md):
+                    last = max(last, env.sequence)
+                    retries = 0
+                    yield env
+                return
+            except grpc.aio.AioRpcError as exc:
+                # A rate-limited or broken stream is resumed; anything else is the caller's.
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED) \
+                        or retries >= self._watch_retries:
+                    raise _mapped(exc) from exc
+                retries += 1
+                log.info("watch interrupted; resuming", extra={"session_id": session_id, "after_sequence": last})
+                await asyncio.sleep(min(5.0, 0.5 * 2 ** retries))
 
     async def get_session(self, session_id: str) -> pb.Session:
-        try:
-            return await self._stub.GetSession(spb.SessionRef(session_id=session_id))
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        return await self._call(self._stub.GetSession, spb.SessionRef(session_id=session_id))
 
     async def list_candidates(self, session_id: str) -> list[pb.Node]:
-        try:
-            return list((await self._stub.ListCandidates(spb.SessionRef(session_id=session_id))).nodes)
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        resp = await self._call(self._stub.ListCandidates, spb.SessionRef(session_id=session_id))
+        return list(resp.nodes)
 
     async def get_candidate(self, session_id: str, candidate_id: str) -> spb.GetCandidateResponse:
-        try:
-            return await self._stub.GetCandidate(spb.CandidateRef(session_id=session_id, candidate_id=candidate_id))
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        ref = spb.CandidateRef(session_id=session_id, candidate_id=candidate_id)
+        return await self._call(self._stub.GetCandidate, ref)
 
     async def cancel(self, session_id: str) -> pb.Session:
-        try:
-            return await self._stub.CancelSession(spb.SessionRef(session_id=session_id))
-        except grpc.aio.AioRpcError as exc:
-            raise _mapped(exc) from exc
+        return await self._call(self._stub.CancelSession, spb.SessionRef(session_id=session_id))
 
     async def export(self, session_id: str, out_dir: Path) -> Path:
         """Write a run folder (candidates, reports, lineage, best kernel) from the API alone,

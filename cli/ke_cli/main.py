@@ -2,6 +2,8 @@
 
     kernelevolve optimize examples/ops/softmax_rows.py --budget 8 [--out DIR] [--json]
     kernelevolve eval SPEC CANDIDATE [--json]
+    kernelevolve up [--evaluators N] [--json]     a local multi-process cluster on loopback
+    kernelevolve down
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -81,12 +83,20 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--max-inflight", type=int, default=0, help="candidates evaluated concurrently at most")
     o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
     o.add_argument("--timeout", type=float, default=3600.0, help="seconds before the session is cancelled")
+    o.add_argument("--token", default="", help="bearer token for --gateway (default: $KE_CLIENT_TOKEN, or the "
+                   "local cluster's own token)")
+    o.add_argument("--tls", action="store_true", help="connect to --gateway over TLS")
+    o.add_argument("--tls-ca", default="", help="CA certificate (PEM) that signed the gateway's certificate")
 
     e = sub.add_parser("eval", help="judge one candidate file against one spec")
     e.add_argument("spec", type=Path)
     e.add_argument("candidate", type=Path)
     e.add_argument("--json", action="store_true", help="print the full verdict as JSON")
     e.add_argument("--trials", type=int, default=None, help="correctness trials (default from config, 5)")
+
+    from ke_cli.cluster_cli import add_cluster_commands
+
+    add_cluster_commands(sub)
     return p
 
 
@@ -101,6 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command == "optimize":
             code = asyncio.run(_optimize(args, settings))
+        elif args.command in ("up", "down"):
+            from ke_cli.cluster_cli import run_cluster_command
+
+            code = run_cluster_command(args, settings)
         else:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
@@ -207,7 +221,10 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
 
                 handles = await start_embedded(settings, run_dir, stack)
                 target = handles.gateway.target
-            client = KernelEvolveClient(target)
+            from ke_cli.credentials import client_options
+
+            creds = client_options(settings, args.gateway, token=args.token, tls=args.tls, tls_ca=args.tls_ca)
+            client = KernelEvolveClient(target, **creds.kwargs())  # type: ignore[arg-type]
             stack.push_async_callback(client.close)
             await client.wait_ready()
             session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,

@@ -6,8 +6,8 @@ a section inside a section adds its name, ``KE_<SECTION>_<SUBSECTION>_<FIELD>`` 
 ``KE_EVALUATOR_TIMING_MAX_TRIALS`` for ``evaluator: {timing: {max_trials: ...}}``). A field
 that may be None (``int | None``) takes ``none``/``null`` or an empty value for None.
 ``${VAR}`` inside YAML values is expanded from the environment and fails loudly when
-``VAR`` is unset. Secrets (S3 keys) come only from the environment / a Kubernetes
-Secret mounted as environment.
+``VAR`` is unset. Secrets (S3 keys, gateway tokens) come only from the environment / a
+Kubernetes Secret mounted as environment.
 """
 
 from __future__ import annotations
@@ -185,6 +185,9 @@ class SearchSettings:
 @dataclass(frozen=True)
 class SynthesizerSettings:
     kind: str = "offline"
+    # Provider key of an LLM-backed synthesizer: a secret, from the environment only
+    # (KE_SYNTHESIZER_API_KEY, the Kubernetes Secret kernelevolve-llm). The offline one needs none.
+    api_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,60 @@ class GrpcSettings:
     knowledge_port: int = 50055
     # Where the gateway reaches the evaluator for ValidateSpec ("host:port").
     evaluator_target: str = ""
+    # Largest request a server accepts (bytes); a spec is source text, so 8 MiB is generous.
+    max_message_bytes: int = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    # Bearer tokens every gRPC server accepts, comma-separated; empty = no authentication
+    # (the embedded default, which listens on loopback only). A secret: set it from the
+    # environment (KE_AUTH_TOKENS, from a Kubernetes Secret) or a ${VAR} in the YAML.
+    # Internal calls (gateway -> evaluator) send the first one.
+    tokens: str = ""
+
+    @property
+    def token_list(self) -> tuple[str, ...]:
+        return tuple(t.strip() for t in self.tokens.split(",") if t.strip())
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    # TLS for the public endpoint (PEM files, e.g. a mounted kubernetes.io/tls Secret);
+    # both empty = plaintext. Internal services stay plaintext inside the namespace.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    # Token bucket per client (token, or peer address without one): sustained calls per
+    # second and burst. A watcher's stream counts as one call.
+    rate_per_s: float = 20.0
+    rate_burst: int = 40
+    # StartSession waits at most this long for spec validation when the caller set no deadline.
+    validate_timeout_s: float = 240.0
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    # What the CLI and the Python client send to a gateway: KE_CLIENT_TOKEN (never in YAML
+    # committed anywhere), TLS on/off and the CA bundle that signed the gateway's certificate
+    # (empty: the system roots).
+    token: str = ""
+    tls: bool = False
+    tls_ca_file: str = ""
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    # Prometheus endpoint (/metrics over HTTP) of a standalone service, bound on grpc.host.
+    # Port 0 with enabled=true binds a free port (tests).
+    enabled: bool = False
+    port: int = 9100
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    # State folder of `kernelevolve up` (pids, ports, the generated token, logs);
+    # empty = $XDG_STATE_HOME/kernelevolve/cluster (~/.local/state/... without it).
+    state_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,6 +265,11 @@ class Settings:
     search: SearchSettings = field(default_factory=SearchSettings)
     synthesizer: SynthesizerSettings = field(default_factory=SynthesizerSettings)
     grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    client: ClientSettings = field(default_factory=ClientSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
     log_format: str = "json"
     log_level: str = "INFO"
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer  # the grpc.aio flavour (health.aio re-exports it)
 
 from kernelevolve import errors
+from kernelevolve.grpc_guard import GuardInterceptor, RateLimiter, TokenAuth
+
+if TYPE_CHECKING:
+    from kernelevolve.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -108,22 +113,73 @@ class RunningServer:
         await self.server.stop(grace_s)
 
 
+@dataclass(frozen=True)
+class ServerOptions:
+    """How a server admits calls. The defaults admit everyone (embedded stack, tests)."""
+
+    tokens: tuple[str, ...] = ()
+    # Per-client token bucket; 0 = no limit.
+    rate_per_s: float = 0.0
+    rate_burst: int = 0
+    # PEM server certificate chain and key; empty = plaintext.
+    tls_cert: bytes = b""
+    tls_key: bytes = b""
+    max_message_bytes: int = 8 * 1024 * 1024
+
+
+def server_options(settings: Settings, *, public: bool = False) -> ServerOptions:
+    """Options of one service's server from settings; ``public`` (the gateway) adds TLS and
+    rate limits, every server gets authentication and the size limit."""
+    opts = ServerOptions(tokens=settings.auth.token_list, max_message_bytes=settings.grpc.max_message_bytes)
+    if not public:
+        return opts
+    gw = settings.gateway
+    cert = key = b""
+    if bool(gw.tls_cert_file) != bool(gw.tls_key_file):
+        raise errors.ConfigError("gateway TLS needs both tls_cert_file and tls_key_file")
+    if gw.tls_cert_file:
+        try:
+            cert, key = Path(gw.tls_cert_file).read_bytes(), Path(gw.tls_key_file).read_bytes()
+        except OSError as exc:
+            raise errors.ConfigError(f"cannot read the gateway's TLS certificate or key: {exc}") from exc
+    return ServerOptions(tokens=opts.tokens, rate_per_s=gw.rate_per_s, rate_burst=gw.rate_burst,
+                         tls_cert=cert, tls_key=key, max_message_bytes=opts.max_message_bytes)
+
+
 async def start_server(
     host: str,
     port: int,
     register: Iterable[Callable[[grpc.aio.Server], None]],
     service_names: Iterable[str],
+    options: ServerOptions | None = None,
 ) -> RunningServer:
-    """Start a grpc.aio server with the error interceptor and the standard health service.
+    """Start a grpc.aio server with the guard (tokens, rate limit), the error interceptor
+    and the standard health service.
 
     ``port=0`` binds a free port; the bound port is returned.
     """
-    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    from kernelevolve.metrics import MetricsInterceptor
+
+    opts = options or ServerOptions()
+    auth = TokenAuth(opts.tokens) if opts.tokens else None
+    limiter = RateLimiter(opts.rate_per_s, max(1, opts.rate_burst)) if opts.rate_per_s > 0 else None
+    # Order: count every call (refused ones too), then admit, then map domain errors.
+    interceptors: list[grpc.aio.ServerInterceptor] = [MetricsInterceptor()]
+    if auth is not None or limiter is not None:
+        interceptors.append(GuardInterceptor(auth, limiter))
+    interceptors.append(ErrorInterceptor())
+    server = grpc.aio.server(interceptors=interceptors, options=[
+        ("grpc.max_receive_message_length", opts.max_message_bytes),
+    ])
     for reg in register:
         reg(server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if opts.tls_cert:
+        creds = grpc.ssl_server_credentials([(opts.tls_key, opts.tls_cert)])
+        bound = server.add_secure_port(f"{host}:{port}", creds)
+    else:
+        bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise errors.ConfigError(f"cannot bind gRPC server to {host}:{port}")
     await server.start()

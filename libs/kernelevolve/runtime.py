@@ -53,7 +53,14 @@ async def _serve(name: str, settings: Settings, start: StartFn) -> None:
             loop.add_signal_handler(sig, stop.set)
     async with AsyncExitStack() as stack:
         handle = await start(settings, stack)
-        log.info("service ready", extra={"service": name, "port": getattr(handle, "port", None)})
+        metrics_port = None
+        if settings.metrics.enabled:
+            from kernelevolve.metrics import start_metrics_server
+
+            metrics_port, stop_metrics = start_metrics_server(settings.grpc.host, settings.metrics.port)
+            stack.callback(stop_metrics)
+        log.info("service ready", extra={"service": name, "port": getattr(handle, "port", None),
+                                         "metrics_port": metrics_port})
         await stop.wait()
         log.info("service stopping", extra={"service": name})
 

@@ -1,7 +1,9 @@
 """Kubernetes manifests under deploy/k8s: render every kustomization, validate it
-against the Kubernetes OpenAPI schemas (offline, strict), then check the
-invariants the cluster cannot check for us (probes on the right ports, hardening,
-resources, references between objects, per-overlay scaling).
+against the Kubernetes OpenAPI schemas (offline, strict; KEDA's ScaledObject
+against the schema kept in deploy/k8s/schemas, since kubernetes-validate has none
+for custom resources), then check the invariants the cluster cannot check for us
+(probes on the right ports, hardening, resources, references between objects,
+per-overlay scaling, network policies, metrics).
 
 Needs ``kubectl`` (for ``kubectl kustomize``) and ``kubernetes-validate``; both come
 with the ``dev`` extra.
@@ -9,6 +11,7 @@ with the ``dev`` extra.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -36,7 +39,11 @@ APP = {
     "evaluator-cpu": ("kernelevolve-evaluator", 50054),
     "evaluator-nvidia": ("kernelevolve-evaluator", 50054),
     "knowledge": ("kernelevolve-knowledge", 50055),
+    "spec-validator": ("kernelevolve-evaluator", 50054),
 }
+METRICS_PORT = 9100
+KEDA_SCHEMA = K8S / "schemas" / "scaledobject-keda-v1alpha1.json"
+CUSTOM_KINDS = {("keda.sh/v1alpha1", "ScaledObject"): KEDA_SCHEMA}
 APP_IMAGES = {"kernelevolve", "kernelevolve-cuda"}
 INFRA = {"nats": "StatefulSet", "qdrant": "StatefulSet", "minio": "StatefulSet"}
 CONFIG = {
@@ -47,7 +54,9 @@ CONFIG = {
     "KE_KNOWLEDGE_URL": "http://qdrant:6333",
     "KE_LOG_FORMAT": "json",
     "KE_GRPC_HOST": "0.0.0.0",
-    "KE_GRPC_EVALUATOR_TARGET": "evaluator-cpu:50054",
+    "KE_GRPC_EVALUATOR_TARGET": "spec-validator:50054",
+    "KE_METRICS_ENABLED": "true",
+    "KE_METRICS_PORT": str(METRICS_PORT),
 }
 S3_KEYS = {"KE_STORE_ACCESS_KEY", "KE_STORE_SECRET_KEY"}
 # Oldest Kubernetes release the manifests must stay valid for; the newest one the
@@ -55,7 +64,11 @@ S3_KEYS = {"KE_STORE_ACCESS_KEY", "KE_STORE_SECRET_KEY"}
 OLDEST_K8S = "1.30.0"
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "StorageClass"}
-PROD_CREDENTIALS = "KE_STORE_ACCESS_KEY=test-access\nKE_STORE_SECRET_KEY=test-secret-0123456789\n"
+PROD_CREDENTIALS = {
+    "s3-credentials.env": "KE_STORE_ACCESS_KEY=test-access\nKE_STORE_SECRET_KEY=test-secret-0123456789\n",
+    "gateway-tokens.env": "KE_AUTH_TOKENS=test-token-one,test-token-two\n",
+    "llm.env": "KE_SYNTHESIZER_API_KEY=test-llm-key\n",
+}
 
 
 # ---------------------------------------------------------------------------- tools
@@ -85,7 +98,7 @@ def _kustomize(path: Path) -> subprocess.CompletedProcess[str]:
 
 def _copy_tree(dest: Path) -> Path:
     """deploy/k8s copied without any real prod credentials a developer keeps locally."""
-    shutil.copytree(K8S, dest, ignore=shutil.ignore_patterns("s3-credentials.env"))
+    shutil.copytree(K8S, dest, ignore=shutil.ignore_patterns(*PROD_CREDENTIALS))
     return dest
 
 
@@ -97,7 +110,8 @@ def renders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     """Rendered YAML per target, rendered once. Prod needs its credentials file:
     it is rendered from a copy of the tree with a throwaway one."""
     copy = _copy_tree(tmp_path_factory.mktemp("k8s") / "k8s")
-    (copy / "overlays" / "prod" / "s3-credentials.env").write_text(PROD_CREDENTIALS)
+    for name, text in PROD_CREDENTIALS.items():
+        (copy / "overlays" / "prod" / name).write_text(text)
     out: dict[str, str] = {}
     for target in TARGETS:
         proc = _kustomize(copy / target)
@@ -189,8 +203,9 @@ def test_schema_valid_strict(renders: dict[str, str], target: str, tmp_path: Pat
     kv = pytest.importorskip("kubernetes_validate.utils", reason="kubernetes-validate is not installed")
     versions = sorted({kv.latest_version(), OLDEST_K8S})
     # A file, not stdin: the tool reads its input once per requested version.
+    builtin = [d for d in yaml.safe_load_all(renders[target]) if d and _custom_schema(d) is None]
     rendered = tmp_path / "rendered.yaml"
-    rendered.write_text(renders[target])
+    rendered.write_text(yaml.safe_dump_all(builtin))
     args = [sys.executable, "-m", "kubernetes_validate", "--strict"]
     for v in versions:
         args += ["--kubernetes-version", v]
@@ -199,8 +214,48 @@ def test_schema_valid_strict(renders: dict[str, str], target: str, tmp_path: Pat
     assert proc.returncode == 0, f"{target} failed schema validation:\n{report}"
     # A kind without a schema is only a warning there; here it is a failure.
     assert "WARN" not in report, report
-    n_docs = len([d for d in yaml.safe_load_all(renders[target]) if d])
-    assert report.count(" passed for resource ") == n_docs * len(versions), report
+    assert report.count(" passed for resource ") == len(builtin) * len(versions), report
+
+
+def _custom_schema(doc: dict[str, Any]) -> Path | None:
+    return CUSTOM_KINDS.get((doc["apiVersion"], doc["kind"]))
+
+
+def _validate_custom(doc: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema_path = _custom_schema(doc)
+    assert schema_path is not None
+    schema = json.loads(schema_path.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(doc)
+
+
+def test_custom_resources_valid_strict(renders: dict[str, str], target: str) -> None:
+    """Custom resources (KEDA ScaledObjects) against their schema in deploy/k8s/schemas."""
+    custom = [d for d in yaml.safe_load_all(renders[target]) if d and _custom_schema(d) is not None]
+    for doc in custom:
+        _validate_custom(doc)
+    # Any other kind goes to kubernetes-validate above, where a kind without a schema fails.
+    if target == "overlays/prod":
+        assert {d["kind"] for d in custom} == {"ScaledObject"}
+
+
+def test_keda_schema_rejects_typos() -> None:
+    """The schema is strict: an unknown or misspelt field fails, as --strict does for built-in kinds."""
+    import jsonschema
+
+    good = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "x"},
+            "spec": {"scaleTargetRef": {"name": "x"}, "minReplicaCount": 0,
+                     "triggers": [{"type": "nats-jetstream", "metadata": {"stream": "KE"}}]}}
+    _validate_custom(good)
+    for bad in (
+        {**good, "spec": {**good["spec"], "minReplicas": 0}},  # HPA's field name, not KEDA's
+        {**good, "spec": {**good["spec"], "triggers": [{"type": "nats-jetstream", "metadata": {"lag": 5}}]}},
+        {**good, "spec": {"scaleTargetRef": {"name": "x"}}},  # no triggers
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            _validate_custom(bad)
 
 
 # ---------------------------------------------------------------------------- app services
@@ -229,8 +284,8 @@ def test_app_containers_run_their_service(docs: list[dict[str, Any]]) -> None:
         assert _image_name(image) in APP_IMAGES, f"{name}: unexpected image {image}"
         assert ":" in image.rsplit("/", 1)[-1] or "@" in image, f"{name}: image {image} has no tag"
         assert not image.endswith(":latest"), f"{name}: pin a tag, not :latest"
-        ports = {p["containerPort"] for p in c["ports"]}
-        assert ports == {port}, f"{name}: containerPorts {ports}"
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert ports == {"grpc": port, "metrics": METRICS_PORT}, f"{name}: containerPorts {ports}"
         svc = _one(docs, "Service", name)
         assert [p["port"] for p in svc["spec"]["ports"]] == [port], name
 
@@ -238,7 +293,7 @@ def test_app_containers_run_their_service(docs: list[dict[str, Any]]) -> None:
 def test_app_grpc_probes_on_container_port(docs: list[dict[str, Any]]) -> None:
     for dep in _find(docs, "Deployment"):
         c = _app_container(dep)
-        (port,) = {p["containerPort"] for p in c["ports"]}
+        (port,) = {p["containerPort"] for p in c["ports"] if p["name"] == "grpc"}
         for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
             assert probe in c, f"{dep['metadata']['name']}: no {probe}"
             assert c[probe].get("grpc", {}).get("port") == port, f"{dep['metadata']['name']}: {probe}"
@@ -449,15 +504,22 @@ def test_dev_is_single_replica(renders: dict[str, str]) -> None:
     assert not _find(docs, "HorizontalPodAutoscaler")
 
 
+STATELESS = ("gateway", "search", "synthesizer", "knowledge", "spec-validator")
+POOLS = ("evaluator-cpu", "evaluator-nvidia")
+
+
 def test_prod_scaling(renders: dict[str, str]) -> None:
     docs = [d for d in yaml.safe_load_all(renders["overlays/prod"]) if d]
-    for name in ("gateway", "search", "synthesizer"):
-        assert _replicas(_one(docs, "Deployment", name)) >= 2, name
-    hpa = _one(docs, "HorizontalPodAutoscaler", "evaluator-cpu")
-    ref = hpa["spec"]["scaleTargetRef"]
-    target = _one(docs, ref["kind"], ref["name"])
-    assert ref["name"] == "evaluator-cpu"
-    assert hpa["spec"]["minReplicas"] == _replicas(target) <= hpa["spec"]["maxReplicas"]
+    hpas = {h["spec"]["scaleTargetRef"]["name"]: h for h in _find(docs, "HorizontalPodAutoscaler")}
+    # Stateless services: an HPA each, starting at the Deployment's replicas.
+    assert set(hpas) == set(STATELESS)
+    for name, hpa in hpas.items():
+        ref = hpa["spec"]["scaleTargetRef"]
+        target = _one(docs, ref["kind"], ref["name"])
+        assert hpa["spec"]["minReplicas"] == _replicas(target) >= 2 and hpa["spec"]["maxReplicas"] > 2, name
+    # Evaluator pools: KEDA only (a second autoscaler on one Deployment would fight it).
+    scaled = {so["spec"]["scaleTargetRef"]["name"] for so in _find(docs, "ScaledObject")}
+    assert scaled == set(POOLS) and not scaled & set(hpas)
     pdbs = _find(docs, "PodDisruptionBudget")
     covered = set()
     for pdb in pdbs:
@@ -467,18 +529,125 @@ def test_prod_scaling(renders: dict[str, str]) -> None:
         ]
         assert matched, f"PodDisruptionBudget/{pdb['metadata']['name']} selects nothing"
         for w in matched:
-            # minAvailable 1 on a single replica would block every drain.
-            if "minAvailable" in pdb["spec"]:
-                assert _replicas(w) > pdb["spec"]["minAvailable"], w["metadata"]["name"]
-            covered.add(w["metadata"]["name"])
-    assert {"gateway", "search", "synthesizer", "evaluator-cpu", "evaluator-nvidia"} <= covered
+            name = w["metadata"]["name"]
+            if name in POOLS:  # may run one pod or none: minAvailable would block every drain
+                assert "minAvailable" not in pdb["spec"] and pdb["spec"]["maxUnavailable"] >= 1, name
+            elif "minAvailable" in pdb["spec"]:
+                assert _replicas(w) > pdb["spec"]["minAvailable"], name
+            covered.add(name)
+    assert set(STATELESS) | set(POOLS) <= covered
 
 
-def test_prod_credentials_come_from_the_env_file(renders: dict[str, str]) -> None:
-    base = _one([d for d in yaml.safe_load_all(renders["base"]) if d], "Secret", "kernelevolve-s3")
-    prod = _one([d for d in yaml.safe_load_all(renders["overlays/prod"]) if d], "Secret", "kernelevolve-s3")
-    assert set(prod["data"]) == S3_KEYS
-    assert prod["data"] != base["data"], "prod still carries the dev placeholder credentials"
+def test_keda_scales_each_pool_on_its_own_queue(renders: dict[str, str]) -> None:
+    """Every evaluator pool scales to zero and back on the JetStream consumer it reads:
+    the durable names and stream the code uses, NATS's monitoring Service and port."""
+    from kernelevolve.config import BusSettings
+
+    docs = [d for d in yaml.safe_load_all(renders["overlays/prod"]) if d]
+    nats_svc = _one(docs, "Service", "nats")
+    monitor = {p["name"]: p["port"] for p in nats_svc["spec"]["ports"]}["monitor"]
+    for so in _find(docs, "ScaledObject"):
+        spec = so["spec"]
+        dep = _one(docs, spec["scaleTargetRef"].get("kind", "Deployment"), spec["scaleTargetRef"]["name"])
+        hardware = _env(_app_container(dep))["KE_EVALUATOR_HARDWARE_KIND"]
+        assert spec["minReplicaCount"] == 0 < spec["maxReplicaCount"], so["metadata"]["name"]
+        # Scale-down must not cut an evaluation in flight (run timeout 120 s, grace period).
+        grace = _pod_spec(dep)["terminationGracePeriodSeconds"]
+        assert spec["cooldownPeriod"] >= 120 + grace
+        triggers = spec["triggers"]
+        assert {t["type"] for t in triggers} == {"nats-jetstream"}
+        consumers = {t["metadata"]["consumer"] for t in triggers}
+        # EvaluatorService.subscribe: durables evaluator-<kind> and evaluator-<kind>-retime.
+        assert consumers == {f"evaluator-{hardware}", f"evaluator-{hardware}-retime"}
+        for t in triggers:
+            md = t["metadata"]
+            assert md["stream"] == BusSettings().stream
+            assert md["natsServerMonitoringEndpoint"] == f"nats.{NAMESPACE}.svc.cluster.local:{monitor}"
+            assert md["activationLagThreshold"] == "0"  # the first waiting candidate wakes the pool
+            assert int(md["lagThreshold"]) >= 1
+        assert so["metadata"]["namespace"] == NAMESPACE
+
+
+def test_metrics_endpoints_scraped(docs: list[dict[str, Any]]) -> None:
+    for dep in _find(docs, "Deployment"):
+        name = dep["metadata"]["name"]
+        annotations = dep["spec"]["template"]["metadata"].get("annotations", {})
+        assert annotations.get("prometheus.io/scrape") == "true", name
+        assert annotations.get("prometheus.io/port") == str(METRICS_PORT), name
+        assert annotations.get("prometheus.io/path") == "/metrics", name
+
+
+def _policies(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p["spec"] for p in _find(docs, "NetworkPolicy")}
+
+
+def test_network_policies(docs: list[dict[str, Any]]) -> None:
+    pols = _policies(docs)
+    # Ingress: denied by default, open inside the namespace.
+    assert pols["default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    assert pols["allow-same-namespace"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+    # From outside the namespace, only these (pod selector -> allowed ports).
+    outside = {}
+    for name, spec in pols.items():
+        for rule in spec.get("ingress", []):
+            froms = rule.get("from")
+            if froms == [{"podSelector": {}}]:
+                continue
+            ports = sorted(p["port"] for p in rule.get("ports", []))
+            assert ports, f"{name}: an ingress rule from outside must name its ports"
+            outside[name] = (spec["podSelector"].get("matchLabels"), ports, froms)
+    assert outside["gateway-ingress"] == ({"app.kubernetes.io/name": "gateway"}, [50051], None)
+    assert outside["metrics-from-monitoring"][1] == [METRICS_PORT]
+    assert outside["nats-monitor-from-keda"][:2] == ({"app.kubernetes.io/name": "nats"}, [8222])
+    assert set(outside) == {"gateway-ingress", "metrics-from-monitoring", "nats-monitor-from-keda"}
+    # Every app pod is selected by the metrics policy.
+    metrics_sel = pols["metrics-from-monitoring"]["podSelector"]["matchLabels"]
+    for dep in _find(docs, "Deployment"):
+        assert _selects(metrics_sel, dep["spec"]["template"]["metadata"]["labels"]), dep["metadata"]["name"]
+
+
+def test_evaluators_reach_only_nats_store_and_dns(docs: list[dict[str, Any]]) -> None:
+    spec = _policies(docs)["evaluator-egress"]
+    assert spec["policyTypes"] == ["Egress"]
+    allowed = []
+    for rule in spec["egress"]:
+        # No rule without a destination (that would be "anywhere"), no ipBlock (internet,
+        # the Kubernetes API's address), no namespace-wide selector.
+        assert rule.get("to"), rule
+        for peer in rule["to"]:
+            assert "ipBlock" not in peer, rule
+            assert peer.get("podSelector", {}).get("matchLabels"), rule
+        ports = sorted((p["protocol"], p["port"]) for p in rule["ports"])
+        allowed.append((peer["podSelector"]["matchLabels"], peer.get("namespaceSelector"), ports))
+    assert sorted(map(str, allowed)) == sorted(map(str, [
+        ({"app.kubernetes.io/name": "nats"}, None, [("TCP", 4222)]),
+        ({"app.kubernetes.io/name": "minio"}, None, [("TCP", 9000)]),
+        ({"k8s-app": "kube-dns"}, {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+         [("TCP", 53), ("UDP", 53)]),
+    ]))
+    # The policy covers every pod that runs user code: the pools and the spec validator.
+    selector = spec["podSelector"]["matchLabels"]
+    for name in ("evaluator-cpu", "spec-validator"):
+        assert _selects(selector, _one(docs, "Deployment", name)["spec"]["template"]["metadata"]["labels"])
+
+
+def test_prod_credentials_come_from_the_env_files(renders: dict[str, str]) -> None:
+    base_docs = [d for d in yaml.safe_load_all(renders["base"]) if d]
+    prod_docs = [d for d in yaml.safe_load_all(renders["overlays/prod"]) if d]
+    for name, keys in (("kernelevolve-s3", S3_KEYS), ("kernelevolve-auth", {"KE_AUTH_TOKENS"}),
+                       ("kernelevolve-llm", {"KE_SYNTHESIZER_API_KEY"})):
+        base, prod = _one(base_docs, "Secret", name), _one(prod_docs, "Secret", name)
+        assert set(prod["data"]) == keys, name
+        assert prod["data"] != base.get("data"), f"prod still carries the dev placeholder {name}"
+
+
+def test_every_app_service_requires_the_token(docs: list[dict[str, Any]]) -> None:
+    """KE_AUTH_TOKENS reaches every gRPC server (the gateway's calls to the spec-validator carry it)."""
+    secrets = {s["metadata"]["name"]: s for s in _find(docs, "Secret")}
+    assert "KE_AUTH_TOKENS" in (secrets["kernelevolve-auth"].get("data") or {})
+    for dep in _find(docs, "Deployment"):
+        refs = [e["secretRef"]["name"] for e in _app_container(dep).get("envFrom", []) if "secretRef" in e]
+        assert "kernelevolve-auth" in refs, dep["metadata"]["name"]
 
 
 def test_prod_does_not_render_without_credentials(tmp_path: Path) -> None:
@@ -486,4 +655,38 @@ def test_prod_does_not_render_without_credentials(tmp_path: Path) -> None:
     copy = _copy_tree(tmp_path / "k8s")
     proc = _kustomize(copy / "overlays" / "prod")
     assert proc.returncode != 0
-    assert "s3-credentials.env" in proc.stderr
+    assert any(name in proc.stderr for name in PROD_CREDENTIALS), proc.stderr
+
+
+def test_gateway_tls_component(tmp_path: Path) -> None:
+    """components/gateway-tls on top of dev: the gateway reads its certificate from the
+    mounted kubernetes.io/tls Secret, and the result still validates strictly."""
+    copy = _copy_tree(tmp_path / "k8s")
+    overlay = copy / "overlays" / "tls-check"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: kernelevolve\n"
+        "resources: [../dev, tls-secret.yaml]\ncomponents: [../../components/gateway-tls]\n")
+    # A placeholder of the Secret an operator (or cert-manager) creates.
+    (overlay / "tls-secret.yaml").write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: kernelevolve-gateway-tls}\ntype: kubernetes.io/tls\n"
+        "data: {tls.crt: Y2VydA==, tls.key: a2V5}\n")
+    proc = _kustomize(overlay)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    gw = _one(docs, "Deployment", "gateway")
+    c = _app_container(gw)
+    env = _env(c)
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in _pod_spec(gw)["volumes"]}
+    assert volumes["gateway-tls"]["secret"]["secretName"] == "kernelevolve-gateway-tls"
+    tls_dir = mounts["gateway-tls"]["mountPath"]
+    assert mounts["gateway-tls"]["readOnly"] is True
+    assert env["KE_GATEWAY_TLS_CERT_FILE"] == f"{tls_dir}/tls.crt"
+    assert env["KE_GATEWAY_TLS_KEY_FILE"] == f"{tls_dir}/tls.key"
+    test_referenced_secrets_exist(docs)
+    rendered = tmp_path / "tls.yaml"
+    rendered.write_text(proc.stdout)
+    check = subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", "--quiet", str(rendered)],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr

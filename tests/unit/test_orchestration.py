@@ -32,7 +32,7 @@ class JudgeValidator:
     def __init__(self, judge: FakeJudge) -> None:
         self.judge = judge
 
-    async def validate(self, spec: pb.OperatorSpec) -> Validation:
+    async def validate(self, spec: pb.OperatorSpec, timeout_s: float | None = None) -> Validation:
         c = self.judge.validate_spec(spec.source, spec.name)
         return Validation(c.ok, c.reason)
 

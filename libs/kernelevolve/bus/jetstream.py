@@ -195,10 +195,13 @@ class JetStreamBus:
             return False
         return True
 
-    async def watch(self, subject_filter: str) -> AsyncIterator[Envelope]:
+    async def watch(self, subject_filter: str, after_sequence: int = 0) -> AsyncIterator[Envelope]:
+        # Resuming starts the server-side consumer at the next sequence: nothing before it is resent.
+        start = ({"deliver_policy": api.DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": after_sequence + 1}
+                 if after_sequence > 0 else {"deliver_policy": api.DeliverPolicy.ALL})
         try:
             sub = await self._js.subscribe(subject_filter, stream=self._settings.stream, ordered_consumer=True,
-                                           deliver_policy=api.DeliverPolicy.ALL)
+                                           config=api.ConsumerConfig(**start))
         except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"cannot watch {subject_filter}: {exc}") from exc
         try:

@@ -112,8 +112,8 @@ class MemoryBus:
                     await asyncio.sleep(self._redeliver_delay_s)
                     d.redeliver.append((idx, deliveries + 1))
 
-    async def watch(self, subject_filter: str) -> AsyncIterator[Envelope]:
-        idx = 0
+    async def watch(self, subject_filter: str, after_sequence: int = 0) -> AsyncIterator[Envelope]:
+        idx = after_sequence  # sequences are 1-based positions in the log
         while True:
             while idx < len(self._log):
                 subject, data = self._log[idx]

@@ -14,8 +14,9 @@ Semantics (both adapters pass tests/bus/test_bus_contract.py):
   delivered at most ``max_deliver`` times; ``Envelope.delivery`` says which attempt a
   handler is looking at (1 = first), so the last one can settle the message without
   working (a poison message must not block its queue).
-- ``watch(filter)`` replays matching messages from the start of the stream and then
-  follows new ones, in order (for the gateway's WatchSession).
+- ``watch(filter, after_sequence)`` replays matching messages from the start of the
+  stream (or only those after stream sequence ``after_sequence``, to resume a broken
+  watch) and then follows new ones, in order (for the gateway's WatchSession).
 - A key-value store with compare-and-set for the search tree and session records.
 """
 
@@ -57,7 +58,7 @@ class EventBus(Protocol):
         concurrency: int = 1,
     ) -> Subscription: ...
 
-    def watch(self, subject_filter: str) -> AsyncIterator[Envelope]: ...
+    def watch(self, subject_filter: str, after_sequence: int = 0) -> AsyncIterator[Envelope]: ...
 
     async def kv_get(self, key: str) -> KeyValueEntry | None: ...
 

@@ -37,12 +37,14 @@ class SessionRef(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class WatchSessionRequest(_message.Message):
-    __slots__ = ("session_id", "from_start")
+    __slots__ = ("session_id", "from_start", "after_sequence")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     FROM_START_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     from_start: bool
-    def __init__(self, session_id: _Optional[str] = ..., from_start: _Optional[bool] = ...) -> None: ...
+    after_sequence: int
+    def __init__(self, session_id: _Optional[str] = ..., from_start: _Optional[bool] = ..., after_sequence: _Optional[int] = ...) -> None: ...
 
 class ListCandidatesResponse(_message.Message):
     __slots__ = ("nodes",)

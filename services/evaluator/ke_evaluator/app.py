@@ -13,7 +13,7 @@ from ke_evaluator.judge.gpus import select_gpus, visible_gpus
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import EvaluatorSettings, Settings
-from kernelevolve.grpc_util import start_server
+from kernelevolve.grpc_util import server_options, start_server
 from kernelevolve.ports.judge import JudgePort
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
@@ -60,7 +60,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     server = await start_server(
         settings.grpc.host, settings.grpc.evaluator_port if port is None else port,
         [lambda s: sgrpc.add_EvaluatorServicer_to_server(EvaluatorServicer(service), s)],
-        ["kernelevolve.v1.Evaluator"])
+        ["kernelevolve.v1.Evaluator"], server_options(settings))
     stack.push_async_callback(server.stop)
     await service.subscribe()
     stack.push_async_callback(service.stop)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 
 from ke_evaluator.convert import verdict_to_pb
+from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope
 from kernelevolve.bus.port import EventBus, Subscription
@@ -71,11 +73,18 @@ class EvaluatorService:
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
                        fresh_worker: bool = False) -> Verdict:
         async with self._slots:
-            return await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker)
+            start = time.perf_counter()
+            verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker)
+        metrics.EVALUATION_SECONDS.labels(self.hardware_kind).observe(time.perf_counter() - start)
+        metrics.EVALUATIONS.labels(self.hardware_kind, verdict.status).inc()
+        return verdict
 
     async def on_candidate(self, env: ev.Envelope) -> None:
         cand = env.candidate_generated.candidate
         sid, cid = cand.session_id, cand.candidate_id
+        if env.HasField("occurred_at"):
+            waited = time.time() - env.occurred_at.seconds - env.occurred_at.nanos / 1e9
+            metrics.QUEUE_LAG_SECONDS.labels(self.hardware_kind).observe(max(0.0, waited))
         result = await self._judge_once(cand, retime=False, delivery=env.delivery)
         done = ev.EvaluationCompleted(session_id=sid, result=result)
         await self._bus.publish(self._subjects.evaluation(sid), envelope(sid, evaluation_completed=done),

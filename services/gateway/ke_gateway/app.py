@@ -10,7 +10,7 @@ from ke_gateway.service import GatewayService
 from ke_gateway.validator import GrpcSpecValidator, SpecValidator
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
-from kernelevolve.grpc_util import start_server
+from kernelevolve.grpc_util import server_options, start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
@@ -25,16 +25,19 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         stack.push_async_callback(store.close)
     if validator is None:
         target = settings.grpc.evaluator_target or f"127.0.0.1:{settings.grpc.evaluator_port}"
-        grpc_validator = GrpcSpecValidator(target, timeout_s=settings.evaluator.compile_timeout_s * 2)
+        # Internal calls carry the first accepted token: every server of one deployment shares the list.
+        tokens = settings.auth.token_list
+        grpc_validator = GrpcSpecValidator(target, timeout_s=settings.gateway.validate_timeout_s,
+                                           token=tokens[0] if tokens else "")
         stack.push_async_callback(grpc_validator.close)
         validator = grpc_validator
     hw = default_hardware or (settings.evaluator.hardware_kind if settings.evaluator.hardware_kind != "auto"
                               else "cpu")
     service = GatewayService(bus, store, Subjects(settings.bus.subject_prefix), validator, settings.search,
-                             settings.store.session_prefix, hw)
+                             settings.store.session_prefix, hw, settings.gateway)
     server = await start_server(
         settings.grpc.host, settings.grpc.gateway_port if port is None else port,
         [lambda s: sgrpc.add_GatewayServicer_to_server(GatewayServicer(service), s)],
-        ["kernelevolve.v1.Gateway"])
+        ["kernelevolve.v1.Gateway"], server_options(settings, public=True))
     stack.push_async_callback(server.stop)
     return ServiceHandle("gateway", server.port, service)

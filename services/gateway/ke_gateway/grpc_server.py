@@ -19,11 +19,12 @@ class GatewayServicer(sgrpc.GatewayServicer):
 
     async def StartSession(self, request: spb.StartSessionRequest,
                            context: grpc.aio.ServicerContext) -> spb.StartSessionResponse:
-        return spb.StartSessionResponse(session=await self._service.start_session(request))
+        return spb.StartSessionResponse(session=await self._service.start_session(
+            request, deadline_s=context.time_remaining()))
 
     async def WatchSession(self, request: spb.WatchSessionRequest,
                            context: grpc.aio.ServicerContext) -> AsyncIterator[ev.Envelope]:
-        async for env in self._service.watch(request.session_id):
+        async for env in self._service.watch(request.session_id, after_sequence=request.after_sequence):
             yield env
 
     async def GetSession(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> pb.Session:

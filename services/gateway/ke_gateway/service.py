@@ -6,17 +6,18 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
+from ke_gateway.checks import check_candidate_id, check_session_id, check_start
 from ke_gateway.validator import SpecValidator
+from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
-from kernelevolve.bus.subjects import Keys, Subjects, check_token
-from kernelevolve.config import SearchSettings
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.bus.subjects import Keys, Subjects
+from kernelevolve.config import GatewaySettings, SearchSettings
+from kernelevolve.errors import DependencyTimeout, InvalidSpecError, NotFoundError
 from kernelevolve.ids import new_session_id
-from kernelevolve.ports.strategy import check_strategy_name
-from kernelevolve.spec import check_source, make_spec
+from kernelevolve.spec import make_spec
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -27,7 +28,8 @@ log = logging.getLogger(__name__)
 
 class GatewayService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, validator: SpecValidator,
-                 search: SearchSettings, session_prefix: str, default_hardware: str) -> None:
+                 search: SearchSettings, session_prefix: str, default_hardware: str,
+                 limits: GatewaySettings | None = None) -> None:
         self._bus = bus
         self._store = store
         self._subjects = subjects
@@ -35,26 +37,21 @@ class GatewayService:
         self._search = search
         self._session_prefix = session_prefix
         self._default_hardware = default_hardware
+        self._limits = limits or GatewaySettings()
 
-    async def start_session(self, req: spb.StartSessionRequest) -> pb.Session:
-        if not req.spec.source.strip():
-            raise InvalidSpecError("spec source is empty")
-        name = req.spec.name or "operator"
-        check_token(name, "spec name")
-        check_source(req.spec.source, name)
-        budget = req.budget or self._search.default_budget
-        if not 1 <= budget <= self._search.max_budget:
-            raise InvalidArgumentError(f"budget must be between 1 and {self._search.max_budget}, got {budget}")
-        strategy = req.strategy or self._search.strategy
-        check_strategy_name(strategy)
-        hardware = req.hardware_kind or self._default_hardware
-        check_token(hardware, "hardware kind")
-        max_inflight = req.max_inflight or self._search.max_inflight
-        if max_inflight < 1:
-            raise InvalidArgumentError("max_inflight must be at least 1")
-        sid = check_token(req.session_id, "session id") if req.session_id else new_session_id()
-        spec = make_spec(name, req.spec.source)
-        check = await self._validator.validate(spec)
+    async def start_session(self, req: spb.StartSessionRequest, deadline_s: float | None = None) -> pb.Session:
+        """``deadline_s``: seconds left of the caller's deadline (None: none was set); spec
+        validation gets at most that, less a margin to write the session and answer."""
+        p = check_start(req, self._search, self._default_hardware)
+        name, budget, strategy, hardware, max_inflight = p.name, p.budget, p.strategy, p.hardware, p.max_inflight
+        sid = p.session_id or new_session_id()
+        spec = make_spec(name, p.source)
+        timeout_s = self._limits.validate_timeout_s
+        if deadline_s is not None:
+            timeout_s = min(timeout_s, deadline_s - 0.5)
+            if timeout_s <= 0:
+                raise DependencyTimeout("the call's deadline leaves no time to validate the spec")
+        check = await self._validator.validate(spec, timeout_s=timeout_s)
         if not check.ok:
             raise InvalidSpecError(check.reason or "the reference could not be run")
         art = Artifacts.for_session(self._session_prefix, sid)
@@ -70,17 +67,19 @@ class GatewayService:
                                   "application/json")
         await self._bus.publish(self._subjects.started(sid), envelope(sid, session_started=ev.SessionStarted(
             session=session)), dedup_id=f"start-{sid}")
+        metrics.SESSIONS_STARTED.inc()
         log.info("session started", extra={"session_id": sid, "spec": name, "budget": budget,
                                            "hardware": hardware})
         return session
 
     async def get_session(self, sid: str) -> pb.Session:
-        check_token(sid, "session id")
+        check_session_id(sid)
         return await load_session(self._bus, sid)
 
-    async def watch(self, sid: str) -> AsyncIterator[ev.Envelope]:
+    async def watch(self, sid: str, after_sequence: int = 0) -> AsyncIterator[ev.Envelope]:
+        """The session's events in order; ``after_sequence`` resumes after the last one seen."""
         await self.get_session(sid)  # NOT_FOUND before streaming anything
-        async for env in self._bus.watch(self._subjects.session(sid)):
+        async for env in self._bus.watch(self._subjects.session(sid), after_sequence=after_sequence):
             yield env
             if env.WhichOneof("payload") == "session_completed":
                 return
@@ -91,7 +90,7 @@ class GatewayService:
 
     async def get_candidate(self, sid: str, cid: str) -> spb.GetCandidateResponse:
         await self.get_session(sid)
-        check_token(cid, "candidate id")
+        check_candidate_id(cid)
         cand = await load_candidate(self._bus, sid, cid)
         resp = spb.GetCandidateResponse(candidate=cand, source=(await self._store.get(cand.source_key)).decode())
         node = await get_node(self._bus, sid, cid)

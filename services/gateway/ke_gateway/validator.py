@@ -12,6 +12,7 @@ from typing import Protocol
 import grpc
 
 from kernelevolve.errors import BusUnavailable, DependencyTimeout
+from kernelevolve.grpc_guard import bearer_metadata
 from kernelevolve.grpc_util import error_from_status
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
@@ -25,19 +26,23 @@ class Validation:
 
 
 class SpecValidator(Protocol):
-    async def validate(self, spec: pb.OperatorSpec) -> Validation: ...
+    async def validate(self, spec: pb.OperatorSpec, timeout_s: float | None = None) -> Validation:
+        """``timeout_s``: what is left of the caller's deadline (None: the validator's own limit)."""
+        ...
 
 
 class GrpcSpecValidator:
-    def __init__(self, target: str, timeout_s: float = 300.0) -> None:
+    def __init__(self, target: str, timeout_s: float = 300.0, token: str = "") -> None:
         self._channel = grpc.aio.insecure_channel(target)
         self._stub = sgrpc.EvaluatorStub(self._channel)
         self._timeout_s = timeout_s
         self._target = target
+        self._metadata = bearer_metadata(token)
 
-    async def validate(self, spec: pb.OperatorSpec) -> Validation:
+    async def validate(self, spec: pb.OperatorSpec, timeout_s: float | None = None) -> Validation:
+        timeout = self._timeout_s if timeout_s is None else min(self._timeout_s, timeout_s)
         try:
-            resp = await self._stub.ValidateSpec(spec, timeout=self._timeout_s)
+            resp = await self._stub.ValidateSpec(spec, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise DependencyTimeout(f"evaluator at {self._target} did not validate the spec in time") from exc

@@ -10,7 +10,7 @@ from ke_knowledge.grpc_server import KnowledgeServicer
 from ke_knowledge.service import KnowledgeService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
-from kernelevolve.grpc_util import start_server
+from kernelevolve.grpc_util import server_options, start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 from kernelevolve.vector import embedder_from_settings, index_from_settings
@@ -27,7 +27,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, i
     service = KnowledgeService(bus, Subjects(settings.bus.subject_prefix), kb)
     server = await start_server(
         settings.grpc.host, settings.grpc.knowledge_port if port is None else port,
-        [lambda s: sgrpc.add_KnowledgeServicer_to_server(KnowledgeServicer(kb), s)], ["kernelevolve.v1.Knowledge"])
+        [lambda s: sgrpc.add_KnowledgeServicer_to_server(KnowledgeServicer(kb), s)], ["kernelevolve.v1.Knowledge"],
+        server_options(settings))
     stack.push_async_callback(server.stop)
     await service.subscribe()
     return ServiceHandle("knowledge", server.port, service)

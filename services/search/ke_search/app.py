@@ -10,7 +10,7 @@ import grpc
 from ke_search.service import SearchService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
-from kernelevolve.grpc_util import start_server
+from kernelevolve.grpc_util import server_options, start_server
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2 as spb
@@ -35,7 +35,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
                             max_retimes=settings.search.max_retimes)
     server = await start_server(
         settings.grpc.host, settings.grpc.search_port if port is None else port,
-        [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"])
+        [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"],
+        server_options(settings))
     stack.push_async_callback(server.stop)
     await service.subscribe()
     return ServiceHandle("search", server.port, service)

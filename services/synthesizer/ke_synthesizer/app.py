@@ -10,7 +10,7 @@ from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings, SynthesizerSettings
 from kernelevolve.errors import ConfigError
-from kernelevolve.grpc_util import start_server
+from kernelevolve.grpc_util import server_options, start_server
 from kernelevolve.ports.synthesis import CandidateSynthesizer
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
@@ -36,7 +36,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     server = await start_server(
         settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
         [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],
-        ["kernelevolve.v1.Synthesizer"])
+        ["kernelevolve.v1.Synthesizer"], server_options(settings))
     stack.push_async_callback(server.stop)
     await service.subscribe()
     return ServiceHandle("synthesizer", server.port, service)

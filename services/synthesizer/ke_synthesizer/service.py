@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 
+from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -113,6 +114,7 @@ class SynthesizerService:
                                         request_id=req.request_id)
             await self._bus.publish(self._subjects.candidate(sid, hw), envelope(sid, candidate_generated=gen),
                                     dedup_id=f"gen-{sid}-{cid}")
+            metrics.CANDIDATES_GENERATED.labels(hw).inc()
             log.info("candidate generated", extra={"session_id": sid, "candidate_id": cid,
                                                    "parent_id": req.parent_id,
                                                    "transformation": prop.transformation.name})

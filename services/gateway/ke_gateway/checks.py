@@ -1,0 +1,79 @@
+"""Validation of every field of the gateway's requests, before anything is created.
+
+Each check raises ``InvalidArgumentError`` (or ``InvalidSpecError`` for the spec) with
+a message naming the field, which the error interceptor turns into INVALID_ARGUMENT.
+The reference itself is run later, by an evaluator (``ValidateSpec``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from kernelevolve.bus.subjects import check_token
+from kernelevolve.config import SearchSettings
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
+from kernelevolve.ports.strategy import check_strategy_name
+from kernelevolve.spec import check_source
+from kernelevolve.v1 import services_pb2 as spb
+
+# More concurrent evaluations than this per session only queue up; it also bounds the
+# search service's in-flight bookkeeping for one request.
+MAX_INFLIGHT = 256
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class StartParams:
+    name: str
+    source: str
+    budget: int
+    strategy: str
+    hardware: str
+    max_inflight: int
+    session_id: str  # "" = the gateway chooses one
+
+
+def check_start(req: spb.StartSessionRequest, search: SearchSettings, default_hardware: str) -> StartParams:
+    if not req.HasField("spec"):
+        raise InvalidArgumentError("spec is required")
+    source = req.spec.source
+    if not source.strip():
+        raise InvalidSpecError("spec source is empty")
+    name = req.spec.name or "operator"
+    check_token(name, "spec name")
+    if req.spec.sha256:
+        if not _SHA256.match(req.spec.sha256):
+            raise InvalidArgumentError("spec.sha256 must be 64 lowercase hex digits")
+        if hashlib.sha256(source.encode()).hexdigest() != req.spec.sha256:
+            raise InvalidArgumentError("spec.sha256 does not match the spec source")
+    check_source(source, name)  # size limit, parses, defines Model/get_inputs/get_init_inputs
+    if req.budget < 0:
+        raise InvalidArgumentError(f"budget must be positive, got {req.budget}")
+    budget = req.budget or search.default_budget
+    if not 1 <= budget <= search.max_budget:
+        raise InvalidArgumentError(f"budget must be between 1 and {search.max_budget}, got {budget}")
+    strategy = req.strategy or search.strategy
+    check_strategy_name(strategy)  # InvalidArgumentError naming the known strategies
+    hardware = req.hardware_kind or default_hardware
+    check_token(hardware, "hardware kind")
+    if req.max_inflight < 0:
+        raise InvalidArgumentError(f"max_inflight must be positive, got {req.max_inflight}")
+    max_inflight = req.max_inflight or search.max_inflight
+    if not 1 <= max_inflight <= MAX_INFLIGHT:
+        raise InvalidArgumentError(f"max_inflight must be between 1 and {MAX_INFLIGHT}, got {max_inflight}")
+    session_id = check_token(req.session_id, "session id") if req.session_id else ""
+    return StartParams(name, source, budget, strategy, hardware, max_inflight, session_id)
+
+
+def check_session_id(sid: str) -> str:
+    if not sid:
+        raise InvalidArgumentError("session_id is required")
+    return check_token(sid, "session id")
+
+
+def check_candidate_id(cid: str) -> str:
+    if not cid:
+        raise InvalidArgumentError("candidate_id is required")
+    return check_token(cid, "candidate id")
