@@ -89,6 +89,13 @@ class KernelEvolveClient:
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
+    async def get_report(self, session_id: str) -> str:
+        """The session's self-contained HTML report, rendered by the gateway from its artifacts."""
+        try:
+            return (await self._stub.GetReport(spb.SessionRef(session_id=session_id))).html
+        except grpc.aio.AioRpcError as exc:
+            raise _mapped(exc) from exc
+
     async def export(self, session_id: str, out_dir: Path) -> Path:
         """Write a run folder (candidates, reports, lineage, best kernel) from the API alone,
         for sessions whose artifacts live in a remote store."""
