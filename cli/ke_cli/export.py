@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.errors import InvalidArgumentError, NotFoundError
 
 FORMATS = ("module", "torch-library")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*$")
@@ -125,7 +125,7 @@ def _best(run_dir: Path) -> tuple[str, float, str, str]:
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else {}
     cid = str(summary.get("best_candidate_id") or "")
     if not cid:
-        raise InvalidArgumentError(f"{run_dir}: the session found no correct kernel, nothing to export")
+        raise NotFoundError(f"{run_dir}: the session found no correct kernel, nothing to export")  # exit 1
     src_path = run_dir / "candidates" / f"{cid}.py"
     if not src_path.is_file():
         src_path = run_dir / "best_kernel.py"

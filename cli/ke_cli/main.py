@@ -2,6 +2,9 @@
 
     kernelevolve optimize examples/ops/softmax_rows.py --budget 8 [--out DIR] [--json]
     kernelevolve eval SPEC CANDIDATE [--json]
+    kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
+    kernelevolve export RUN_DIR [--as module|torch-library] [--name NS::op] [--out DIR] [--json]
+    kernelevolve config show [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct, 2 bad input, 130 interrupted.
@@ -19,8 +22,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from ke_cli import commands
 from ke_cli.client import KernelEvolveClient
 from ke_cli.console import CPU_NOTE, Progress, status_name
+from ke_cli.live import make_progress
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
@@ -45,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--budget", type=int, default=None, help="candidates to evaluate (default 8)")
     o.add_argument("--out", type=Path, default=None, help="run folder (default runs/<session-id>)")
     o.add_argument("--json", action="store_true", help="print one JSON object instead of progress")
+    o.add_argument("--quiet", action="store_true", help="no progress, only the final summary")
     o.add_argument("--strategy", default="", help="search strategy (default greedy)")
     o.add_argument("--max-inflight", type=int, default=0, help="candidates evaluated concurrently at most")
     o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
@@ -55,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("candidate", type=Path)
     e.add_argument("--json", action="store_true", help="print the full verdict as JSON")
     e.add_argument("--trials", type=int, default=None, help="correctness trials (default from config, 5)")
+    commands.add_commands(sub)
     return p
 
 
@@ -69,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.command == "optimize":
             code = asyncio.run(_optimize(args, settings))
+        elif args.command in commands.COMMANDS:
+            code = commands.run(args, settings)
         else:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
@@ -177,7 +186,7 @@ async def _optimize(args: argparse.Namespace, settings: Settings) -> int:
 async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,
                   budget: int) -> int:
     sid = session.session_id
-    progress = Progress(budget=budget, quiet=args.json)
+    progress = make_progress(budget, quiet=args.json or getattr(args, "quiet", False))
     progress.line(f"KernelEvolve session {sid}: {session.spec.name}, budget {budget}, "
                   f"hardware {session.hardware.kind}, run folder {run_dir}")
 
@@ -194,10 +203,13 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
     except asyncio.CancelledError:
         await client.cancel(sid)
         raise
+    finally:
+        progress.close()
     final = await client.get_session(sid)
     if args.gateway:
         await client.export(sid, run_dir)
     summary = await _summary(client, final, run_dir, progress.interpreted)
+    summary["report"] = commands.write_session_report(run_dir)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
@@ -251,6 +263,8 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
     else:
         progress.line("No correct candidate was found; see the reports in the run folder.")
     progress.line(f"Run folder: {s['run_dir']} (candidates/, reports/, lineage.json)")
+    if s.get("report"):
+        progress.line(f"Report: {s['report']}  (kernelevolve report {s['run_dir']} --open)")
     if s.get("note"):
         progress.line(f"Note: {s['note']}")
 

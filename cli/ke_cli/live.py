@@ -1,0 +1,50 @@
+"""Live terminal progress for long work: a ``rich`` progress bar with the best-so-far line,
+the per-candidate lines scrolling above it. Only on a terminal; piped output keeps the plain
+lines of ``ke_cli.console.Progress``, and ``--quiet`` / ``--json`` silence both."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from ke_cli.console import Progress
+from kernelevolve.v1 import events_pb2 as ev
+
+
+@dataclass
+class LiveProgress(Progress):
+    _bar: Any = field(default=None, repr=False)
+    _console: Any = field(default=None, repr=False)
+    _task: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as RichProgress
+
+        self._console = Console(file=self.out)
+        self._bar = RichProgress(TextColumn("[bold]evaluated"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[best]}"), console=self._console)
+        self._task = self._bar.add_task("evaluated", total=self.budget, best="no correct candidate yet")
+        self._bar.start()
+
+    def line(self, text: str) -> None:
+        if not self.quiet:
+            self._console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def on_event(self, env: ev.Envelope) -> None:
+        super().on_event(env)
+        best = f"best {self.best:.3g}x ({self.best_id})" if self.best_id else "no correct candidate yet"
+        self._bar.update(self._task, completed=min(self.evaluated, self.budget), best=best)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def make_progress(budget: int, quiet: bool = False) -> Progress:
+    if not quiet and sys.stdout.isatty():
+        return LiveProgress(budget=budget)
+    return Progress(budget=budget, quiet=quiet)
