@@ -20,6 +20,7 @@ CHECKED = [
     "libs/kernelevolve/artifacts.py",
     "libs/kernelevolve/runtime.py",
     "libs/kernelevolve/grpc_util.py",
+    "libs/kernelevolve/report",
     "services/search/ke_search",
     "services/gateway/ke_gateway",
     "services/knowledge/ke_knowledge",

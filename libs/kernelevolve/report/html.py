@@ -210,8 +210,11 @@ def _curves(run: RunData) -> str:
 
 
 def _timing_svg(report: dict[str, Any]) -> str:
-    rows = [(k, report.get(f"{k}_timing")) for k in ("candidate", "baseline", "compile_baseline")]
-    rows = [(k, t) for k, t in rows if isinstance(t, dict) and t.get("samples_ms")]
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for k in ("candidate", "baseline", "compile_baseline"):
+        timing = report.get(f"{k}_timing")
+        if isinstance(timing, dict) and timing.get("samples_ms"):
+            rows.append((k, timing))
     if not rows:
         return "<p class='muted'>no timing samples (timings are taken for correct candidates only)</p>"
     vals = [float(v) for _, t in rows for v in t["samples_ms"] if float(v) > 0]
@@ -219,16 +222,16 @@ def _timing_svg(report: dict[str, Any]) -> str:
         return ""
     lo, hi = min(vals), max(vals)
     lo, hi = 10 ** math.floor(math.log10(lo)), 10 ** math.ceil(math.log10(hi))
-    w, ml, mr, rh = 560, 120, 16, 34
+    w, ml, mr, rh = 580, 120, 36, 34
     h = len(rows) * rh + 36
 
     def sx(v: float) -> float:
         return ml + (math.log10(v) - math.log10(lo)) / ((math.log10(hi) - math.log10(lo)) or 1) * (w - ml - mr)
 
     out = [f'<svg class="timing" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">']
-    for t in _ticks(lo, hi, True):
-        out.append(f'<line class="grid" x1="{sx(t):.1f}" x2="{sx(t):.1f}" y1="4" y2="{h - 26}"/>'
-                   f'<text class="tick" x="{sx(t):.1f}" y="{h - 10}" text-anchor="middle">{t:g} ms</text>')
+    for tick in _ticks(lo, hi, True):
+        out.append(f'<line class="grid" x1="{sx(tick):.1f}" x2="{sx(tick):.1f}" y1="4" y2="{h - 26}"/>'
+                   f'<text class="tick" x="{sx(tick):.1f}" y="{h - 10}" text-anchor="middle">{tick:g} ms</text>')
     names = {"candidate": "candidate", "baseline": "eager PyTorch", "compile_baseline": "torch.compile"}
     for i, (k, t) in enumerate(rows):
         y = 10 + i * rh + rh / 2
@@ -340,7 +343,7 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
             + "<details open><summary>Correctness</summary>" + _correctness(rep) + "</details>"
             + "<details open><summary>Timing distribution</summary>" + _timing_svg(rep) + "</details>"
             + "<details open><summary>Roofline diagnosis</summary>" + _diagnosis(rep) + "</details>"
-            + "<details><summary>Diff against its parent</summary>" + _diff(run, cid) + "</details>"
+            + "<details open><summary>Diff against its parent</summary>" + _diff(run, cid) + "</details>"
             + "<details><summary>Source</summary><pre class='src'>" + escape(run.sources.get(cid, "(missing)"))
             + "</pre></details></section>")
 
