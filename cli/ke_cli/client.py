@@ -114,4 +114,9 @@ class KernelEvolveClient:
                 (out_dir / "best_kernel.py").write_text(resp.source)
         lineage = lineage_document(session_id, session.spec.name, nodes)
         (out_dir / "lineage.json").write_text(json.dumps(lineage, indent=2))
+        summary = {"session_id": session_id, "spec": session.spec.name,
+                   "status": pb.SessionStatus.Name(session.status), "budget": session.budget,
+                   "generated": session.generated, "evaluated": session.evaluated,
+                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup}
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))  # what report and export read
         return out_dir

@@ -128,6 +128,7 @@ async def test_five_processes_produce_a_verified_kernel(cluster: dict[str, objec
     assert summary["best"]["status"] == "correct" and summary["evaluated"] == 2
     assert (out_dir / "best_kernel.py").is_file() and (out_dir / "lineage.json").is_file()
     assert len(list((out_dir / "reports").glob("*.json"))) == 2
+    assert summary["report"] == str(out_dir / "report.html") and (out_dir / "summary.json").is_file()
     for svc, p in procs.items():  # type: ignore[union-attr]
         assert p.poll() is None, f"{svc} died"
     # Graceful stop: SIGTERM ends every service with exit code 0.
