@@ -406,7 +406,10 @@ JS = """
     document.querySelectorAll('.node, tr.row').forEach(function(e){e.classList.toggle('sel', e.dataset.cid === cid);});
     var empty = document.getElementById('detail-empty'); if (empty) empty.hidden = !!cid;
     var s = document.getElementById('cand-' + cid);
-    if (s) { s.scrollIntoView({block: 'nearest'}); if (history.replaceState) history.replaceState(null, '', '#' + cid); }
+    if (s) {
+      s.scrollIntoView({block: 'nearest'});
+      if (history.replaceState) history.replaceState(null, '', '#' + cid);
+    }
   }
   document.querySelectorAll('.node, tr.row, .pt').forEach(function(e){
     e.addEventListener('click', function(){ show(e.dataset.cid); });
