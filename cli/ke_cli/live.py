@@ -5,6 +5,8 @@ lines of ``ke_cli.console.Progress``, and ``--quiet`` / ``--json`` silence both.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,3 +50,15 @@ def make_progress(budget: int, quiet: bool = False) -> Progress:
     if not quiet and sys.stdout.isatty():
         return LiveProgress(budget=budget)
     return Progress(budget=budget, quiet=quiet)
+
+
+@contextmanager
+def working(message: str, quiet: bool = False) -> Iterator[None]:
+    """A ``rich`` spinner with ``message`` while one long step runs (terminal only)."""
+    if quiet or not sys.stdout.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console().status(message):
+        yield

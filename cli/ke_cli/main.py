@@ -25,7 +25,7 @@ from typing import Any
 from ke_cli import commands
 from ke_cli.client import KernelEvolveClient
 from ke_cli.console import CPU_NOTE, Progress, status_name
-from ke_cli.live import make_progress
+from ke_cli.live import make_progress, working
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
@@ -114,7 +114,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         compile_timeout_s=ev_settings.compile_timeout_s,
         run_timeout_s=ev_settings.run_timeout_s,
     )
-    with Judge(opts) as judge:
+    with Judge(opts) as judge, working(f"judging {args.candidate.name}", quiet=args.json):
         check = judge.validate_spec(spec.source, spec.name)
         if not check.ok:
             raise InvalidSpecError(f"{args.spec}: {check.reason}")
