@@ -26,7 +26,8 @@ class KernelEvolveClient:
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self._channel = grpc.aio.insecure_channel(target)
+        # Reports of large sessions (every candidate's source and diff) exceed gRPC's 4 MiB default.
+        self._channel = grpc.aio.insecure_channel(target, options=[("grpc.max_receive_message_length", 64 << 20)])
         self._stub = sgrpc.GatewayStub(self._channel)
 
     async def __aenter__(self) -> KernelEvolveClient:
