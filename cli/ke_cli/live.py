@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ke_cli.console import Progress
+from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 
 
@@ -19,6 +20,7 @@ class LiveProgress(Progress):
     _bar: Any = field(default=None, repr=False)
     _console: Any = field(default=None, repr=False)
     _task: Any = field(default=None, repr=False)
+    _now: dict[str, float] = field(default_factory=dict, repr=False)  # latest speedup per candidate
 
     def __post_init__(self) -> None:
         from rich.console import Console
@@ -37,6 +39,15 @@ class LiveProgress(Progress):
 
     def on_event(self, env: ev.Envelope) -> None:
         super().on_event(env)
+        if env.WhichOneof("payload") == "candidate_retimed":  # the re-timing replaces the first timing
+            r = env.candidate_retimed.result
+            self._now[r.candidate_id] = r.speedup if r.status == pb.EVALUATION_STATUS_CORRECT else 0.0
+            if r.candidate_id == self.best_id or self._now[r.candidate_id] > self.best:
+                cid = max(self._now, key=lambda c: self._now[c])
+                self.best, self.best_id = (self._now[cid], cid) if self._now[cid] > 0 else (0.0, "")
+        elif env.WhichOneof("payload") == "evaluation_completed":
+            r = env.evaluation_completed.result
+            self._now[r.candidate_id] = r.speedup if r.status == pb.EVALUATION_STATUS_CORRECT else 0.0
         best = f"best {self.best:.3g}x ({self.best_id})" if self.best_id else "no correct candidate yet"
         self._bar.update(self._task, completed=min(self.evaluated, self.budget), best=best)
 

@@ -26,6 +26,12 @@ def test_live_bar_tracks_best_so_far() -> None:
     p.on_event(_evaluated("r2-1", 2.25))
     task = p._bar.tasks[0]
     assert task.completed == 3 and task.total == 3 and task.fields["best"] == "best 2.25x (r2-1)"
+    retimed = ev.Envelope()
+    retimed.candidate_retimed.result.candidate_id = "r2-1"
+    retimed.candidate_retimed.result.status = pb.EVALUATION_STATUS_CORRECT
+    retimed.candidate_retimed.result.speedup = 1.2
+    p.on_event(retimed)  # the finalist's second timing is slower: r1-1 is best again
+    assert p._bar.tasks[0].fields["best"] == "best 1.5x (r1-1)"
     p.close()
     text = out.getvalue()
     assert "r1-2" in text and "incorrect" in text and "best 2.25x (r2-1)" in text
