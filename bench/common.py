@@ -1,5 +1,6 @@
-"""Shared pieces of the GPU benchmarks. Needs torch, triton, numpy and protobuf only, so
-it runs on a GPU host where the service stack (NATS, S3, Qdrant clients) is not installed."""
+"""Shared pieces of the GPU benchmarks. Needs torch, triton, numpy and protobuf (and, for
+the in-process search sessions, grpcio, pyyaml and structlog), so it runs on a GPU host
+where the service stack's clients (NATS, S3, Qdrant) are not installed."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-for sub in ("libs", "services/evaluator", "services/synthesizer", "services/search"):
+for sub in ("libs", "cli", "services/evaluator", "services/synthesizer", "services/search", "services/gateway"):
     path = str(ROOT / sub)
     if path not in sys.path:
         sys.path.insert(0, path)
@@ -127,7 +128,19 @@ def add_example_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--jobs", type=int, default=8, help="host processes lowering candidates")
 
 
+# example specs: our operators, then the same kinds of specs written in other people's styles
+EXAMPLE_DIRS = (ROOT / "examples" / "ops", ROOT / "examples" / "styles")
+
+
+def example_path(name: str) -> Path:
+    """The spec file of example ``name``, in whichever of EXAMPLE_DIRS holds it."""
+    for folder in EXAMPLE_DIRS:
+        if (folder / f"{name}.py").exists():
+            return folder / f"{name}.py"
+    return EXAMPLE_DIRS[0] / f"{name}.py"
+
+
 def example_names(specs: str) -> list[str]:
     if specs != "all":
         return [n for n in specs.split(",") if n]
-    return sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py"))
+    return sorted(p.stem for folder in EXAMPLE_DIRS for p in folder.glob("*.py"))

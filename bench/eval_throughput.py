@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, fingerprint, gpu_variant, pick_scale, scaled_variant, write_json
+from common import example_path, fingerprint, gpu_variant, pick_scale, scaled_variant, write_json
 
 DEFAULT_SPECS = ("relu_scale_add", "gelu_tanh_chain", "softmax_rows", "layernorm", "row_sum", "rmsnorm",
                  "linear_bias_relu", "silu_clamp_mul")
@@ -41,13 +41,13 @@ ModelNew.forward = _bench_shifted_forward
 
 
 def make_candidates(names: list[str], per_spec: int) -> list[dict[str, str]]:
-    from ke_synthesizer.api import ParentInfo, ProposalRequest
     from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
     synth = OfflineSynthesizer()
     out = []
     for name in names:
-        raw = (ROOT / "examples" / "ops" / f"{name}.py").read_text()
+        raw = example_path(name).read_text()
         source = scaled_variant(gpu_variant(raw), pick_scale(raw))
         seeds = synth.propose(ProposalRequest(spec_source=source, spec_name=name, count=max(1, per_spec // 2),
                                               hardware_kind="nvidia"))

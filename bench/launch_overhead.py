@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import common
-from common import ROOT, gpu_variant, load_module, pick_scale, scaled_variant
+from common import gpu_variant, load_module, pick_scale, scaled_variant
 
 # torch and triton are imported later: the proxy (and --real --device cpu) must never need
 # a GPU driver
@@ -89,14 +89,14 @@ def _is_kernel(obj: Any) -> bool:
 
 def emit_sources(names: list[str], bench_size: bool, device: str) -> dict[str, dict[str, Any]]:
     """Child side: spec and default-candidate source of every spec (or the error)."""
-    from ke_synthesizer.api import ProposalRequest
     from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ProposalRequest
 
     synth = OfflineSynthesizer()
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         try:
-            raw = (ROOT / "examples" / "ops" / f"{name}.py").read_text()
+            raw = common.example_path(name).read_text()
             scale, source = 1, raw
             if bench_size:
                 scale = pick_scale(raw, device)
@@ -241,8 +241,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the rows here")
     ap.add_argument("--emit-sources", type=Path, help=argparse.SUPPRESS)  # child mode, see sources_from
     args = ap.parse_args()
-    names = sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py")) if args.specs == "all" else \
-        [n for n in args.specs.split(",") if n]
+    names = common.example_names(args.specs)
     bench_size = args.real and args.device == "cuda"
     if args.emit_sources:
         if args.synth_path:

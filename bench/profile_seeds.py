@@ -20,16 +20,16 @@ import traceback
 from typing import Any
 
 import common
-from common import ROOT, fingerprint, gpu_variant, load_module, pick_scale, scaled_variant, write_json
+from common import fingerprint, gpu_variant, load_module, pick_scale, scaled_variant, write_json
 from search_bench import copy_bandwidth_gbps, tensor_bytes
 
 
 def _seed_source(name: str, target: int) -> tuple[int, str, str, dict[str, str]]:
-    from ke_synthesizer.api import ProposalRequest
     from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ProposalRequest
 
     common.TARGET_ELEMENTS = target
-    raw = (ROOT / "examples" / "ops" / f"{name}.py").read_text()
+    raw = common.example_path(name).read_text()
     scale = pick_scale(raw)
     source = scaled_variant(gpu_variant(raw), scale)
     prop = OfflineSynthesizer().propose(ProposalRequest(spec_source=source, spec_name=name, count=1,

@@ -1,6 +1,7 @@
-"""Offline-synthesizer benchmark on a GPU: per spec, the greedy search with a budget of
-candidates (synthesizer + judge, the same strategy as the search service), then the best
-candidate re-timed side by side with eager PyTorch and torch.compile (default mode).
+"""Offline-synthesizer benchmark on a GPU: per spec, a search session of the product's own
+services run in this process (``ke_cli.inprocess``: the search service picks parents and
+re-times the finalist), then the best candidate re-timed side by side with eager PyTorch
+and torch.compile (default mode).
 
     python bench/search_bench.py --out DIR [--budget 64] [--specs a,b|all] [--shard K/N]
 
@@ -17,7 +18,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, fingerprint, gpu_variant, load_module, pick_scale, scaled_variant, write_json
+from common import (
+    example_names,
+    example_path,
+    fingerprint,
+    gpu_variant,
+    load_module,
+    pick_scale,
+    scaled_variant,
+    write_json,
+)
 
 
 def copy_bandwidth_gbps() -> float:
@@ -106,12 +116,11 @@ def main() -> None:
     ap.add_argument("--from-results", type=Path, default=None,
                     help="skip the search: re-lower each spec's best genome from an earlier run and re-time it")
     args = ap.parse_args()
+    from ke_cli.inprocess import run_session_sync
     from ke_evaluator.judge import EvalOptions, Judge
-    from ke_search.local import run_local_search
     from ke_synthesizer.offline import OfflineSynthesizer
 
-    all_specs = sorted(p.stem for p in (ROOT / "examples" / "ops").glob("*.py"))
-    names = all_specs if args.specs == "all" else [s for s in args.specs.split(",") if s]
+    names = example_names(args.specs)
     k, n = (int(x) for x in args.shard.split("/"))
     names = names[k - 1 :: n]
     started = time.perf_counter()
@@ -143,7 +152,7 @@ def main() -> None:
             if time.perf_counter() - started > args.time_limit_s:
                 rows.append({"spec": name, "skipped": "time limit of this run"})
                 continue
-            raw = (ROOT / "examples" / "ops" / f"{name}.py").read_text()
+            raw = example_path(name).read_text()
             row: dict[str, Any] = {"spec": name}
             try:
                 if earlier is not None:
@@ -157,7 +166,9 @@ def main() -> None:
                     row["spec_error"] = check.reason
                     rows.append(row)
                     continue
-                res = run_local_search(source, name, synth, judge, args.budget, batch=args.parallel,
+                # the product's own search service, in this process: its best is the finalist it re-timed
+                res = run_session_sync(source, name, synthesizer=synth, judge=judge, budget=args.budget,
+                                       max_inflight=args.parallel, hardware_kind="nvidia",
                                        time_limit_s=args.spec_time_s)
                 statuses: dict[str, int] = {}
                 for c in res.candidates:
@@ -172,8 +183,10 @@ def main() -> None:
                                      for c in res.candidates if c.verdict.status != "correct"])
                 best = res.best
                 if best is not None:
+                    retimed = res.retimes.get(best.node.node_id)
                     row.update(best_id=best.node.node_id, best_transformation=best.proposal.transformation.name,
                                best_genome=best.proposal.genome, judge_speedup=best.verdict.speedup,
+                               judge_retimed_speedup=retimed.speedup if retimed else None,
                                fallback_nodes=list(best.proposal.fallback_nodes))
                     _timed_row(row, source, best.proposal.source, bw)
             except Exception:

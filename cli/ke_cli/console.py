@@ -67,3 +67,5 @@ class Progress:
             self.line(f"  re-timed   {r.candidate_id:<10} {now} (first {was:.2f}x)")
         elif kind == "skill_distilled":
             self.line(f"  skill      {env.skill_distilled.skill.title}")
+        elif kind == "session_failed":
+            self.line(f"  failed     {env.session_failed.reason}")

@@ -7,7 +7,8 @@
     kernelevolve config show [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
-1 no correct kernel / candidate not correct, 2 bad input, 130 interrupted.
+1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
+session that failed because of its spec), 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import json
 import logging
 import shutil
+import signal
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -29,6 +31,7 @@ from ke_cli.live import make_progress, working
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
+from kernelevolve.ids import new_session_id
 from kernelevolve.spec import load_spec_file
 from kernelevolve.v1 import common_pb2 as pb
 
@@ -37,6 +40,35 @@ log = logging.getLogger("kernelevolve.cli")
 
 class UsageError(Exception):
     """Bad command-line input: reported in one line, exit code 2."""
+
+
+# How long a stopped session may take to write its summary before the CLI leaves anyway.
+_STOP_GRACE_S = 60.0
+
+
+class _Stop:
+    """SIGINT or SIGTERM while optimising, sent by a terminal, ``kill``, ``timeout``, CI or
+    an orchestrator: the first one stops the session the way Ctrl-C does (cancel it, wait
+    for its summary and best kernel, exit 128 + signal); before the session is followed,
+    or on a second signal, the command stops at once (its resources still closed in order)."""
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self._task = task
+        self.signum = 0
+        self.following = False
+        self.requested = asyncio.Event()
+
+    def on_signal(self, signum: int) -> None:
+        if self.following and not self.requested.is_set():
+            self.signum = signum
+            self.requested.set()
+            return
+        self.signum = self.signum or signum
+        self._task.cancel()
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,8 +183,27 @@ def _prepare_run_dir(out: Path | None, session_id: str) -> tuple[Path, bool]:
 
 
 async def _optimize(args: argparse.Namespace, settings: Settings) -> int:
-    from ke_gateway.service import new_session_id
+    task = asyncio.current_task()
+    assert task is not None
+    stop = _Stop(task)
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.on_signal, sig)
+    try:
+        return await _optimize_session(args, settings, stop)
+    except asyncio.CancelledError:
+        if not stop.signum:
+            raise
+        task.uncancel()
+        sys.stderr.write(f"kernelevolve: {signal.Signals(stop.signum).name}: stopped\n")
+        return stop.exit_code
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
 
+
+async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: _Stop) -> int:
     spec = load_spec_file(args.spec)  # static checks before anything is created
     budget = args.budget if args.budget is not None else settings.search.default_budget
     if budget < 1:
@@ -177,14 +228,14 @@ async def _optimize(args: argparse.Namespace, settings: Settings) -> int:
             session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,
                                                  max_inflight=args.max_inflight)
             started = True
-            return await _follow(args, client, session, run_dir, budget)
+            return await _follow(args, client, session, run_dir, budget, stop)
     finally:
         if not started and created:
             shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
 
 
 async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,
-                  budget: int) -> int:
+                  budget: int, stop: _Stop) -> int:
     sid = session.session_id
     progress = make_progress(budget, quiet=args.json or getattr(args, "quiet", False))
     progress.line(f"KernelEvolve session {sid}: {session.spec.name}, budget {budget}, "
@@ -194,17 +245,28 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
         async for env in client.watch(sid):
             progress.on_event(env)
 
+    following = asyncio.create_task(follow(), name=f"follow:{sid}")
+    stopping = asyncio.create_task(stop.requested.wait(), name="stop-signal")
+    stop.following = True
     try:
-        await asyncio.wait_for(follow(), timeout=args.timeout)
-    except TimeoutError:
-        progress.line(f"  timeout after {args.timeout:.0f}s: cancelling the session")
-        await client.cancel(sid)
-        await asyncio.wait_for(follow(), timeout=120)
-    except asyncio.CancelledError:
-        await client.cancel(sid)
-        raise
+        await asyncio.wait({following, stopping}, timeout=args.timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not following.done():
+            if stopping.done():
+                progress.line(f"  {signal.Signals(stop.signum).name}: cancelling the session")
+            else:
+                progress.line(f"  timeout after {args.timeout:.0f}s: cancelling the session")
+            await client.cancel(sid)
+            try:
+                await asyncio.wait_for(asyncio.shield(following), timeout=_STOP_GRACE_S)
+            except TimeoutError:
+                progress.line(f"  the session did not end within {_STOP_GRACE_S:.0f}s of cancelling")
+        following.result()  # a broken watch is an error, not a silent end
     finally:
         progress.close()
+        stop.following = False
+        for t in (following, stopping):
+            t.cancel()
+        await asyncio.gather(following, stopping, return_exceptions=True)
     final = await client.get_session(sid)
     if args.gateway:
         await client.export(sid, run_dir)
@@ -214,6 +276,11 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
         _print_summary(progress, summary)
+    if stop.signum:
+        return stop.exit_code
+    if summary["status"] == "failed":
+        sys.stderr.write(f"kernelevolve: session failed: {summary['error']}\n")
+        return 2 if summary["bad_input"] else 1
     return 0 if summary["best"] else 1
 
 
@@ -246,6 +313,9 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         "evaluated": session.evaluated,
         "best": best,
         "interpreted": interpreted,
+        "error": session.error,
+        "bad_input": session.bad_input,
+        "common_failure": session.common_failure,
     }
     if interpreted:
         out["note"] = CPU_NOTE
@@ -260,8 +330,12 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
         progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
                       f"speedup {best['speedup']:.3f}x vs eager PyTorch on {best['device'] or s['hardware']}.")
         progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
+    elif s["common_failure"]:
+        progress.line(f"No correct candidate: {s['common_failure']}")
     else:
         progress.line("No correct candidate was found; see the reports in the run folder.")
+    if s["error"]:
+        progress.line(f"Failed: {s['error']}")
     progress.line(f"Run folder: {s['run_dir']} (candidates/, reports/, lineage.json)")
     if s.get("report"):
         progress.line(f"Report: {s['report']}  (kernelevolve report {s['run_dir']} --open)")

@@ -161,3 +161,23 @@ async def test_kv_create_update_conflicts_and_keys(bus) -> None:
 )
 def test_subject_matching(pattern: str, subject: str, match: bool) -> None:
     assert subject_matches(pattern, subject) is match
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_a_consumer_runs_up_to_its_concurrency_at_once(bus, concurrency: int) -> None:
+    running, most, got = 0, 0, []
+
+    async def handler(env: ev.Envelope) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.15)
+        running -= 1
+        got.append(env.candidate_requested.request_id)
+
+    for i in range(6):
+        await bus.publish(S.request("s1"), _req("s1", i))
+    await bus.consume(S.request(), f"synth-{concurrency}", handler, concurrency=concurrency)
+    await _wait_for(lambda: len(got) == 6)
+    assert sorted(got) == [f"r{i}" for i in range(6)]
+    assert most == concurrency

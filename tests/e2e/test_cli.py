@@ -87,3 +87,25 @@ def test_eval_judges_one_candidate(tmp_path: Path) -> None:
     proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(broken), "--json"], tmp_path)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["status"] == "incorrect"
+
+
+# The two specs every new user's first try looked like: each gets a correct Triton kernel.
+FIRST_TRY_SPECS = {
+    "super_named": ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super(Model, self).__init__()\n\n    def forward(self, x):\n"
+                    "        return torch.relu(x) * 2.0\n"),
+    "no_init": ("import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+                "    def forward(self, x):\n        return torch.relu(x) * 2.0\n"),
+}
+
+
+@pytest.mark.parametrize("style", sorted(FIRST_TRY_SPECS))
+def test_specs_in_other_peoples_style_get_a_kernel(tmp_path: Path, style: str) -> None:
+    spec = tmp_path / "spec.py"
+    spec.write_text(FIRST_TRY_SPECS[style] + "\n\ndef get_inputs():\n    return [torch.randn(33, 65)]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    proc = _run(["optimize", str(spec), "--budget", "2", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["best"] is not None and out["best"]["status"] == "correct", out
+    assert "@triton.jit" in (tmp_path / out["best"]["path"]).read_text()

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from ke_evaluator.judge import EvalOptions, Judge
-from ke_evaluator.verdict import STATUSES, Verdict
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
+from kernelevolve.ports.verdict import STATUSES, Verdict
 
 from .sources import candidate, example, spec_for_tests
 

@@ -9,8 +9,8 @@ import hashlib
 import pytest
 
 from ke_evaluator.judge import EvalOptions, Judge
-from ke_evaluator.verdict import Verdict
 from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.ports.verdict import Verdict
 
 from .sources import candidate, example
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+import torch
 
 from ke_evaluator.static_checks import check_candidate
 
@@ -139,3 +140,60 @@ def test_local_containers_are_fine() -> None:
     body = "def grid(n, blocks):\n    out = []\n    for b in blocks:\n        out.append(n // b)\n    d = {}\n" \
            "    d['k'] = out\n    return d\n"
     assert check_candidate(_src(body)).ok
+
+
+# Construction helpers: a method only __init__ calls may set attributes (torchvision's
+# _make_layer sets self.inplanes as it builds); any other way to reach it later keeps the
+# "mutable state" finding.
+_HELPER_CLASS = '''
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inplanes = 4
+        self.layer = self._make_layer(8){init_extra}
+
+    def _make_layer(self, planes):
+        self.inplanes = planes
+        self.seen = []
+        return nn.Linear(4, planes)
+
+    def forward(self, x):{forward_extra}
+        return self.layer(x)
+'''
+
+
+def _helper_src(init_extra: str = "", forward_extra: str = "", name: str = "_make_layer") -> str:
+    body = _HELPER_CLASS.format(init_extra=init_extra, forward_extra=forward_extra).replace("_make_layer", name)
+    return HEADER + body
+
+
+def test_a_construction_helper_may_set_attributes() -> None:
+    report = check_candidate(_helper_src())
+    assert report.ok, report.reason
+
+
+def test_a_construction_helper_reached_through_another_one_may_too() -> None:
+    src = _helper_src().replace("self.layer = self._make_layer(8)", "self.layer = self._build()").replace(
+        "    def forward", "    def _build(self):\n        return self._make_layer(8)\n\n    def forward")
+    assert check_candidate(src).ok
+
+
+@pytest.mark.parametrize("how", [
+    pytest.param({"forward_extra": "\n        self._make_layer(3)"}, id="also-called-from-forward"),
+    pytest.param({"init_extra": "\n        self.register_forward_hook(self._make_layer)"}, id="registered-as-hook"),
+    pytest.param({"init_extra": "\n        self.later = lambda: self._make_layer(3)"}, id="called-inside-a-lambda"),
+    pytest.param({"init_extra": "\n        self.g = getattr(self, '_make_layer')"}, id="named-in-a-string"),
+    pytest.param({"name": "train"}, id="a-module-method-runs-by-itself"),
+    pytest.param({"name": "__call__"}, id="a-dunder-runs-by-itself"),
+])
+def test_a_helper_reachable_after_construction_is_not_exempt(how: dict[str, str]) -> None:
+    report = check_candidate(_helper_src(**how))
+    assert not report.ok
+    assert "mutable state written outside __init__" in report.reason
+
+
+def test_module_method_names_cover_the_installed_torch() -> None:
+    from ke_evaluator import static_checks
+
+    own = {n for n in dir(torch.nn.Module) if not n.startswith("__")}
+    assert own <= static_checks._MODULE_METHODS, sorted(own - static_checks._MODULE_METHODS)

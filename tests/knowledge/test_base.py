@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelevolve.errors import InvalidArgumentError
-from kernelevolve.vector import HashEmbedder, MemoryIndex, QdrantIndex
 from ke_knowledge.base import KnowledgeBase
 from ke_knowledge.distill import distill_skill
 from ke_knowledge.domain import Doc
 from ke_knowledge.seed_loader import load_seed_documents
+from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.vector import HashEmbedder, MemoryIndex, QdrantIndex
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from kernelevolve.errors import InvalidArgumentError
-from kernelevolve.v1 import common_pb2 as pb
 from ke_knowledge.convert import (
     doc_from_proto,
     doc_to_proto,
@@ -16,6 +14,8 @@ from ke_knowledge.convert import (
 from ke_knowledge.distill import distill_skill
 from ke_knowledge.domain import LEVELS, Doc
 from ke_knowledge.seed_loader import load_seed_documents
+from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.v1 import common_pb2 as pb
 
 
 def test_every_seed_document_round_trips() -> None:

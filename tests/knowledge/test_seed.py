@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelevolve.errors import ConfigError
 from ke_knowledge.domain import LEVELS
 from ke_knowledge.seed_loader import load_seed_documents
+from kernelevolve.errors import ConfigError
 
 
 def test_seed_documents_are_well_formed() -> None:

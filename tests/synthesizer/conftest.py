@@ -10,12 +10,16 @@ from typing import Any
 import pytest
 
 from ke_evaluator.judge import EvalOptions, Judge
-from ke_synthesizer.api import ParentInfo, Proposal, ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from kernelevolve.ports.synthesis import ParentInfo, Proposal, ProposalRequest
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples" / "ops"
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py"))
+# specs written in the many ways people write PyTorch (super(Model, self), no __init__,
+# helper classes and functions, aliases, integer and boolean inputs, ...)
+STYLES_DIR = EXAMPLES_DIR.parent / "styles"
+STYLES = sorted(p.stem for p in STYLES_DIR.glob("*.py"))
 
 
 def example_source(name: str) -> str:
@@ -42,20 +46,41 @@ def synth() -> OfflineSynthesizer:
     return OfflineSynthesizer()
 
 
-@pytest.fixture(scope="session")
-def seed_results(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
-    """Seed proposal of every example, checked in one interpreter subprocess."""
+def batched_seed_results(synth: OfflineSynthesizer, folder: Path,
+                         names: list[str]) -> dict[str, dict[str, Any]]:
+    """Seed proposal of every spec ``names`` of ``folder``, checked in one interpreter
+    subprocess; a spec whose proposal raises gets an error result of its own."""
     jobs = []
-    proposals = {}
-    for name in EXAMPLES:
-        src = example_source(name)
-        (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+    proposals: dict[str, Proposal | None] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        src = (folder / f"{name}.py").read_text()
+        try:
+            (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+        except Exception as exc:  # noqa: BLE001 - reported per spec by the tests
+            proposals[name] = None
+            results[name] = {"id": name, "ok": False, "trials": [],
+                             "error": f"propose raised {type(exc).__name__}: {exc}"}
+            continue
         proposals[name] = prop
         jobs.append({"id": name, "spec_source": src, "candidate_source": prop.source, "seeds": [1, 2]})
-    results = {r["id"]: r for r in run_in_subprocess(jobs)}
+    if jobs:
+        results.update({r["id"]: r for r in run_in_subprocess(jobs)})
     for name, prop in proposals.items():
         results[name]["proposal"] = prop
     return results
+
+
+@pytest.fixture(scope="session")
+def seed_results(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
+    """Seed proposal of every example, checked in one interpreter subprocess."""
+    return batched_seed_results(synth, EXAMPLES_DIR, EXAMPLES)
+
+
+@pytest.fixture(scope="session")
+def style_seed_results(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
+    """Seed proposal of every examples/styles spec, checked in one interpreter subprocess."""
+    return batched_seed_results(synth, STYLES_DIR, STYLES)
 
 
 @pytest.fixture(scope="module")

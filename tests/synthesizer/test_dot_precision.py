@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.kernel_matmul import dot_precision
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 
 from .conftest import example_source, lower_example
 

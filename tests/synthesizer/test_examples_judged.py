@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ke_evaluator.judge import Judge
-from ke_synthesizer.api import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
+from kernelevolve.ports.synthesis import ProposalRequest
 from tests.conftest import EXAMPLES
 
 SPECS = sorted(EXAMPLES.glob("*.py"))

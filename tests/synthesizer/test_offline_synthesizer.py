@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ke_synthesizer.api import ParentInfo, ProposalRequest, Transformation
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.errors import InvalidSpecError
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 
 from .conftest import example_source
 

@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from ke_evaluator.judge import Judge
-from ke_synthesizer.api import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.launch_helpers import LAUNCH_HELPERS
+from kernelevolve.ports.synthesis import ProposalRequest
 
 from .conftest import example_source
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ke_synthesizer.api import ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from kernelevolve.ports.synthesis import ProposalRequest
 
 from .conftest import example_source
 

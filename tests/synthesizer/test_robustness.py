@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ke_synthesizer.api import ParentInfo, ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.errors import InvalidSpecError
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
 SEQUENTIAL_INPLACE = '''\
 import torch

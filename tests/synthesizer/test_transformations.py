@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ke_synthesizer.api import ParentInfo, ProposalRequest
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
 from .conftest import example_source
 

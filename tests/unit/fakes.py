@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ke_evaluator.verdict import SpecCheck, Timing, Verdict
-from ke_synthesizer.api import Proposal, ProposalRequest, Transformation
+from kernelevolve.errors import InvalidSpecError
+from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
+from kernelevolve.ports.verdict import SpecCheck, Timing, Verdict
+
+
+def _check_spec(source: str) -> None:
+    """What the doubles know of a spec: it parses and defines the three names."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise InvalidSpecError(f"spec does not parse: line {exc.lineno}: {exc.msg}") from exc
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = sorted({"Model", "get_inputs", "get_init_inputs"} - names)
+    if missing:
+        raise InvalidSpecError(f"spec lacks {', '.join(missing)}")
+
+
+_MODULE = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, *xs):\n        return xs[0]\n"
 
 
 @dataclass
@@ -19,6 +38,7 @@ class FakeSynthesizer:
     calls: list[ProposalRequest] = field(default_factory=list)
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
+        _check_spec(request.spec_source)
         self.calls.append(request)
         tried = {t.params.get("block") for t in request.tried}
         base = int(request.parent.genome.get("block", "64")) if request.parent else 64
@@ -28,7 +48,7 @@ class FakeSynthesizer:
             if block in tried or int(block) > self.max_block:
                 continue
             bad = request.parent is None and len(self.calls) <= self.bad_seeds
-            src = f"# block={block}\n{'BAD' if bad else 'OK'}\n"
+            src = f"# block={block}\n# {'BAD' if bad else 'OK'}\n{_MODULE}"
             out.append(Proposal(source=src, transformation=Transformation("block_size", {"block": block}),
                                 genome={"block": block}))
             if len(out) == request.count:
@@ -44,13 +64,23 @@ class FakeJudge:
     spec_ok: bool = True
 
     def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck:
+        try:
+            _check_spec(spec_source)
+        except InvalidSpecError as exc:
+            return SpecCheck(ok=False, reason=str(exc))
         return SpecCheck(ok=self.spec_ok, reason="" if self.spec_ok else "reference raised ValueError")
+
+    def evaluate_many(self, jobs: Iterable[Sequence[Any]]) -> list[Verdict]:
+        return [self.evaluate(*job) for job in jobs]
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                  fresh_worker: bool = False) -> Verdict:
         self.evaluated.append(candidate_id)
         if "BAD" in candidate_source:
             return Verdict(status="incorrect", reason="max abs error 1.0 > atol", candidate_id=candidate_id)
+        if "block=" not in candidate_source:
+            return Verdict(status="compile_error", reason="candidate module raised on import",
+                           candidate_id=candidate_id)
         block = int(candidate_source.split("block=")[1].split()[0])
         speed = block / 128.0
         return Verdict(status="correct", reason="ok", candidate_id=candidate_id,

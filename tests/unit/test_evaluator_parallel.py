@@ -9,10 +9,10 @@ import time
 import pytest
 
 from ke_evaluator.service import EvaluatorService
-from ke_evaluator.verdict import Verdict
 from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import load_settings
+from kernelevolve.ports.verdict import Verdict
 from kernelevolve.spec import make_spec
 from kernelevolve.store import MemoryStore
 from tests.unit.fakes import FakeJudge

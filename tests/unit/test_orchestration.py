@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 
 from ke_evaluator.service import EvaluatorService
-from ke_evaluator.verdict import Verdict
 from ke_gateway.service import GatewayService
 from ke_gateway.validator import Validation
 from ke_search.service import SearchService
@@ -19,6 +17,7 @@ from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import SearchSettings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.ports.verdict import Verdict
 from kernelevolve.spec import make_spec
 from kernelevolve.store import MemoryStore
 from kernelevolve.v1 import common_pb2 as pb
@@ -150,64 +149,6 @@ async def test_reference_that_raises_is_invalid_spec_and_nothing_is_stored() -> 
     with pytest.raises(NotFoundError):
         await gw.get_session("s1")
     await bus.close()
-
-
-@pytest.mark.parametrize("budget", [1, 4, 9])
-def test_local_search_uses_the_same_strategy(budget: int) -> None:
-    from ke_search.local import run_local_search
-
-    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(), FakeJudge(), budget)
-    assert len(result.candidates) == budget
-    best = result.best
-    assert best is not None and best.verdict.speedup == max(c.verdict.speedup for c in result.candidates)
-    if budget > 3:
-        assert best.node.depth >= 1  # greedy expanded a correct node
-
-
-@pytest.mark.parametrize("batch", [2, 3])
-def test_local_search_in_batches_judges_the_budget_and_expands_the_best(batch: int) -> None:
-    from ke_search.local import run_local_search
-
-    class BatchJudge(FakeJudge):
-        def __init__(self) -> None:
-            super().__init__()
-            self.batches: list[int] = []
-
-        def evaluate_many(self, jobs: list[tuple[str, str, str]]) -> list[Verdict]:
-            self.batches.append(len(jobs))
-            return [self.evaluate(*job) for job in jobs]
-
-    judge = BatchJudge()
-    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=3, max_block=1024), judge, 7,
-                              batch=batch)
-    assert len(result.candidates) == 7
-    assert len({c.node.node_id for c in result.candidates}) == 7
-    assert max(judge.batches) == batch and sum(judge.batches) <= 7
-    assert any(c.node.depth >= 1 for c in result.candidates)
-
-
-def test_local_search_stops_when_space_is_exhausted() -> None:
-    from ke_search.local import run_local_search
-
-    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=1, max_block=1024), FakeJudge(), 50)
-    assert 0 < len(result.candidates) < 50
-
-
-def test_local_search_stops_at_its_time_limit() -> None:
-    from ke_search.local import run_local_search
-
-    class SlowJudge(FakeJudge):
-        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False) -> Verdict:
-            time.sleep(0.05)
-            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
-
-    result = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=3, max_block=1024), SlowJudge(), 50,
-                              time_limit_s=0.12)
-    assert 1 <= len(result.candidates) < 50
-    assert result.stopped.startswith("time limit of 0.12 s")
-    full = run_local_search(SPEC.source, "toy", FakeSynthesizer(max_children=3, max_block=1024), FakeJudge(), 4)
-    assert full.stopped == "" and len(full.candidates) == 4
 
 
 class NoisyJudge(FakeJudge):

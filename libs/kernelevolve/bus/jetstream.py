@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.kv import KeyValue
 
+from kernelevolve.bus.failures import session_failed_event
 from kernelevolve.bus.port import Handler, KeyValueEntry
 from kernelevolve.config import BusSettings
 from kernelevolve.errors import (
@@ -157,7 +158,10 @@ class JetStreamBus:
             log.error("handler failed permanently; message terminated",
                       extra={"subject": msg.subject, "durable": durable, "session_id": env.session_id,
                              "error": str(exc)})
-            await msg.term()
+            if await self._report_failure(msg.subject, durable, env, exc):
+                await msg.term()
+            else:
+                await msg.nak(delay=_NAK_DELAYS_S[0])  # report again on redelivery
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # retryable or unexpected: redeliver later
@@ -172,6 +176,21 @@ class JetStreamBus:
             await msg.ack()
         finally:
             heartbeat.cancel()
+
+    async def _report_failure(self, subject: str, durable: str, env: Envelope, exc: PermanentError) -> bool:
+        """End the session the failed event belongs to (see ``failures.py``); False when
+        the report could not be published (the message then comes back)."""
+        failed = session_failed_event(subject, durable, env, exc)
+        if failed is None:
+            return True
+        try:
+            await self.publish(*failed)
+        except BusUnavailable as pub_exc:
+            log.warning("could not report a permanent failure; will redeliver",
+                        extra={"subject": subject, "durable": durable, "session_id": env.session_id,
+                               "error": str(pub_exc)})
+            return False
+        return True
 
     async def watch(self, subject_filter: str) -> AsyncIterator[Envelope]:
         try:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from kernelevolve.bus.failures import session_failed_event
 from kernelevolve.bus.port import Handler, KeyValueEntry
 from kernelevolve.bus.subjects import subject_matches
 from kernelevolve.errors import ConflictError, PermanentError
@@ -28,13 +29,15 @@ class _Durable:
 
 
 class _Loop:
-    def __init__(self, task: asyncio.Task[None]) -> None:
-        self._task = task
+    def __init__(self, tasks: list[asyncio.Task[None]]) -> None:
+        self._tasks = tasks
 
     async def stop(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class MemoryBus:
@@ -61,8 +64,10 @@ class MemoryBus:
     async def consume(self, subject_filter: str, durable: str, handler: Handler, *, ack_wait_s: float = 30.0,
                       max_deliver: int = 5, concurrency: int = 1) -> _Loop:
         d = self._durables.setdefault(durable, _Durable(subject_filter))
-        task = asyncio.create_task(self._run(d, handler, max_deliver), name=f"memconsume:{durable}")
-        loop = _Loop(task)
+        # ``concurrency`` handlers at once on one durable, as the JetStream adapter runs them
+        tasks = [asyncio.create_task(self._run(durable, d, handler, max_deliver), name=f"memconsume:{durable}:{i}")
+                 for i in range(max(1, concurrency))]
+        loop = _Loop(tasks)
         self._loops.append(loop)
         return loop
 
@@ -76,7 +81,7 @@ class MemoryBus:
                 return idx, 0
         return None
 
-    async def _run(self, d: _Durable, handler: Handler, max_deliver: int) -> None:
+    async def _run(self, durable: str, d: _Durable, handler: Handler, max_deliver: int) -> None:
         while True:
             item = self._next(d)
             if item is None:
@@ -92,7 +97,10 @@ class MemoryBus:
             except asyncio.CancelledError:
                 raise
             except PermanentError as exc:
-                log.error("handler failed permanently", extra={"error": str(exc)})
+                log.error("handler failed permanently", extra={"error": str(exc), "durable": durable})
+                failed = session_failed_event(self._log[idx][0], durable, env, exc)
+                if failed is not None:
+                    await self.publish(*failed)
             except Exception as exc:
                 if deliveries + 1 < max_deliver:
                     log.warning("handler failed; redelivering", extra={"error": repr(exc)})

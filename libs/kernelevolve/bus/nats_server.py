@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from kernelevolve.errors import BusUnavailable, ConfigError
+from kernelevolve.orphans import guard_process, parent_death_preexec
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,18 @@ def find_nats_server() -> str:
 
 @dataclass
 class NatsServer:
-    """A running nats-server child. Stop it by handle (``stop()``) or use as a context manager."""
+    """A running nats-server child. Stop it by handle (``stop()``) or use as a context manager.
+
+    It never outlives this process, even a SIGKILLed one (``orphan_guard``: "auto" is the
+    kernel's parent-death signal on Linux, else a watchdog process; start it from a thread
+    that lives as long as the process, e.g. the main thread, see ``kernelevolve.orphans``)."""
 
     store_dir: Path
     startup_timeout_s: float = 15.0
+    orphan_guard: str = "auto"  # "auto", "pdeathsig" (Linux) or "watchdog"
     url: str = ""
     _proc: subprocess.Popen[bytes] | None = None
+    _guard: subprocess.Popen[bytes] | None = None
     _ports_dir: Path | None = None
 
     def start(self) -> NatsServer:
@@ -63,14 +70,25 @@ class NatsServer:
         ]
         # New session: a Ctrl-C in the terminal reaches us, and we stop the server ourselves
         # after draining clients, instead of the server dying first.
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, start_new_session=True)
+        preexec = parent_death_preexec(signal.SIGTERM) if self.orphan_guard in ("auto", "pdeathsig") else None
+        if preexec is None and self.orphan_guard == "pdeathsig":
+            raise ConfigError("orphan_guard 'pdeathsig' needs Linux")
+        # stderr (start-up errors come before -l takes over) goes to a file, never to a pipe
+        # nobody reads: a full or broken pipe would stall or kill the server.
+        err_file = self.store_dir / "nats-server.stderr"
+        with open(err_file, "wb") as err_out:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_out,
+                                          start_new_session=True, preexec_fn=preexec)
+        if preexec is None:
+            self._guard = guard_process(self._proc.pid)
         deadline = time.monotonic() + self.startup_timeout_s
         ports_file = self._ports_dir / f"nats-server_{self._proc.pid}.ports"
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
-                raise BusUnavailable(f"nats-server exited with code {self._proc.returncode}: {err.strip()}")
+                code = self._proc.returncode
+                err = "".join(f.read_text(errors="replace")[-1000:] for f in (err_file, log_file) if f.is_file())
+                self.stop()
+                raise BusUnavailable(f"nats-server exited with code {code}: {err.strip()}")
             if ports_file.is_file():
                 try:
                     ports = json.loads(ports_file.read_text())
@@ -87,6 +105,10 @@ class NatsServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def guard_pid(self) -> int | None:
+        return self._guard.pid if self._guard else None
+
     def stop(self, timeout_s: float = 10.0) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
@@ -96,8 +118,10 @@ class NatsServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        if proc is not None and proc.stderr:
-            proc.stderr.close()
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            guard.kill()
+            guard.wait()
         if self._ports_dir is not None:
             shutil.rmtree(self._ports_dir, ignore_errors=True)
             self._ports_dir = None

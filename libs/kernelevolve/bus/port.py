@@ -6,7 +6,10 @@ Semantics (both adapters pass tests/bus/test_bus_contract.py):
 - ``consume(filter, durable, handler)`` is a durable work queue: each message goes to
   exactly one of the processes sharing ``durable`` and is acknowledged after the
   handler returns; a handler raising a RetryableError (or any unexpected error) gets
-  the message redelivered later; a PermanentError terminates it (logged, not retried).
+  the message redelivered later; a PermanentError terminates it (logged, not retried)
+  and, when the message belongs to a session, publishes ``SessionFailed`` on
+  ``<prefix>.<session>.session.failed`` so the session ends instead of waiting forever
+  (``failures.py``; durable names start with the consuming service's name).
   Two different durables on the same subject each see every message.
 - ``watch(filter)`` replays matching messages from the start of the stream and then
   follows new ones, in order (for the gateway's WatchSession).

@@ -3,6 +3,7 @@
     ke.<session>.session.started      SessionStarted          gateway → search
     ke.<session>.session.cancel       SessionCancelRequested  gateway → search
     ke.<session>.session.completed    SessionCompleted        search  → gateway watchers
+    ke.<session>.session.failed       SessionFailed           bus (any handler's permanent failure) → search
     ke.<session>.request.synth        CandidateRequested      search  → synthesizer
     ke.<session>.candidate.<hw>       CandidateGenerated      synthesizer → evaluators of <hw>, search
     ke.<session>.exhausted            CandidateRequestExhausted  synthesizer → search
@@ -48,6 +49,9 @@ class Subjects:
 
     def completed(self, sid: str = "*") -> str:
         return f"{self.prefix}.{sid}.session.completed"
+
+    def failed(self, sid: str = "*") -> str:
+        return f"{self.prefix}.{sid}.session.failed"
 
     def request(self, sid: str = "*") -> str:
         return f"{self.prefix}.{sid}.request.synth"

@@ -377,7 +377,8 @@ header .sub{opacity:.8}main{padding:16px 24px;max-width:1400px}
 .note{background:#fff6db;border:1px solid #f0d38a;border-radius:8px;padding:10px 14px;margin:0 0 16px}
 .stats{display:flex;gap:24px;flex-wrap:wrap}.stat b{display:block;font-size:22px}
 .tree-wrap{overflow:auto}svg text{font-size:11px;fill:#333}
-.tree .edge{fill:none;stroke:#9aa5b1;stroke-width:1.5}.tree .node{cursor:pointer;outline:none}.tree .node:focus-visible circle{stroke:#2e6fd9;stroke-width:4}
+.tree .edge{fill:none;stroke:#9aa5b1;stroke-width:1.5}.tree .node{cursor:pointer;outline:none}
+.tree .node:focus-visible circle{stroke:#2e6fd9;stroke-width:4}
 .tree .node circle{stroke:#fff;stroke-width:2}.tree .node.best circle{stroke:#f1c40f;stroke-width:4}
 .tree .node.sel circle{stroke:#1d2b3a;stroke-width:4}.tree text{text-anchor:middle}
 .tree .ref rect{fill:#e8ecf0;stroke:#9aa5b1}.legend .lg{margin-right:12px;font-size:12px}

@@ -6,7 +6,6 @@ from kernelevolve.config import StoreSettings
 from kernelevolve.errors import ConfigError
 from kernelevolve.store.folder import FolderStore
 from kernelevolve.store.port import ObjectStore
-from kernelevolve.store.s3 import S3Store
 
 
 def store_from_settings(settings: StoreSettings) -> ObjectStore:
@@ -17,6 +16,8 @@ def store_from_settings(settings: StoreSettings) -> ObjectStore:
             raise ConfigError("store.root must be set for the folder store")
         return FolderStore(settings.root)
     if kind == "s3":
+        from kernelevolve.store.s3 import S3Store  # the minio SDK only where S3 is configured
+
         return S3Store(
             endpoint=settings.endpoint,
             bucket=settings.bucket,

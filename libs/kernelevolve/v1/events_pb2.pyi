@@ -102,8 +102,26 @@ class SessionCancelRequested(_message.Message):
     session_id: str
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
+class SessionFailed(_message.Message):
+    __slots__ = ("session_id", "service", "error_type", "reason", "bad_input", "failed_event_id", "failed_subject")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_TYPE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    BAD_INPUT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    service: str
+    error_type: str
+    reason: str
+    bad_input: bool
+    failed_event_id: str
+    failed_subject: str
+    def __init__(self, session_id: _Optional[str] = ..., service: _Optional[str] = ..., error_type: _Optional[str] = ..., reason: _Optional[str] = ..., bad_input: _Optional[bool] = ..., failed_event_id: _Optional[str] = ..., failed_subject: _Optional[str] = ...) -> None: ...
+
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed")
+    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed", "session_failed")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -118,6 +136,7 @@ class Envelope(_message.Message):
     SESSION_CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     RETIME_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_RETIMED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FAILED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     session_id: str
     occurred_at: _timestamp_pb2.Timestamp
@@ -132,4 +151,5 @@ class Envelope(_message.Message):
     session_cancel_requested: SessionCancelRequested
     retime_requested: RetimeRequested
     candidate_retimed: CandidateRetimed
-    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ...) -> None: ...
+    session_failed: SessionFailed
+    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ..., session_failed: _Optional[_Union[SessionFailed, _Mapping]] = ...) -> None: ...

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from ke_evaluator.convert import JudgePort
 from ke_evaluator.grpc_server import EvaluatorServicer
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import EvaluatorSettings, Settings
 from kernelevolve.grpc_util import start_server
+from kernelevolve.ports.judge import JudgePort
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
@@ -36,7 +37,14 @@ def make_judge(settings: EvaluatorSettings, hardware_kind: str, stack: AsyncExit
         scratch_dir=Path(settings.scratch_dir) if settings.scratch_dir else None,
         parallel_workers=max(1, settings.parallel_workers),
     ))
-    stack.callback(judge.close)
+
+    async def close() -> None:
+        # By now the consumers are stopped (EvaluatorService.stop): nobody waits for a running
+        # evaluation, so its worker is killed instead of running on to its timeout; in a
+        # thread, so that the event loop keeps serving the other services' shutdown.
+        await asyncio.to_thread(judge.close, True)
+
+    stack.push_async_callback(close)
     return judge
 
 
@@ -56,4 +64,5 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         ["kernelevolve.v1.Evaluator"])
     stack.push_async_callback(server.stop)
     await service.subscribe()
+    stack.push_async_callback(service.stop)
     return ServiceHandle("evaluator", server.port, service)

@@ -1,14 +1,11 @@
 """Translation between evaluator verdicts (plain dataclasses) and ``kernelevolve.v1`` protos.
 
-Kept apart from ``service.py`` so that code which only needs the translation (the local
-search driver on a GPU host) does not import the bus or object-store adapters.
+Used by the service and its gRPC servicer: the judge itself never sees a proto.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from ke_evaluator.verdict import SpecCheck, Verdict
+from kernelevolve.ports.verdict import Verdict
 from kernelevolve.v1 import common_pb2 as pb
 
 _STATUS = {
@@ -53,10 +50,3 @@ def verdict_to_pb(v: Verdict, hardware_kind: str, report_key: str = "") -> pb.Ev
                                    shared_bytes=k.shared_bytes, spills=k.spills) for k in d.kernels],
             notes=list(d.notes)))
     return res
-
-
-class JudgePort(Protocol):
-    def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck: ...
-
-    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict: ...

@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
+from kernelevolve.ports.verdict import Verdict
+
 from . import compare, launches, specs
-from .verdict import Verdict
 
 
 class Outcome(Exception):

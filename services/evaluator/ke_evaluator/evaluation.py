@@ -30,12 +30,13 @@ from typing import Any
 
 import torch
 
+from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
+
 from . import compare, defenses, diagnosis, launches, refcache, specs, timing
 from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .devlock import DeviceLock, Mode
 from .integrity import GlobalState, set_precision_flags, snapshot, state_violations
-from .verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
 PhaseFn = Callable[[str], None]
 

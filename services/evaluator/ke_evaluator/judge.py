@@ -38,10 +38,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
+from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 from . import devlock, static_checks
 from .pool import Slot, WorkerPool, WorkerProcess
-from .verdict import SpecCheck, Status, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +216,10 @@ class Judge:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        """Waits for running evaluations, then stops every worker."""
-        self._pool.close()
+    def close(self, abort: bool = False) -> None:
+        """Waits for running evaluations, then stops every worker. ``abort``: kill the workers
+        of running evaluations first (they end as crashed, for callers that no longer wait)."""
+        self._pool.close(abort)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
 

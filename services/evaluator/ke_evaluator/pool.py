@@ -343,6 +343,16 @@ class Slot:
         reply = worker.request(msg, self.opts.compile_timeout_s, self.opts.run_timeout_s, self.lock_wait_timeout)
         return reply, worker
 
+    def interrupt(self) -> None:
+        """Kill this slot's processes under a running job (from another thread): the job
+        then ends at once as crashed instead of running to its timeout."""
+        for w in (self.worker, self.spare):
+            if w is not None:
+                try:
+                    os.killpg(w.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
     def close(self) -> None:
         if self.worker is not None:
             self.worker.shutdown()
@@ -385,11 +395,17 @@ class WorkerPool:
                 self._idle.append(slot)
                 self._cond.notify_all()
 
-    def close(self) -> None:
-        """Refuse new leases, wait for the running ones, stop every worker."""
+    def close(self, abort: bool = False) -> None:
+        """Refuse new leases, wait for the running ones, stop every worker. ``abort``: nobody
+        waits for the running jobs any more (the service is stopping), so kill their workers
+        (again, should a job retry on a fresh one) instead of waiting up to their timeouts."""
         with self._cond:
             self._closed = True
             while len(self._idle) < len(self.slots):
-                self._cond.wait()
+                if abort:
+                    for slot in self.slots:
+                        if slot not in self._idle:
+                            slot.interrupt()
+                self._cond.wait(timeout=0.2 if abort else None)
         for slot in self.slots:
             slot.close()

@@ -9,13 +9,14 @@ import asyncio
 import json
 import logging
 
-from ke_evaluator.convert import JudgePort, verdict_to_pb
-from ke_evaluator.verdict import SpecCheck, Verdict
+from ke_evaluator.convert import verdict_to_pb
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope
-from kernelevolve.bus.port import EventBus
+from kernelevolve.bus.port import EventBus, Subscription
 from kernelevolve.bus.records import load_session
 from kernelevolve.bus.subjects import Subjects
+from kernelevolve.ports.judge import JudgePort
+from kernelevolve.ports.verdict import SpecCheck, Verdict
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -35,15 +36,22 @@ class EvaluatorService:
         self.parallel = max(1, parallel)
         self._slots = asyncio.Semaphore(self.parallel)
         self._specs: dict[str, pb.Session] = {}
+        self._subscriptions: list[Subscription] = []
 
     async def subscribe(self) -> None:
         # Shared durable per hardware kind: evaluators of one kind split the work queue.
-        await self._bus.consume(self._subjects.candidate(hardware=self.hardware_kind),
-                                f"evaluator-{self.hardware_kind}", self.on_candidate, ack_wait_s=60.0,
-                                max_deliver=3, concurrency=self.parallel)
-        await self._bus.consume(self._subjects.retime(hardware=self.hardware_kind),
-                                f"evaluator-{self.hardware_kind}-retime", self.on_retime, ack_wait_s=60.0,
-                                max_deliver=3)
+        self._subscriptions.append(await self._bus.consume(
+            self._subjects.candidate(hardware=self.hardware_kind), f"evaluator-{self.hardware_kind}",
+            self.on_candidate, ack_wait_s=60.0, max_deliver=3, concurrency=self.parallel))
+        self._subscriptions.append(await self._bus.consume(
+            self._subjects.retime(hardware=self.hardware_kind), f"evaluator-{self.hardware_kind}-retime",
+            self.on_retime, ack_wait_s=60.0, max_deliver=3))
+
+    async def stop(self) -> None:
+        """Stop taking work; running handlers are cancelled (their messages come back later)."""
+        subs, self._subscriptions = self._subscriptions, []
+        for sub in subs:
+            await sub.stop()
 
     async def validate_spec(self, spec: pb.OperatorSpec) -> SpecCheck:
         async with self._slots:

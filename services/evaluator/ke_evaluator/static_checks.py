@@ -381,6 +381,67 @@ def _own_nodes(fn: ast.AST) -> list[ast.AST]:
     return out
 
 
+# Methods torch.nn.Module defines (torch 2.13; a test keeps this in step with the installed
+# torch): the framework and the harness call these by themselves (``model(x)``, ``.to()``,
+# ``.eval()``, hooks), so an override is never construction-only, whoever calls it.
+_MODULE_METHODS = frozenset({
+    "T_destination", "_apply", "_call_impl", "_compiled_call_impl", "_get_backward_hooks",
+    "_get_backward_pre_hooks", "_get_name", "_load_from_state_dict", "_maybe_warn_non_full_backward_hook",
+    "_named_members", "_register_load_state_dict_pre_hook", "_register_state_dict_hook",
+    "_replicate_for_data_parallel", "_save_to_state_dict", "_slow_forward", "_version", "_wrapped_call_impl",
+    "add_module", "apply", "bfloat16", "buffers", "call_super_init", "children", "compile", "cpu", "cuda",
+    "double", "dump_patches", "eval", "extra_repr", "float", "forward", "get_buffer", "get_extra_state",
+    "get_parameter", "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia", "named_buffers",
+    "named_children", "named_modules", "named_parameters", "parameters", "register_backward_hook",
+    "register_buffer", "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+    "register_full_backward_pre_hook", "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook",
+    "register_module", "register_parameter", "register_state_dict_post_hook", "register_state_dict_pre_hook",
+    "requires_grad_", "set_extra_state", "set_submodule", "share_memory", "state_dict", "to", "to_empty",
+    "train", "type", "xpu", "zero_grad",
+})
+
+
+def _construction_methods(tree: ast.Module) -> set[int]:
+    """``__init__`` of every class, and the helper methods only construction calls.
+
+    Model code builds itself through helpers (torchvision's ``_make_layer`` sets
+    ``self.inplanes`` as it goes); writing ``self`` there is construction, not a cache.
+    A method counts when its name is neither a dunder nor a ``torch.nn.Module`` method
+    (those run by themselves), appears in no string (``getattr(self, "name")``), and every
+    mention of it anywhere is a direct call ``self.name(...)`` inside a construction
+    method of its own class: a bare mention (``register_forward_hook(self.name)``) could
+    run it later, so it disqualifies, and so does a call inside a nested function or lambda.
+    """
+    init: set[int] = set()
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        methods = {item.name: item for item in cls.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        if "__init__" not in methods:
+            continue
+        # node -> the method whose own body holds it (a call inside a nested function or
+        # lambda of __init__ may run at any later time, so it is in no method's own body)
+        owner = {id(n): m for m in methods.values() for n in _own_nodes(m)}
+        called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        mentions: dict[str, list[ast.Attribute]] = {}
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and n.attr in methods:
+                mentions.setdefault(n.attr, []).append(n)
+        ok = {"__init__"}
+        changed = True
+        while changed:
+            changed = False
+            for name in methods:
+                if name in ok or name.startswith("__") or name in _MODULE_METHODS or name in strings:
+                    continue
+                refs = mentions.get(name, [])
+                if refs and all(id(r) in called and isinstance(r.value, ast.Name) and r.value.id == "self"
+                                and id(r) in owner and owner[id(r)].name in ok for r in refs):
+                    ok.add(name)
+                    changed = True
+        init |= {id(methods[name]) for name in ok}
+    return init
+
+
 def _state_findings(tree: ast.Module) -> list[Finding]:
     """Mutable state written from call-time code: the carrier of result caches.
 
@@ -390,11 +451,7 @@ def _state_findings(tree: ast.Module) -> list[Finding]:
     calls (keyed on pointers or values), which the timing loop would reward.
     """
     found: list[Finding] = []
-    methods_init: set[int] = set()
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-        for item in cls.body:
-            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__init__":
-                methods_init.add(id(item))
+    methods_init = _construction_methods(tree)
     skip: set[int] = set()
     for node in tree.body:
         if _is_main_guard(node):

@@ -13,6 +13,7 @@ import argparse
 import os
 import platform
 import re
+import signal
 import sys
 import time
 from typing import Any
@@ -103,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         file_size_bytes=args.file_size_bytes or None,
     )
     sandbox_info["cwd"] = "scratch"
+    # The judge's process can die without stopping us (SIGKILL), and we may be busy in a
+    # candidate that never reads the job pipe: leave with our whole group once orphaned.
+    # Started after the sandbox (unshare of a user namespace needs a single thread) and
+    # before the thread baselines of the integrity checks.
+    from kernelevolve.orphans import watch_parent
+
+    watch_parent(lambda: os.killpg(0, signal.SIGKILL))
     clock.mark("sandbox")
 
     import torch

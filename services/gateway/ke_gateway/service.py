@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ke_gateway.validator import SpecValidator
-from ke_search.strategy import make_strategy
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -17,6 +14,8 @@ from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_
 from kernelevolve.bus.subjects import Keys, Subjects, check_token
 from kernelevolve.config import SearchSettings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.ids import new_session_id
+from kernelevolve.ports.strategy import check_strategy_name
 from kernelevolve.spec import check_source, make_spec
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
@@ -24,10 +23,6 @@ from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
 
 log = logging.getLogger(__name__)
-
-
-def new_session_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
 class GatewayService:
@@ -51,7 +46,7 @@ class GatewayService:
         if not 1 <= budget <= self._search.max_budget:
             raise InvalidArgumentError(f"budget must be between 1 and {self._search.max_budget}, got {budget}")
         strategy = req.strategy or self._search.strategy
-        make_strategy(strategy)
+        check_strategy_name(strategy)
         hardware = req.hardware_kind or self._default_hardware
         check_token(hardware, "hardware kind")
         max_inflight = req.max_inflight or self._search.max_inflight

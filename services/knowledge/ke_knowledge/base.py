@@ -14,10 +14,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from kernelevolve.errors import InvalidArgumentError
-from kernelevolve.vector import Embedder, Hit, Point, VectorIndex
 from ke_knowledge.domain import Doc, Skill, check_level
 from ke_knowledge.seed_loader import load_seed_documents
+from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.vector import Embedder, Hit, Point, VectorIndex
 
 log = logging.getLogger(__name__)
 

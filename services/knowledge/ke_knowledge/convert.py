@@ -6,9 +6,9 @@ same way and contain no mapping logic of their own.
 
 from __future__ import annotations
 
+from ke_knowledge.domain import Doc, Skill, check_level
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.v1 import common_pb2 as pb
-from ke_knowledge.domain import Doc, Skill, check_level
 
 _TO_PROTO: dict[str, int] = {
     "guidance": pb.KNOWLEDGE_LEVEL_GUIDANCE,

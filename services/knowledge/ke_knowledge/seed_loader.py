@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
-from kernelevolve.errors import ConfigError, InvalidArgumentError
 from ke_knowledge.domain import Doc
+from kernelevolve.errors import ConfigError, InvalidArgumentError
 
 
 def _docs_from_mapping(data: Any, where: str) -> list[Doc]:

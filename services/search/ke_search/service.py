@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ke_search.report import common_failure
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, make_strategy
 from kernelevolve.artifacts import Artifacts, lineage_document
@@ -65,6 +66,7 @@ class SearchService:
         await self._bus.consume(s.exhausted(), "search-exhausted", self.on_event)
         await self._bus.consume(s.cancel(), "search-cancel", self.on_event)
         await self._bus.consume(s.retimed(), "search-retimed", self.on_event)
+        await self._bus.consume(s.failed(), "search-failed", self.on_event)
 
     async def on_event(self, env: ev.Envelope) -> None:
         kind = env.WhichOneof("payload")
@@ -82,6 +84,8 @@ class SearchService:
                 await self._on_cancel(env.session_cancel_requested.session_id)
             elif kind == "candidate_retimed":
                 await self._on_retimed(env.candidate_retimed)
+            elif kind == "session_failed":
+                await self._on_failed(env.session_failed)
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -115,9 +119,11 @@ class SearchService:
             await self._ensure_node(await load_candidate(self._bus, sid, cid))
             entry = await self._bus.kv_get(key)
             assert entry is not None
-        node = pb.Node()
-        node.ParseFromString(entry.value)
-        if not node.evaluated:
+        for _attempt in range(20):
+            node = pb.Node()
+            node.ParseFromString(entry.value)
+            if node.evaluated:
+                break
             node.evaluated = True
             node.status = result.status
             node.fitness = result.speedup if result.status == pb.EVALUATION_STATUS_CORRECT else 0.0
@@ -127,10 +133,15 @@ class SearchService:
             try:
                 await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
             except ConflictError:
-                raise  # retried by redelivery; the handler is idempotent
+                # Someone else wrote the node first (a replica, a replay): re-read and re-apply.
+                # ConflictError is permanent to the bus and would end the session.
+                entry = await self._bus.kv_get(key)
+                assert entry is not None
+                continue
             log.info("node evaluated", extra={"session_id": sid, "candidate_id": cid,
                                               "status": pb.EvaluationStatus.Name(result.status),
                                               "fitness": node.fitness})
+            break
 
         def apply(st: SearchState, nodes: list[pb.Node]) -> None:
             if cid not in st.generated:
@@ -161,9 +172,11 @@ class SearchService:
         entry = await self._bus.kv_get(key)
         if entry is None:
             raise NotFoundError(f"re-timing for unknown candidate {cid} in session {sid}")
-        node = pb.Node()
-        node.ParseFromString(entry.value)
-        if not node.retimed:
+        for _attempt in range(20):
+            node = pb.Node()
+            node.ParseFromString(entry.value)
+            if node.retimed:
+                break
             node.retimed = True
             node.first_fitness = node.fitness
             if result.status == pb.EVALUATION_STATUS_CORRECT:
@@ -173,13 +186,43 @@ class SearchService:
                 node.fitness = 0.0
                 node.status = result.status
                 node.reason = f"failed its re-check in a fresh worker: {result.reason}"[:500]
-            await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
+            try:
+                await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
+            except ConflictError:  # written meanwhile: re-read and re-apply (see _on_evaluation)
+                entry = await self._bus.kv_get(key)
+                assert entry is not None
+                continue
             log.info("finalist re-timed", extra={"session_id": sid, "candidate_id": cid,
                                                  "first_fitness": node.first_fitness, "fitness": node.fitness})
+            break
 
         def apply(st: SearchState, nodes: list[pb.Node]) -> None:
             if cid not in st.retimed:
                 st.retimed.append(cid)
+
+        await self._transition(sid, apply)
+
+    async def _on_failed(self, msg: ev.SessionFailed) -> None:
+        """A service failed permanently on this session's work: end it as failed, keeping
+        the best verified kernel so far. The first failure names the session's error."""
+        sid = msg.session_id
+        log.info("session failing", extra={"session_id": sid, "service": msg.service, "reason": msg.reason})
+        if await self._bus.kv_get(Keys.search_state(sid)) is None:
+            # The failure came before the search state existed (e.g. on SessionStarted itself).
+            session = await self._load_session(sid)
+            state = SearchState(session_id=sid, budget=session.budget,
+                                max_inflight=max(1, session.max_inflight or 1))
+            try:
+                await self._bus.kv_create(Keys.search_state(sid), state.to_json())
+            except ConflictError:
+                pass
+
+        def apply(st: SearchState, nodes: list[pb.Node]) -> None:
+            if not st.failure:
+                st.failure = msg.reason or f"{msg.service}: {msg.error_type}"
+                st.bad_input = msg.bad_input
+            # Nothing more will be asked for or re-timed.
+            st.outbox_requests, st.outbox_retimes = [], []
 
         await self._transition(sid, apply)
 
@@ -194,7 +237,6 @@ class SearchService:
     async def _transition(self, sid: str, apply: Callable[[SearchState, list[pb.Node]], None]) -> None:
         """Read state, apply a change, decide what to ask for next, CAS-write, then act."""
         session = await self._load_session(sid)
-        strategy = make_strategy(session.strategy or "greedy")
         for _attempt in range(20):
             entry = await self._bus.kv_get(Keys.search_state(sid))
             if entry is None:
@@ -211,7 +253,7 @@ class SearchService:
             apply(st, nodes)
             effects = _Effects(requests=[])
             if not st.finalizing:
-                self._explore(st, nodes, session, strategy, effects)
+                self._explore(st, nodes, session, effects)
             if st.finalizing:
                 self._finalize_step(st, nodes, effects)
             st.outbox_requests.extend(r.request_id for r in effects.requests)
@@ -252,8 +294,7 @@ class SearchService:
         except ConflictError:
             pass  # someone moved on; they publish our leftovers again, which is harmless
 
-    def _explore(self, st: SearchState, nodes: list[pb.Node], session: pb.Session, strategy: Strategy,
-                 effects: _Effects) -> None:
+    def _explore(self, st: SearchState, nodes: list[pb.Node], session: pb.Session, effects: _Effects) -> None:
         """Ask for more candidates, or declare the search over (budget spent, cancelled, or
         nothing left to expand with nothing in flight)."""
         if st.finished():
@@ -264,6 +305,7 @@ class SearchService:
             if st.idle():
                 st.finalizing = True
             return
+        strategy: Strategy = make_strategy(session.strategy or "greedy")
         parent = strategy.select_parent(nodes, set(st.exhausted_parents))
         if parent is None:
             if st.idle():
@@ -278,11 +320,12 @@ class SearchService:
     def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
         """Re-time the fittest correct node in a fresh worker until the fittest one has been
         re-timed (bounded), so a lucky first timing cannot be called best."""
-        if st.retimes_pending() and not st.cancelled:
+        stopping = st.cancelled or bool(st.failure)
+        if st.retimes_pending() and not stopping:
             return
         correct = sorted((n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT),
                          key=lambda n: (n.fitness, -n.depth, n.node_id), reverse=True)
-        if (st.cancelled or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
+        if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or len(st.retime_requested) >= self._max_retimes):
             st.done = True
             effects.finish = True
@@ -337,7 +380,15 @@ class SearchService:
                 session.best_candidate_id = best.node_id
                 session.best_speedup = best.fitness
             if finished:
-                session.status = pb.SESSION_STATUS_CANCELLED if st.cancelled else pb.SESSION_STATUS_COMPLETED
+                if st.failure:
+                    session.status = pb.SESSION_STATUS_FAILED
+                    session.error = st.failure
+                    session.bad_input = st.bad_input
+                elif st.cancelled:
+                    session.status = pb.SESSION_STATUS_CANCELLED
+                else:
+                    session.status = pb.SESSION_STATUS_COMPLETED
+                session.common_failure = common_failure(nodes)
                 session.finished_at.CopyFrom(now_ts())
             try:
                 await self._bus.kv_update(Keys.session(sid), session.SerializeToString(), entry.revision)
@@ -369,6 +420,9 @@ class SearchService:
             "evaluated": len(st.evaluated),
             "best_candidate_id": best.node_id if best else "",
             "best_speedup": best.fitness if best else 0.0,
+            "error": session.error,
+            "bad_input": session.bad_input,
+            "common_failure": session.common_failure,
             "finished_at": datetime.now(UTC).isoformat(),
         }
         await self._store.put(art.summary, json.dumps(summary, indent=2).encode(), "application/json")

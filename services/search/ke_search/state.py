@@ -33,6 +33,10 @@ class SearchState:
     evaluated: list[str] = field(default_factory=list)
     exhausted_parents: list[str] = field(default_factory=list)
     cancelled: bool = False
+    # Set when a service failed permanently on one of this session's events: the session
+    # ends as failed with this one-line reason ("synthesizer: InvalidSpecError: ...").
+    failure: str = ""
+    bad_input: bool = False
     # Search over; finalists are being re-timed in fresh workers before one is called best.
     finalizing: bool = False
     retime_requested: list[str] = field(default_factory=list)
@@ -57,14 +61,14 @@ class SearchState:
 
     def want(self) -> int:
         """How many more candidates to ask for now."""
-        if self.done or self.cancelled or self.finalizing:
+        if self.done or self.cancelled or self.failure or self.finalizing:
             return 0
         room = self.max_inflight - self.inflight() - self.pending()
         left = self.budget - len(self.generated) - self.pending()
         return max(0, min(room, left))
 
     def finished(self) -> bool:
-        if self.cancelled:
+        if self.cancelled or self.failure:
             return True
         if len(self.evaluated) >= self.budget:
             return True

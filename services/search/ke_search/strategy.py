@@ -1,23 +1,13 @@
-"""Strategies decide which node to expand next. Greedy now; beam, MCTS and islands
-plug in behind the same ``Strategy`` protocol."""
+"""Strategies decide which node to expand next (the ``kernelevolve.ports.strategy``
+port). Greedy now; beam, MCTS and islands plug in behind the same protocol, each
+registered here under a name of ``STRATEGY_NAMES``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
-from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.ports.strategy import ROOT, Strategy, check_strategy_name
 from kernelevolve.v1 import common_pb2 as pb
-
-ROOT = ""  # the virtual root: the reference itself; expanding it asks for seed candidates
-
-
-class Strategy(Protocol):
-    name: str
-
-    def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
-        """Node id to expand ("" = root), or None when nothing can be expanded."""
-        ...
 
 
 class Greedy:
@@ -41,8 +31,4 @@ STRATEGIES: dict[str, type[Greedy]] = {"greedy": Greedy}
 
 
 def make_strategy(name: str) -> Strategy:
-    try:
-        return STRATEGIES[name]()
-    except KeyError:
-        raise InvalidArgumentError(
-            f"unknown search strategy {name!r}; available: {', '.join(sorted(STRATEGIES))}") from None
+    return STRATEGIES[check_strategy_name(name)]()

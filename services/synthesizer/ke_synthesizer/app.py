@@ -5,13 +5,13 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
-from ke_synthesizer.api import CandidateSynthesizer
 from ke_synthesizer.grpc_server import SynthesizerServicer
 from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings, SynthesizerSettings
 from kernelevolve.errors import ConfigError
 from kernelevolve.grpc_util import start_server
+from kernelevolve.ports.synthesis import CandidateSynthesizer
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc

@@ -1,6 +1,6 @@
 """Synthesizer service: turns CandidateRequested into CandidateGenerated.
 
-Translation only: proto ⇄ ``ke_synthesizer.api`` dataclasses, storage of sources,
+Translation only: proto ⇄ ``kernelevolve.ports.synthesis`` dataclasses, storage of sources,
 publishing. The generating itself is the injected ``CandidateSynthesizer``.
 Candidate ids are ``<request_id>-<n>`` and generation is deterministic, so a
 redelivered request re-publishes the same candidates, which the bus de-duplicates.
@@ -13,13 +13,13 @@ import hashlib
 import json
 import logging
 
-from ke_synthesizer.api import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import NotFoundError
+from kernelevolve.ports.synthesis import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev

@@ -2,13 +2,12 @@
 as a torch.fx graph annotated with shapes and dtypes (ShapeProp on the example inputs).
 
 The captured spec also keeps the source text the candidate needs to rebuild the
-model's parameters exactly like the reference (``__init__`` and module constants), so
-that seeding the RNG and constructing ``ModelNew`` yields the same weights.
+model's parameters exactly like the reference (the class and the module lines it
+needs, see model_source.py), so that seeding the RNG and constructing ``ModelNew`` yields the same weights.
 """
 
 from __future__ import annotations
 
-import ast
 import logging
 import types
 from dataclasses import dataclass, field
@@ -19,6 +18,9 @@ import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from kernelevolve.errors import InvalidSpecError
+
+from .model_source import ModelSource, model_source
+from .shape_tracer import shape_specialized_trace
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +39,11 @@ class CapturedSpec:
     gm: torch.fx.GraphModule
     inputs: list[Any]
     init_inputs: list[Any]
-    # Source text pieces copied into the candidate module.
-    init_source: str
-    constants_source: list[str] = field(default_factory=list)
-    helper_classes_source: list[str] = field(default_factory=list)
+    # the reference class and the spec lines it needs, as the candidate rebuilds them
+    model_source: ModelSource
     forward_params: list[str] = field(default_factory=list)
+    # input shapes the graph is fixed to (shape_tracer.py); empty when it holds for any shape
+    specialized_shapes: list[tuple[int, ...]] = field(default_factory=list)
     # the spec's KE_TOLERANCE override ({"atol": .., "rtol": ..}) when it declares one
     tolerance: dict[str, float] = field(default_factory=dict)
     # KE_ERROR_BUDGET = False: the judge skips its float64 error budget (see spec_allows_tf32)
@@ -63,37 +65,29 @@ def _load_namespace(source: str, name: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _source_pieces(source: str, ns: dict[str, Any]) -> tuple[str, list[str], list[str]]:
-    """Extract Model.__init__ (verbatim), module constants and helper nn.Module classes."""
-    tree = ast.parse(source)
-    init_src = ""
-    constants: list[str] = []
-    helpers: list[str] = []
-    allowed_roots = {"torch", "nn", "F", "math"}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
-            for item in stmt.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                    # keep the original indentation of the first line so dedent works
-                    init_src = " " * item.col_offset + (ast.get_source_segment(source, item) or "")
-        elif isinstance(stmt, ast.ClassDef):
-            obj = ns.get(stmt.name)
-            if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
-                helpers.append(ast.get_source_segment(source, stmt) or "")
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            # Only plain-data constants: names the __init__ may reference.
-            value = stmt.value
-            if value is None:
-                continue
-            names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-            # Data only: an alias of a spec function (``f = get_inputs``) would point at
-            # nothing in the candidate module, which has no spec functions.
-            data = {k for k in names if k in ns and not callable(ns[k]) and not isinstance(ns[k], types.ModuleType)}
-            if names <= allowed_roots | data and not any(isinstance(n, ast.Lambda) for n in ast.walk(value)):
-                constants.append(ast.get_source_segment(source, stmt) or "")
-    if not init_src:
-        raise InvalidSpecError("Model has no __init__ to mirror")
-    return init_src, constants, helpers
+def _trace(model: torch.nn.Module, inputs: list[Any], name: str) -> tuple[torch.fx.GraphModule,
+                                                                         list[tuple[int, ...]]]:
+    """The forward as an fx graph, and the input shapes it is fixed to (none when it holds
+    for any shape). Three tracers, each taken when the one before refuses the forward:
+    plain symbolic tracing; the same with buffers as graph values (``self.mask[:, :, :T, :T]``
+    with ``T`` from ``x.size()`` slices a buffer by a traced size, which only a buffer proxy
+    accepts); then shapes specialised to the example inputs (shape_tracer.py)."""
+    errors = []
+    for proxy_buffers in (False, True):
+        tracer = torch.fx.Tracer()
+        tracer.proxy_buffer_attributes = proxy_buffers
+        try:
+            graph = tracer.trace(model)
+            return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__), []
+        except Exception as exc:  # noqa: BLE001 - the next tracer may take it
+            errors.append(f"{type(exc).__name__}: {exc}")
+    log.info("symbolic tracing of %s failed (%s); tracing with shapes specialised", name, errors[-1])
+    try:
+        gm = shape_specialized_trace(model, inputs)
+    except Exception as exc:
+        raise InvalidSpecError(f"spec {name!r}: forward cannot be traced: {errors[0]}; "
+                               f"with shapes specialised: {type(exc).__name__}: {exc}") from exc
+    return gm, [tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
 
 
 def _tolerance(ns: dict[str, Any]) -> dict[str, float]:
@@ -120,16 +114,13 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         inputs = list(ns["get_inputs"]())
     except Exception as exc:
         raise InvalidSpecError(f"spec {name!r}: building the model or inputs failed: {exc}") from exc
-    try:
-        gm = torch.fx.symbolic_trace(model)
-    except Exception as exc:
-        raise InvalidSpecError(f"spec {name!r}: forward cannot be traced: {exc}") from exc
+    gm, specialized = _trace(model, inputs, name)
     try:
         with torch.no_grad():
             ShapeProp(gm).propagate(*inputs)
     except Exception as exc:
         raise InvalidSpecError(f"spec {name!r}: reference forward raised: {exc}") from exc
-    init_src, constants, helpers = _source_pieces(source, ns)
+    pieces = model_source(source)
     params = [n.target for n in gm.graph.nodes if n.op == "placeholder"]
     log.debug("captured %s: %d nodes", name, len(gm.graph.nodes))
     spec = CapturedSpec(
@@ -139,9 +130,8 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         gm=gm,
         inputs=inputs,
         init_inputs=init_inputs,
-        init_source=init_src,
-        constants_source=constants,
-        helper_classes_source=helpers,
+        model_source=pieces,
+        specialized_shapes=specialized,
         forward_params=[str(p) for p in params],
         tolerance=_tolerance(ns),
         error_budget_off=ns.get("KE_ERROR_BUDGET", None) is False,

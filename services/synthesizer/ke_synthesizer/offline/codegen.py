@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 import operator
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,6 +172,8 @@ def render_node(node: torch.fx.Node, plan: Plan, names: Names | None = None) -> 
         return f"{lhs} = {render(node.args[0], names)}[{render(node.args[1], names)}]"
     if target is operator.neg:
         return f"{lhs} = -{render(node.args[0], names)}"
+    if target is operator.invert:  # ~mask on boolean inputs
+        return f"{lhs} = ~{render(node.args[0], names)}"
     if target is getattr:
         return f"{lhs} = {render(node.args[0], names)}.{node.args[1]}"
     name = _public_name(target) or _get_qualified_name(target)  # type: ignore[arg-type]
@@ -219,9 +220,12 @@ def assemble(plan: Plan, genome: dict[str, str],
     body = _forward_body(plan, launch_args, launcher_of)
     parts = [f'"""{title}"""', "", "import math", "", "import torch", "import torch.nn as nn",
              "import triton", "import triton.language as tl", ""]
-    for const in plan.spec.constants_source:
-        parts.append(const)
-    if plan.spec.constants_source:
+    header = set(parts)
+    # the spec's own lines first: generated names defined later win any clash
+    prelude = [stmt for stmt in plan.spec.model_source.prelude if stmt not in header]
+    for stmt in prelude:
+        parts += [stmt, ""] if "\n" in stmt else [stmt]
+    if prelude:
         parts.append("")
     for name in sorted(emitter.helpers):
         parts += ["", HELPERS[name]]
@@ -231,10 +235,7 @@ def assemble(plan: Plan, genome: dict[str, str],
         parts += ["", LAUNCH_HELPERS[name]]
     for launcher in launchers:
         parts += ["", launcher]
-    for helper in plan.spec.helper_classes_source:
-        parts += ["", helper, ""]
-    parts += ["", "class ModelNew(nn.Module):"]
-    parts.append(textwrap.indent(textwrap.dedent(plan.spec.init_source), "    "))
+    parts += ["", plan.spec.model_source.class_source]
     parts.append("")
     parts.append(f"    def forward({_forward_signature(plan)}):")
     if any("._modules[" in line or "._parameters[" in line or "._buffers[" in line for line in body):
@@ -242,9 +243,6 @@ def assemble(plan: Plan, genome: dict[str, str],
         parts.append("        # costs ~0.5 us a lookup on every call")
     parts += [f"        {line}" for line in body]
     src = "\n".join(parts) + "\n"
-    # Specs import torch.nn.functional as F for their __init__ rarely; alias it only if used.
-    if "F." in plan.spec.init_source:
-        src = src.replace("import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n", 1)
     return src
 
 

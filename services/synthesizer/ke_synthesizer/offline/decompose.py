@@ -10,6 +10,7 @@ p > 0 in training mode) are never rewritten: they stay library calls.
 
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 from collections.abc import Callable
@@ -195,22 +196,26 @@ def _cosine(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     return _call(g, torch.div, dot, den)
 
 
-def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
-    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("weight", None), ("size_average", None),
-                        ("ignore_index", -100), ("reduce", None), ("reduction", "mean"), ("label_smoothing", 0.0)])
+def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node, log_probs: bool = False) -> torch.fx.Node | None:
+    """``F.cross_entropy``, or with ``log_probs`` ``F.nll_loss`` (the input already holds
+    log-probabilities: no logsumexp)."""
+    names = [("input", _REQ), ("target", _REQ), ("weight", None), ("size_average", None), ("ignore_index", -100),
+             ("reduce", None), ("reduction", "mean")] + ([] if log_probs else [("label_smoothing", 0.0)])
+    a = _fn_args(node, names)
     if a is None or a["weight"] is not None or a["size_average"] is not None or a["reduce"] is not None:
         return None
     x, t = a["input"], a["target"]
-    if len(shape_of(x) or ()) != 2 or len(shape_of(t) or ()) != 1 or a["label_smoothing"] != 0.0:
+    if len(shape_of(x) or ()) != 2 or len(shape_of(t) or ()) != 1 or a.get("label_smoothing", 0.0) != 0.0:
         return None
     if t.meta["tensor_meta"].dtype not in (torch.int64, torch.int32):
         return None  # class probabilities as targets: library call
-    # per row: logsumexp(x) - x[target], rows with target == ignore_index excluded
+    # per row: logsumexp(x) - x[target] (nll: -x[target]), rows with target == ignore_index excluded
     tu = _method(g, "unsqueeze", t, 1)
-    lse = _call(g, torch.logsumexp, x, 1, keepdim=True)
+    lse = None if log_probs else _call(g, torch.logsumexp, x, 1, keepdim=True)
     picked = _call(g, torch.gather, x, 1, tu)
     valid = _call(g, torch.ne, tu, int(a["ignore_index"]))
-    loss = _call(g, torch.where, valid, _call(g, torch.sub, lse, picked), 0.0)
+    per_row = _call(g, torch.neg, picked) if lse is None else _call(g, torch.sub, lse, picked)
+    loss = _call(g, torch.where, valid, per_row, 0.0)
     if a["reduction"] == "none":
         return _method(g, "squeeze", loss, 1)
     if a["reduction"] == "sum":
@@ -228,6 +233,7 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
     F.huber_loss: lambda g, n: _huber(g, n, smooth_l1=False),
     F.kl_div: _kl_div,
     F.cross_entropy: _cross_entropy,
+    F.nll_loss: lambda g, n: _cross_entropy(g, n, log_probs=True),
     F.normalize: _normalize,
     F.cosine_similarity: _cosine,
     torch.cosine_similarity: _cosine,
@@ -245,6 +251,29 @@ def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> 
     if shape is None or len(shape) not in (nd + 1, nd + 2):
         return None
     return _call(g, torch.mean, node.args[0], list(range(-nd, 0)), keepdim=True)
+
+
+# Loss and similarity modules call one functional with their own settings: the rewrite
+# of that functional serves the module form too (``self.criterion = nn.CrossEntropyLoss()``).
+_MODULE_FUNCTIONALS: dict[type[nn.Module], tuple[Any, tuple[str, ...]]] = {
+    nn.CrossEntropyLoss: (F.cross_entropy, ("weight", "ignore_index", "reduction", "label_smoothing")),
+    nn.NLLLoss: (F.nll_loss, ("weight", "ignore_index", "reduction")),
+    nn.MSELoss: (F.mse_loss, ("reduction",)),
+    nn.L1Loss: (F.l1_loss, ("reduction",)),
+    nn.SmoothL1Loss: (F.smooth_l1_loss, ("reduction", "beta")),
+    nn.HuberLoss: (F.huber_loss, ("reduction", "delta")),
+    nn.KLDivLoss: (F.kl_div, ("reduction", "log_target")),
+    nn.CosineSimilarity: (F.cosine_similarity, ("dim", "eps")),
+}
+
+
+def _as_functional(g: torch.fx.Graph, node: torch.fx.Node, *, mod: nn.Module) -> torch.fx.Node | None:
+    fn, settings = _MODULE_FUNCTIONALS[type(mod)]
+    call = _call(g, fn, *node.args, **node.kwargs, **{k: getattr(mod, k) for k in settings})
+    try:
+        return _FUNCTIONS[fn](g, call)
+    finally:
+        g.erase_node(call)  # the rewrite reads the call's arguments, never the call itself
 
 
 def _module_rewrite(mod: nn.Module) -> Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None:
@@ -365,11 +394,15 @@ def decompose(spec: CapturedSpec) -> int:
     graph = gm.graph
     count = 0
     for node in list(graph.nodes):
-        rewrite = None
+        rewrite: Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None = None
         if node.op == "call_module":
-            rewrite = _module_rewrite(gm.get_submodule(str(node.target)))
-            if rewrite is not None and (len(node.args) != 1 or node.kwargs):
-                rewrite = None
+            mod = gm.get_submodule(str(node.target))
+            if type(mod) in _MODULE_FUNCTIONALS:
+                rewrite = functools.partial(_as_functional, mod=mod)
+            else:
+                rewrite = _module_rewrite(mod)
+                if rewrite is not None and (len(node.args) != 1 or node.kwargs):
+                    rewrite = None
         elif node.op == "call_function":
             rewrite = _FUNCTIONS.get(node.target)
         if rewrite is None:

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from kernelevolve.errors import InvalidSpecError, SynthesisError
+from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
-from ..api import Proposal, ProposalRequest, Transformation
 from .capture import CapturedSpec, capture, dtype_of
 from .codegen import assemble
 from .graph import FLOAT_DTYPES, GroupFailure, Plan, build_plan
@@ -92,7 +92,7 @@ class OfflineSynthesizer:
                 genome = {**genome, **{k: full.get(k, "triton") for k in plan.impl_knobs}}
                 continue
             try:
-                src = assemble(plan, full, _GENERATORS, _LAUNCH_ARGS, f"Triton lowering of {spec.name}.")
+                src = assemble(plan, full, _GENERATORS, _LAUNCH_ARGS, _title(spec))
             except GroupFailure as exc:
                 log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
                 forced |= exc.members
@@ -205,3 +205,12 @@ def _digest(request: ProposalRequest) -> int:
 
 
 __all__ = ["OfflineSynthesizer", "InvalidSpecError"]
+
+
+def _title(spec: CapturedSpec) -> str:
+    title = f"Triton lowering of {spec.name}."
+    if spec.specialized_shapes:
+        shapes = ", ".join(str(list(s)) for s in spec.specialized_shapes)
+        title += (f"\n\nSpecialised for input shapes {shapes}: the reference's forward uses its inputs' sizes as "
+                  "Python values,\nso this candidate is exact for these shapes only.")
+    return title

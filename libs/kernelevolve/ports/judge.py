@@ -1,0 +1,28 @@
+"""The judge port: what the evaluator service (and any synchronous driver) asks of a
+candidate judge. ``ke_evaluator.Judge`` implements it with sandboxed workers; tests use
+a double; both pass ``tests/contracts/test_judge_port.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from kernelevolve.ports.verdict import SpecCheck, Verdict
+
+# One job of ``evaluate_many``: (spec_source, candidate_source[, candidate_id[, fresh_worker]]).
+EvalJobTuple = Sequence[Any]
+
+
+class JudgePort(Protocol):
+    def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck:
+        """Whether the spec loads, builds and runs as a reference; never raises for a bad spec."""
+        ...
+
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                 fresh_worker: bool = False) -> Verdict:
+        """The verdict on one candidate; a broken candidate is a verdict, never an exception."""
+        ...
+
+    def evaluate_many(self, jobs: Iterable[EvalJobTuple]) -> list[Verdict]:
+        """Verdicts in the order of ``jobs``, judged as in parallel as the judge allows."""
+        ...

@@ -1,0 +1,79 @@
+"""The synchronous driver runs the product's own services in this process: the budget is
+spent by the search service, the best is the finalist it re-timed, in-flight candidates
+are judged together, and a time limit still ends the session with its best."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ke_cli.inprocess import run_session
+from kernelevolve.ports.verdict import Verdict
+from kernelevolve.v1 import common_pb2 as pb
+from tests.unit.fakes import FakeJudge, FakeSynthesizer
+
+SPEC = ("import torch\nclass Model(torch.nn.Module):\n    pass\n"
+        "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+
+
+@pytest.mark.parametrize("budget", [1, 4, 9])
+async def test_session_spends_its_budget_and_reports_the_retimed_best(budget: int) -> None:
+    judge = FakeJudge()
+    result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(), judge=judge, budget=budget)
+    assert len(result.candidates) == budget
+    assert result.session.status == pb.SESSION_STATUS_COMPLETED and result.stopped == ""
+    best = result.best
+    assert best is not None and best.node.node_id == result.session.best_candidate_id
+    assert best.verdict.speedup == max(c.verdict.speedup for c in result.candidates)
+    assert set(result.retimes) == {best.node.node_id}  # nothing is called best on one timing
+    assert judge.evaluated.count(best.node.node_id) == 2
+    if budget > 3:
+        assert best.node.depth >= 1  # greedy expanded a correct node
+    assert all(c.proposal.source.startswith("# block=") for c in result.candidates)
+
+
+async def test_inflight_candidates_are_judged_together() -> None:
+    class CountingJudge(FakeJudge):
+        def __init__(self) -> None:
+            super().__init__()
+            self.now = self.most = 0
+            self.lock = threading.Lock()
+
+        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                     fresh_worker: bool = False) -> Verdict:
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            time.sleep(0.05)
+            with self.lock:
+                self.now -= 1
+            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+
+    judge = CountingJudge()
+    result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(max_children=3, max_block=1 << 20),
+                               judge=judge, budget=6, max_inflight=3)
+    assert len(result.candidates) == 6 and len({c.node.node_id for c in result.candidates}) == 6
+    assert judge.most >= 2
+
+
+async def test_session_ends_early_when_the_space_is_exhausted() -> None:
+    result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(max_children=1, max_block=1024),
+                               judge=FakeJudge(), budget=50)
+    assert 0 < len(result.candidates) < 50 and result.best is not None
+
+
+async def test_a_time_limit_cancels_the_session_and_keeps_its_best() -> None:
+    class SlowJudge(FakeJudge):
+        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                     fresh_worker: bool = False) -> Verdict:
+            time.sleep(0.1)
+            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+
+    result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(max_children=3, max_block=1 << 20),
+                               judge=SlowJudge(), budget=200, time_limit_s=0.5)
+    assert result.stopped == "time limit of 0.5 s"
+    assert result.session.status == pb.SESSION_STATUS_CANCELLED
+    assert 1 <= len(result.candidates) < 200
+    assert result.best is not None and result.best.verdict.status == "correct"

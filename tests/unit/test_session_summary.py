@@ -1,0 +1,61 @@
+"""The session summary names a common cause when every candidate failed the same way
+before running, instead of only ``best: null``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ke_search.report import common_failure
+from kernelevolve.ports.verdict import Verdict
+from kernelevolve.v1 import common_pb2 as pb
+from tests.unit.fakes import FakeJudge, FakeSynthesizer
+from tests.unit.test_orchestration import _run, _system
+
+NAME_ERROR = ("ModelNew(*get_init_inputs()) raised: NameError: name 'Model' is not defined "
+              "[at candidate.py line {line} in __init__: super(Model, self).__init__()]")
+COMPILE = pb.EVALUATION_STATUS_COMPILE_ERROR
+
+
+def _node(i: int, status: int, reason: str, evaluated: bool = True) -> pb.Node:
+    return pb.Node(node_id=f"r{i}-1", status=status, reason=reason, evaluated=evaluated)
+
+
+def test_same_construction_failure_everywhere_is_named_once() -> None:
+    nodes = [_node(i, COMPILE, NAME_ERROR.format(line=40 + i)) for i in range(3)]
+    nodes.append(_node(9, 0, "", evaluated=False))  # not judged yet: does not count
+    note = common_failure(nodes)
+    assert note.startswith("all 3 candidates failed before running, the same way (compile_error): "
+                           "ModelNew(*get_init_inputs()) raised: NameError: name 'Model' is not defined")
+    assert "\n" not in note
+
+
+@pytest.mark.parametrize("nodes", [
+    [],
+    [_node(1, COMPILE, NAME_ERROR.format(line=4)), _node(2, pb.EVALUATION_STATUS_CORRECT, "ok")],
+    [_node(1, COMPILE, NAME_ERROR.format(line=4)),
+     _node(2, COMPILE, "candidate module raised on import: ImportError: no module named foo")],
+    # Failing while running (a Triton compile error at the first call) is not "before running".
+    [_node(1, COMPILE, "triton.CompilationError: at 3:4"), _node(2, COMPILE, "triton.CompilationError: at 3:4")],
+])
+def test_no_common_failure_when_candidates_differ_or_ran(nodes: list[pb.Node]) -> None:
+    assert common_failure(nodes) == ""
+
+
+class ImportFailingJudge(FakeJudge):
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                 fresh_worker: bool = False) -> Verdict:
+        self.evaluated.append(candidate_id)
+        return Verdict(status="compile_error", candidate_id=candidate_id,
+                       reason=NAME_ERROR.format(line=len(self.evaluated)))
+
+
+async def test_session_summary_names_the_common_failure() -> None:
+    bus, store, gw = await _system(FakeSynthesizer(), ImportFailingJudge())
+    final, _ = await _run(gw, budget=3, max_inflight=1)
+    assert final.status == pb.SESSION_STATUS_COMPLETED and not final.best_candidate_id
+    assert final.common_failure.startswith("all 3 candidates failed before running")
+    summary = json.loads(await store.get(f"{final.artifact_prefix}summary.json"))
+    assert summary["common_failure"] == final.common_failure and summary["best_candidate_id"] == ""
+    await bus.close()
