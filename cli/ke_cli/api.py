@@ -43,6 +43,7 @@ class OptimizeResult:
     device: str
     interpreted: bool  # True: CPU interpreter timings, which say nothing about GPU speed
     summary: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # why a failed session failed
 
     @property
     def ok(self) -> bool:
@@ -133,11 +134,21 @@ def optimize(spec: str | Path | ModuleType, budget: int = 8, strategy: str = "",
         buf = io.StringIO()
         try:
             with contextlib.redirect_stdout(buf):
-                _run_coro(cli._optimize(args, settings))
+                _run_coro(_session(cli, args, settings))
         except cli.UsageError as exc:
             raise InvalidArgumentError(str(exc)) from exc
     summary = json.loads(buf.getvalue() or "{}")
     return _result(summary)
+
+
+async def _session(cli: Any, args: Any, settings: Any) -> int:
+    """The command's session; off the main thread (a notebook's loop is running) without its
+    SIGINT/SIGTERM handlers, which only the main thread may install."""
+    if threading.current_thread() is threading.main_thread():
+        return int(await cli._optimize(args, settings))
+    task = asyncio.current_task()
+    assert task is not None
+    return int(await cli._optimize_session(args, settings, cli._Stop(task)))
 
 
 def _result(summary: dict[str, Any]) -> OptimizeResult:
@@ -154,7 +165,7 @@ def _result(summary: dict[str, Any]) -> OptimizeResult:
         report_path=Path(report) if report else None, best_candidate_id=best.get("candidate_id"),
         best_source=source, verdict=best.get("status"), speedup=float(best.get("speedup") or 0.0),
         device=best.get("device") or summary.get("hardware", ""), interpreted=bool(summary.get("interpreted")),
-        summary=summary)
+        summary=summary, error=summary.get("error") or None)
 
 
 def evaluate(spec: str | Path | ModuleType, candidate: str | Path, *, trials: int | None = None,

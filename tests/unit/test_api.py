@@ -42,3 +42,19 @@ def test_result_from_summary(tmp_path: Path) -> None:
     assert isinstance(r, OptimizeResult) and r.ok and r.speedup == 1.25 and r.best_source == "class ModelNew: ...\n"
     none = _result({"session_id": "s", "status": "completed", "run_dir": str(tmp_path), "best": None})
     assert not none.ok and none.best_source is None and none.speedup == 0.0
+
+
+def test_optimize_from_a_running_event_loop_reaches_the_session(tmp_path: Path) -> None:
+    """From a notebook (a loop already running), the session runs in a helper thread, where
+    signal handlers cannot be installed: bad input still comes back as the usual error."""
+    import asyncio
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("def broken(:\n")
+
+    async def call() -> None:
+        kernelevolve.optimize(bad, budget=1, out=tmp_path / "run")
+
+    with pytest.raises(InvalidSpecError, match="does not parse"):
+        asyncio.run(call())
+    assert not (tmp_path / "run").exists()
