@@ -88,6 +88,14 @@ def test_gpu_session_has_no_interpreter_note(run_dir: Path) -> None:
     assert "Interpreter timings." not in render_html(load_run_folder(run_dir))
 
 
+def test_failed_session_says_why(run_dir: Path) -> None:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary.update(status="SESSION_STATUS_FAILED", error="synthesizer: InvalidSpecError: <bad>")
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    html = render_html(load_run_folder(run_dir))
+    assert "The session failed:</b> synthesizer: InvalidSpecError: &lt;bad&gt;" in html
+
+
 def test_write_report_into_run_folder(run_dir: Path) -> None:
     path = write_report(run_dir)
     assert path == run_dir / "report.html" and path.read_text().startswith("<!DOCTYPE html>")

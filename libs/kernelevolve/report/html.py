@@ -375,6 +375,7 @@ header{background:#1d2b3a;color:#fff;padding:14px 24px}header h1{margin:0;font-s
 header .sub{opacity:.8}main{padding:16px 24px;max-width:1400px}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:12px 16px;margin:0 0 16px}
 .note{background:#fff6db;border:1px solid #f0d38a;border-radius:8px;padding:10px 14px;margin:0 0 16px}
+.note.fail{background:#fde2e1;border-color:#f1a7a3}
 .stats{display:flex;gap:24px;flex-wrap:wrap}.stat b{display:block;font-size:22px}
 .tree-wrap{overflow:auto}svg text{font-size:11px;fill:#333}
 .tree .edge{fill:none;stroke:#9aa5b1;stroke-width:1.5}.tree .node{cursor:pointer;outline:none}
@@ -432,6 +433,9 @@ def render_html(run: RunData) -> str:
     hardware = next((str(r.get("device")) for r in run.reports.values() if r.get("device")), "")
     note = f"<div class='note' id='cpu-note'><b>Interpreter timings.</b> {escape(CPU_NOTE)}</div>" \
         if run.interpreted else ""
+    for key, title in (("error", "The session failed"), ("common_failure", "Every candidate failed the same way")):
+        if s.get(key):
+            note += f"<div class='note fail' id='{key.replace('_', '-')}'><b>{title}:</b> {escape(str(s[key]))}</div>"
     stats = [("status", status), ("candidates", f"{len(evaluated)} evaluated of {s.get('budget', len(run.nodes))}"),
              ("correct", str(len(correct))),
              ("best", f"{best_id} {best_sp:.4g}x" if best_id else "none"), ("device", hardware or "?")]
