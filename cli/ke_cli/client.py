@@ -53,10 +53,13 @@ class KernelEvolveClient:
     def __init__(self, target: str, *, token: str = "", tls: bool = False, ca_cert: bytes | None = None,
                  watch_retries: int = 5, rate_limit_retries: int = 8) -> None:
         self.target = target
+        # Reports of large sessions (every candidate's source and diff) exceed gRPC's 4 MiB default.
+        options = [("grpc.max_receive_message_length", 64 << 20)]
         if tls:
-            self._channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca_cert))
+            self._channel = grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca_cert),
+                                                    options=options)
         else:
-            self._channel = grpc.aio.insecure_channel(target)
+            self._channel = grpc.aio.insecure_channel(target, options=options)
         self._stub = sgrpc.GatewayStub(self._channel)
         self._md = bearer_metadata(token)
         self._watch_retries = watch_retries
@@ -135,6 +138,13 @@ class KernelEvolveClient:
     async def cancel(self, session_id: str) -> pb.Session:
         return await self._call(self._stub.CancelSession, spb.SessionRef(session_id=session_id))
 
+    async def get_report(self, session_id: str) -> str:
+        """The session's self-contained HTML report, rendered by the gateway from its artifacts."""
+        try:
+            return (await self._stub.GetReport(spb.SessionRef(session_id=session_id))).html
+        except grpc.aio.AioRpcError as exc:
+            raise _mapped(exc) from exc
+
     async def export(self, session_id: str, out_dir: Path) -> Path:
         """Write a run folder (candidates, reports, lineage, best kernel) from the API alone,
         for sessions whose artifacts live in a remote store."""
@@ -153,4 +163,9 @@ class KernelEvolveClient:
                 (out_dir / "best_kernel.py").write_text(resp.source)
         lineage = lineage_document(session_id, session.spec.name, nodes)
         (out_dir / "lineage.json").write_text(json.dumps(lineage, indent=2))
+        summary = {"session_id": session_id, "spec": session.spec.name,
+                   "status": pb.SessionStatus.Name(session.status), "budget": session.budget,
+                   "generated": session.generated, "evaluated": session.evaluated,
+                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup}
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))  # what report and export read
         return out_dir

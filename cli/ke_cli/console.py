@@ -34,6 +34,9 @@ class Progress:
             self.out.write(text + "\n")
             self.out.flush()
 
+    def close(self) -> None:
+        """End any live display (see ke_cli.live); nothing to do for plain lines."""
+
     def on_event(self, env: ev.Envelope) -> None:
         kind = env.WhichOneof("payload")
         if kind == "candidate_generated":

@@ -4,6 +4,9 @@
     kernelevolve eval SPEC CANDIDATE [--json]
     kernelevolve up [--evaluators N] [--json]     a local multi-process cluster on loopback
     kernelevolve down
+    kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
+    kernelevolve export RUN_DIR [--as module|torch-library] [--name NS::op] [--out DIR] [--json]
+    kernelevolve config show [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -23,8 +26,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from ke_cli import commands
 from ke_cli.client import KernelEvolveClient
 from ke_cli.console import CPU_NOTE, Progress, status_name
+from ke_cli.live import make_progress, working
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
@@ -79,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--budget", type=int, default=None, help="candidates to evaluate (default 8)")
     o.add_argument("--out", type=Path, default=None, help="run folder (default runs/<session-id>)")
     o.add_argument("--json", action="store_true", help="print one JSON object instead of progress")
+    o.add_argument("--quiet", action="store_true", help="no progress, only the final summary")
     o.add_argument("--strategy", default="", help="search strategy (default greedy)")
     o.add_argument("--max-inflight", type=int, default=0, help="candidates evaluated concurrently at most")
     o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
@@ -97,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     from ke_cli.cluster_cli import add_cluster_commands
 
     add_cluster_commands(sub)
+    commands.add_commands(sub)
     return p
 
 
@@ -115,6 +122,8 @@ def main(argv: list[str] | None = None) -> None:
             from ke_cli.cluster_cli import run_cluster_command
 
             code = run_cluster_command(args, settings)
+        elif args.command in commands.COMMANDS:
+            code = commands.run(args, settings)
         else:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
@@ -145,7 +154,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     candidate = args.candidate.read_text(encoding="utf-8")
     ev_settings = settings.evaluator
     opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials)
-    with Judge(opts) as judge:
+    with Judge(opts) as judge, working(f"judging {args.candidate.name}", quiet=args.json):
         check = judge.validate_spec(spec.source, spec.name)
         if not check.ok:
             raise InvalidSpecError(f"{args.spec}: {check.reason}")
@@ -239,7 +248,7 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
 async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,
                   budget: int, stop: _Stop) -> int:
     sid = session.session_id
-    progress = Progress(budget=budget, quiet=args.json)
+    progress = make_progress(budget, quiet=args.json or getattr(args, "quiet", False))
     progress.line(f"KernelEvolve session {sid}: {session.spec.name}, budget {budget}, "
                   f"hardware {session.hardware.kind}, run folder {run_dir}")
 
@@ -264,6 +273,7 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
                 progress.line(f"  the session did not end within {_STOP_GRACE_S:.0f}s of cancelling")
         following.result()  # a broken watch is an error, not a silent end
     finally:
+        progress.close()
         stop.following = False
         for t in (following, stopping):
             t.cancel()
@@ -272,6 +282,7 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
     if args.gateway:
         await client.export(sid, run_dir)
     summary = await _summary(client, final, run_dir, progress.interpreted)
+    summary["report"] = commands.write_session_report(run_dir)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:
@@ -337,6 +348,8 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
     if s["error"]:
         progress.line(f"Failed: {s['error']}")
     progress.line(f"Run folder: {s['run_dir']} (candidates/, reports/, lineage.json)")
+    if s.get("report"):
+        progress.line(f"Report: {s['report']}  (kernelevolve report {s['run_dir']} --open)")
     if s.get("note"):
         progress.line(f"Note: {s['note']}")
 

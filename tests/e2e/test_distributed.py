@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -105,6 +106,9 @@ async def test_five_processes_produce_a_verified_kernel(cluster: dict[str, objec
         best = await client.get_candidate(session.session_id, final.best_candidate_id)
         assert best.node.status == pb.EVALUATION_STATUS_CORRECT
         assert json.loads(best.report_json)["status"] == "correct"
+        # The gateway serves the session's HTML report, drawn from the S3 artifacts.
+        html = await client.get_report(session.session_id)
+        assert len(re.findall(r'<g class="node[ "]', html)) == 3 and 'id="curve-candidates"' in html
     # Artifacts live in the S3 bucket under the session's prefix.
     s3 = cluster["s3"]
     store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key)  # type: ignore[attr-defined]
@@ -124,6 +128,7 @@ async def test_five_processes_produce_a_verified_kernel(cluster: dict[str, objec
     assert summary["best"]["status"] == "correct" and summary["evaluated"] == 2
     assert (out_dir / "best_kernel.py").is_file() and (out_dir / "lineage.json").is_file()
     assert len(list((out_dir / "reports").glob("*.json"))) == 2
+    assert summary["report"] == str(out_dir / "report.html") and (out_dir / "summary.json").is_file()
     for svc, p in procs.items():  # type: ignore[union-attr]
         assert p.poll() is None, f"{svc} died"
     # Graceful stop: SIGTERM ends every service with exit code 0.

@@ -74,6 +74,14 @@ class GetCandidateResponse(_message.Message):
     report_json: str
     def __init__(self, candidate: _Optional[_Union[_common_pb2.Candidate, _Mapping]] = ..., node: _Optional[_Union[_common_pb2.Node, _Mapping]] = ..., source: _Optional[str] = ..., result: _Optional[_Union[_common_pb2.EvaluationResult, _Mapping]] = ..., report_json: _Optional[str] = ...) -> None: ...
 
+class GetReportResponse(_message.Message):
+    __slots__ = ("session_id", "html")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    HTML_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    html: str
+    def __init__(self, session_id: _Optional[str] = ..., html: _Optional[str] = ...) -> None: ...
+
 class EvaluateRequest(_message.Message):
     __slots__ = ("spec", "candidate_source", "candidate_id")
     SPEC_FIELD_NUMBER: _ClassVar[int]

@@ -66,6 +66,11 @@ class GatewayStub:
                 request_serializer=kernelevolve_dot_v1_dot_services__pb2.SessionRef.SerializeToString,
                 response_deserializer=kernelevolve_dot_v1_dot_common__pb2.Session.FromString,
                 _registered_method=True)
+        self.GetReport = channel.unary_unary(
+                '/kernelevolve.v1.Gateway/GetReport',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.SessionRef.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_services__pb2.GetReportResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -107,6 +112,12 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReport(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -139,6 +150,11 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.CancelSession,
                     request_deserializer=kernelevolve_dot_v1_dot_services__pb2.SessionRef.FromString,
                     response_serializer=kernelevolve_dot_v1_dot_common__pb2.Session.SerializeToString,
+            ),
+            'GetReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReport,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.SessionRef.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_services__pb2.GetReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -303,6 +319,33 @@ class Gateway:
             '/kernelevolve.v1.Gateway/CancelSession',
             kernelevolve_dot_v1_dot_services__pb2.SessionRef.SerializeToString,
             kernelevolve_dot_v1_dot_common__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Gateway/GetReport',
+            kernelevolve_dot_v1_dot_services__pb2.SessionRef.SerializeToString,
+            kernelevolve_dot_v1_dot_services__pb2.GetReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

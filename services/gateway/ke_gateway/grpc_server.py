@@ -40,3 +40,7 @@ class GatewayServicer(sgrpc.GatewayServicer):
 
     async def CancelSession(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> pb.Session:
         return await self._service.cancel(request.session_id)
+
+    async def GetReport(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> spb.GetReportResponse:
+        return spb.GetReportResponse(session_id=request.session_id,
+                                     html=await self._service.get_report(request.session_id))

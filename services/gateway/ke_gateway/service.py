@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ke_gateway.checks import check_candidate_id, check_session_id, check_start
 from ke_gateway.validator import SpecValidator
@@ -103,6 +103,31 @@ class GatewayService:
                     pass
         return resp
 
+    async def get_report(self, sid: str) -> str:
+        """The session's HTML report, drawn from its artifacts in the store (the same page
+        ``kernelevolve report`` writes into a run folder)."""
+        from kernelevolve.report import load_from_store, render_html
+
+        session = await self.get_session(sid)
+        prefix = session.artifact_prefix or Artifacts.for_session(self._session_prefix, sid).prefix
+
+        async def get(key: str) -> bytes | None:
+            try:
+                return await self._store.get(key)
+            except NotFoundError:
+                return None
+
+        summary = {"session_id": sid, "spec": session.spec.name, "budget": session.budget,
+                   "status": pb.SessionStatus.Name(session.status),
+                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup}
+        run = await load_from_store(get, prefix, sid, summary)
+        if not run.nodes:  # a running session has no lineage.json yet: use the live tree
+            from kernelevolve.artifacts import lineage_document
+
+            run = await load_from_store(_with_lineage(get, prefix, lineage_document(
+                sid, session.spec.name, await list_nodes(self._bus, sid))), prefix, sid, summary)
+        return render_html(run)
+
     async def cancel(self, sid: str) -> pb.Session:
         session = await self.get_session(sid)
         if session.status == pb.SESSION_STATUS_RUNNING:
@@ -110,3 +135,13 @@ class GatewayService:
                 sid, session_cancel_requested=ev.SessionCancelRequested(session_id=sid)), dedup_id=f"cancel-{sid}")
             log.info("cancel requested", extra={"session_id": sid})
         return session
+
+
+def _with_lineage(get: Callable[[str], Awaitable[bytes | None]], prefix: str,
+                  lineage: dict[str, object]) -> Callable[[str], Awaitable[bytes | None]]:
+    doc = json.dumps(lineage).encode()
+
+    async def wrapped(key: str) -> bytes | None:
+        return doc if key == f"{prefix}lineage.json" else await get(key)
+
+    return wrapped

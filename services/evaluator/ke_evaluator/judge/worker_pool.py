@@ -31,8 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import kernelevolve
 from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.ports import verdict as _verdict
 
 from .. import wire
 from . import worker_environment
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 # (an installed wheel, a checkout run from source on a GPU host).
 _PKG_PARENT = os.pathsep.join(dict.fromkeys((
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    os.path.dirname(os.path.dirname(os.path.abspath(kernelevolve.__file__))))))
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(_verdict.__file__)))))))
 _LOG_TRUNCATE_BYTES = 16 * 2**20
 
 

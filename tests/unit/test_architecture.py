@@ -1,0 +1,139 @@
+"""The import structure stays as the README draws it: no import cycle inside the project's
+packages, no service package importing another service's package, the shared library
+importing no service, and the CLI (the composition root of the embedded stack) reaching
+services only through their composition roots (``ke_<service>.app``) and public judge.
+
+Every import counts, also one written inside a function or under ``if TYPE_CHECKING``:
+such an import hides a cycle from the interpreter, not from a reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+ROOTS = [REPO_ROOT / "libs", REPO_ROOT / "cli", *sorted((REPO_ROOT / "services").glob("*"))]
+SERVICES = {"ke_gateway", "ke_search", "ke_synthesizer", "ke_evaluator", "ke_knowledge"}
+# What the composition root may reach in a service: its app and the judge (``eval``).
+CLI_MAY_IMPORT = {f"{s}.app" for s in SERVICES} | {"ke_evaluator.judge"}
+# The one edge up from the shared library: ``kernelevolve.optimize`` / ``evaluate`` are the
+# Python API of the CLI package, loaded on first use by the package's ``__getattr__``.
+# Nothing under the library imports the package itself, so this edge closes no cycle.
+FACADE = {("kernelevolve", "ke_cli.api")}
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for root in ROOTS:
+        for path in root.rglob("*.py"):
+            rel = path.relative_to(root).with_suffix("")
+            if rel.parts[0] in {"tests", "build"} or any(p.startswith(".") for p in rel.parts):
+                continue
+            parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+            mods[".".join(parts)] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Project modules ``name`` imports (the longest known prefix of each imported name)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            # ``from pkg import mod`` needs pkg.mod; ``from pkg import name`` needs pkg itself
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        for t in targets:
+            while t and t not in MODULES:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_nothing_in_the_library_imports_the_package_that_holds_the_facade() -> None:
+    assert not sorted(m for m, targets in GRAPH.items() if "kernelevolve" in targets)
+
+
+def test_the_graph_sees_every_package() -> None:
+    assert {"kernelevolve", "ke_cli"} | SERVICES <= {_top(m) for m in MODULES}
+    assert GRAPH["ke_search.service"], "imports are found"
+
+
+def test_no_import_cycles() -> None:
+    cycles = _cycles()
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("service", sorted(SERVICES))
+def test_a_service_imports_no_other_service(service: str) -> None:
+    bad = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if _top(m) == service
+                 for t in targets if _top(t) in SERVICES and _top(t) != service)
+    assert not bad, "services depend on kernelevolve.ports, never on each other's packages:\n" + "\n".join(bad)
+
+
+def test_the_shared_library_imports_no_service() -> None:
+    bad = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if _top(m) == "kernelevolve"
+                 for t in targets if _top(t) in SERVICES | {"ke_cli"} and (m, t) not in FACADE)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_cli_reaches_services_only_through_their_composition_roots() -> None:
+    bad = sorted(f"{m} -> {t}" for m, targets in GRAPH.items() if _top(m) == "ke_cli"
+                 for t in targets if _top(t) in SERVICES and t not in CLI_MAY_IMPORT and t not in SERVICES)
+    assert not bad, "\n".join(bad)
