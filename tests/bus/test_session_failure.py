@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -20,9 +19,8 @@ from ke_knowledge.service import KnowledgeService
 from ke_search.service import SearchService
 from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.envelope import envelope
-from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
-from kernelevolve.config import BusSettings, SearchSettings
+from kernelevolve.config import SearchSettings
 from kernelevolve.errors import ConfigError, IndexUnavailable, InvalidArgumentError, InvalidSpecError, NotFoundError
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest
 from kernelevolve.ports.verdict import Verdict
@@ -34,20 +32,6 @@ from tests.unit.fakes import FakeJudge, FakeSynthesizer
 from tests.unit.test_orchestration import SPEC, JudgeValidator
 
 S = Subjects("ke")
-
-
-@pytest.fixture(params=["jetstream", "memory"])
-async def bus(request: pytest.FixtureRequest) -> AsyncIterator[object]:
-    if request.param == "memory":
-        b: object = MemoryBus(redeliver_delay_s=0.01)
-    else:
-        from kernelevolve.bus.jetstream import JetStreamBus
-
-        b = await JetStreamBus.connect(BusSettings(url=request.getfixturevalue("nats_server")))
-    try:
-        yield b
-    finally:
-        await b.close()  # type: ignore[attr-defined]
 
 
 class NoInitSynthesizer(FakeSynthesizer):

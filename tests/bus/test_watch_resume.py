@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-
-import pytest
 
 from kernelevolve.bus.envelope import envelope
-from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
-from kernelevolve.config import BusSettings
 from kernelevolve.v1 import events_pb2 as ev
 
 S = Subjects("ke")
-
-
-@pytest.fixture(params=["jetstream", "memory"])
-async def bus(request: pytest.FixtureRequest) -> AsyncIterator[object]:
-    if request.param == "memory":
-        b: object = MemoryBus(redeliver_delay_s=0.01)
-    else:
-        from kernelevolve.bus.jetstream import JetStreamBus
-
-        b = await JetStreamBus.connect(BusSettings(url=request.getfixturevalue("nats_server")))
-    try:
-        yield b
-    finally:
-        await b.close()  # type: ignore[attr-defined]
 
 
 def _req(sid: str, n: int) -> ev.Envelope:
