@@ -136,7 +136,8 @@ class MCTS:
 
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
         kids = _children(nodes)
-        top = max((n.fitness for n in nodes if _correct(n)), default=0.0)
+        fits = [n.fitness for n in nodes if _correct(n)]
+        low, high = min(fits, default=0.0), max(fits, default=0.0)
         size: dict[str, int] = {}
         best: dict[str, float] = {}
         alive: dict[str, bool] = {}
@@ -173,7 +174,7 @@ class MCTS:
             log_n = math.log(size[nid])
 
             def ucb(ch: pb.Node, log_n: float = log_n) -> float:
-                value = best[ch.node_id] / top if top > 0 else 0.0
+                value = (best[ch.node_id] - low) / (high - low) if high > low and best[ch.node_id] > 0 else 0.0
                 return value + self.c * math.sqrt(log_n / size[ch.node_id])
 
             node = max(living, key=lambda ch: (ucb(ch), -living.index(ch)))
