@@ -258,3 +258,12 @@ async def test_each_strategy_runs_a_whole_session_through_the_services(name: str
         assert best.node.depth >= 1
     else:
         assert all(c.node.parent_id == ROOT for c in result.candidates)
+
+
+@pytest.mark.parametrize("name", ["beam", "mcts", "islands"])
+async def test_strategies_share_the_budget_among_candidates_in_flight(name: str) -> None:
+    result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(max_children=3, max_block=1 << 20),
+                               judge=FakeJudge(), budget=9, strategy=name, max_inflight=3)
+    assert result.session.status == pb.SESSION_STATUS_COMPLETED
+    assert len(result.candidates) == 9 and len({c.node.node_id for c in result.candidates}) == 9
+    assert result.best is not None

@@ -121,8 +121,8 @@ class Beam:
 class MCTS:
     """Monte Carlo tree search over the search tree with UCB1.
 
-    A node's value is the best fitness in its subtree divided by the best fitness of the
-    whole tree (0..1); its visits are the size of its subtree (nodes in flight count, so
+    A node's value is the best fitness in its subtree, normalised to 0..1 between the
+    least and the most fit correct node of the tree; its visits are the size of its subtree (nodes in flight count, so
     concurrent requests spread out). From the root, descend to the child with the highest
     ``value + c * sqrt(ln(visits(parent)) / visits(child))`` until a node may take a new
     child: progressive widening lets a node have at most ``ceil(k * visits ** alpha)``
