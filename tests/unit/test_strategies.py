@@ -267,3 +267,36 @@ async def test_strategies_share_the_budget_among_candidates_in_flight(name: str)
     assert result.session.status == pb.SESSION_STATUS_COMPLETED
     assert len(result.candidates) == 9 and len({c.node.node_id for c in result.candidates}) == 9
     assert result.best is not None
+
+
+# -- determinism and MCTS's widening ---------------------------------------------------------
+
+@pytest.mark.parametrize("name", STRATEGY_NAMES)
+def test_a_choice_depends_on_the_tree_not_on_the_order_nodes_are_listed_in(name: str) -> None:
+    """The store lists nodes in key order ("r10-0" before "r2-0"), not in creation order."""
+    run = drive(make_strategy(name), DECEPTIVE, budget=25)
+    exhausted = {run.nodes[len(run.nodes) // 2].node_id}
+    expected = make_strategy(name).select_parent(run.nodes, exhausted)
+    for seed in range(5):
+        shuffled = list(run.nodes)
+        random.Random(seed).shuffle(shuffled)
+        assert make_strategy(name).select_parent(shuffled, exhausted) == expected
+    assert make_strategy(name).select_parent(sorted(run.nodes, key=lambda n: n.node_id), exhausted) == expected
+
+
+def _n(nid: str, parent: str, fitness: float, depth: int) -> pb.Node:
+    return pb.Node(node_id=nid, parent_id=parent, depth=depth, evaluated=True, status=CORRECT, fitness=fitness)
+
+
+def test_mcts_widens_progressively_and_explores_by_its_constant() -> None:
+    seeds = [_n("r0-0", ROOT, 1.0, 0), _n("r1-0", ROOT, 2.0, 0)]
+    # Root visits 3 (itself and two seeds): ceil(sqrt(3)) = 2 children, no room for a third seed.
+    assert MCTS().select_parent(seeds, set()) == "r1-0"
+    # Two children more: root visits 5, ceil(sqrt(5)) = 3, room for a third seed.
+    tree = seeds + [_n("r2-0", "r1-0", 2.5, 1), _n("r3-0", "r1-0", 2.2, 1)]
+    assert MCTS().select_parent(tree, set()) == ROOT
+    assert MCTS().select_parent(tree, {ROOT}) != ROOT
+    # Without exploration the fittest subtree wins; a large constant visits the small one.
+    deep = tree + [_n(f"r{i}-0", "r2-0", 2.6, 2) for i in range(4, 9)]
+    assert MCTS(c=0.0).select_parent(deep, {ROOT}) in {n.node_id for n in deep if n.node_id != "r0-0"}
+    assert MCTS(c=10.0).select_parent(deep, {ROOT}) == "r0-0"
