@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--out", type=Path, default=None, help="run folder (default runs/<session-id>)")
     o.add_argument("--json", action="store_true", help="print one JSON object instead of progress")
     o.add_argument("--quiet", action="store_true", help="no progress, only the final summary")
-    o.add_argument("--strategy", default="", help="search strategy (default greedy)")
+    o.add_argument("--strategy", default="", help="one-shot, linear, greedy (default), beam, mcts or islands")
     o.add_argument("--max-inflight", type=int, default=0, help="candidates evaluated concurrently at most")
     o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
     o.add_argument("--timeout", type=float, default=3600.0, help="seconds before the session is cancelled")

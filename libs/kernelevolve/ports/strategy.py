@@ -13,7 +13,7 @@ from kernelevolve.v1 import common_pb2 as pb
 
 ROOT = ""  # the virtual root: the reference itself; expanding it asks for seed candidates
 
-STRATEGY_NAMES: tuple[str, ...] = ("greedy",)
+STRATEGY_NAMES: tuple[str, ...] = ("one-shot", "linear", "greedy", "beam", "mcts", "islands")
 
 
 class Strategy(Protocol):
