@@ -66,7 +66,8 @@ async def test_search_by_hardware_includes_generic(kb: KnowledgeBase) -> None:
 
 
 async def test_add_skill_is_searchable(kb: KnowledgeBase) -> None:
-    skill = distill_skill("s1", "c9", "rmsnorm_rows", "fuse_residual", {"BLOCK": "1024"}, 1.6, 1.2, "nvidia")
+    skill = distill_skill("s1", "c9", "rmsnorm_rows", "fuse_residual", {"BLOCK": "1024"}, 1.6, 1.2, "nvidia",
+                          interpreted=False)
     assert skill is not None
     doc = await kb.add_skill(skill)
     before = await kb.count()

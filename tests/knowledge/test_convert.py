@@ -36,7 +36,7 @@ def test_levels_match_the_proto_enum() -> None:
 
 
 def test_skill_round_trips_its_proto_fields() -> None:
-    skill = distill_skill("s1", "c2", "gelu_chain", "fuse", {"n": "3"}, 2.0, 1.0, "nvidia")
+    skill = distill_skill("s1", "c2", "gelu_chain", "fuse", {"n": "3"}, 2.0, 1.0, "nvidia", interpreted=False)
     assert skill is not None
     back = skill_from_proto(skill_to_proto(skill))
     assert (back.skill_id, back.text, back.op_pattern, back.hardware_kind) == (

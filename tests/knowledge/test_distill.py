@@ -19,6 +19,7 @@ def _distill(speedup: float, parent: float, **kw: object):
         speedup=speedup,
         parent_speedup=parent,
         hardware_kind="nvidia",
+        interpreted=False,
     )
     args.update(kw)
     return distill_skill(**args)  # type: ignore[arg-type]
@@ -69,3 +70,8 @@ def test_unknown_hardware_reads_naturally() -> None:
     skill = _distill(2.0, 1.0, hardware_kind="", params={})
     assert skill is not None
     assert skill.text.startswith("On any hardware, for softmax_rows, change_block_size()")
+
+
+def test_interpreter_timings_never_become_a_skill() -> None:
+    assert _distill(3.0, 1.0, hardware_kind="cpu") is not None  # a CPU timed natively would count
+    assert _distill(3.0, 1.0, hardware_kind="cpu", interpreted=True) is None

@@ -1,7 +1,9 @@
 """Thin skill distillation: turn one improving search step into a reusable sentence.
 
 Only a clear win is kept (at least ``MIN_GAIN`` over the parent): search noise of a few
-percent must not become "knowledge" that later steers other sessions.
+percent must not become "knowledge" that later steers other sessions. Nor is any win
+timed in Triton's CPU interpreter: those timings check correctness and say nothing about
+a kernel's speed, so a CPU session records verdicts, never speed lessons.
 """
 
 from __future__ import annotations
@@ -35,15 +37,17 @@ def distill_skill(
     parent_speedup: float,
     hardware_kind: str,
     *,
+    interpreted: bool,
     min_gain: float = MIN_GAIN,
 ) -> Skill | None:
     """A Skill when a correct child beats its correct parent by >= ``min_gain``, else None.
 
     Speedups are baseline/candidate time ratios and are 0 unless the kernel was correct,
-    so a non-positive value on either side means there is no speed lesson to learn.
+    so a non-positive value on either side means there is no speed lesson to learn;
+    ``interpreted`` timings (the CPU interpreter) never teach one.
     None is the ordinary "nothing worth remembering" answer, not an error.
     """
-    if not transformation_name:
+    if interpreted or not transformation_name:
         return None
     if not (math.isfinite(speedup) and math.isfinite(parent_speedup)):
         return None

@@ -44,7 +44,7 @@ class KnowledgeService:
             return
         skill = distill_skill(sid, cand.candidate_id, s.spec.name, cand.transformation.name,
                               dict(cand.transformation.params), result.speedup, pnode.fitness,
-                              result.hardware.kind or s.hardware.kind)
+                              result.hardware.kind or s.hardware.kind, interpreted=result.interpreted)
         if skill is None:
             return
         await self.kb.add_skill(skill)
