@@ -18,11 +18,13 @@ import hmac
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+
+from kernelevolve.grpc_wrap import Stream, Unary, rewrap
 
 log = logging.getLogger(__name__)
 
@@ -135,28 +137,29 @@ class GuardInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or method.startswith(_HEALTH_PREFIX):
             return handler
         metadata = handler_call_details.invocation_metadata
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                verdict = self._check(method, metadata, context)
-                if verdict.code is not None:
-                    await context.abort(verdict.code, verdict.message)
-                return await inner_uu(request, context)
+        async def admit(context: grpc.aio.ServicerContext) -> None:
+            verdict = self._check(method, metadata, context)
+            if verdict.code is not None:
+                await context.abort(verdict.code, verdict.message)
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer)
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
+        def unary(inner: Unary) -> Unary:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                await admit(context)
+                return await inner(request, context)
 
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                verdict = self._check(method, metadata, context)
-                if verdict.code is not None:
-                    await context.abort(verdict.code, verdict.message)
-                async for item in inner_us(request, context):
+            return call
+
+        def stream(inner: Stream) -> Stream:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+                await admit(context)
+                async for item in inner(request, context):
                     yield item
 
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer)
-        # Client- and bidi-streaming calls: none in our API; refuse rather than let them bypass the guard.
-        raise NotImplementedError(f"{method}: streaming requests are not guarded")
+            return call
+
+        def refuse(other: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+            # Client- and bidi-streaming calls: none in our API; refuse rather than let them bypass the guard.
+            raise NotImplementedError(f"{method}: streaming requests are not guarded")
+
+        return rewrap(handler, unary, stream, refuse)

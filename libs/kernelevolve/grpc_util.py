@@ -7,7 +7,7 @@ status codes in one place, so no servicer calls ``context.abort`` for domain err
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from grpc_health.v1._async import HealthServicer  # the grpc.aio flavour (health
 
 from kernelevolve import errors
 from kernelevolve.grpc_guard import GuardInterceptor, RateLimiter, TokenAuth
+from kernelevolve.grpc_wrap import Stream, Unary, rewrap, unwrapped
 
 if TYPE_CHECKING:
     from kernelevolve.config import Settings
@@ -66,30 +67,27 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def unary(inner: Unary) -> Unary:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 try:
-                    return await inner_uu(request, context)
+                    return await inner(request, context)
                 except errors.KernelEvolveError as exc:
                     await _abort(context, method, exc)
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer)
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
+            return call
 
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def stream(inner: Stream) -> Stream:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 try:
-                    async for item in inner_us(request, context):
+                    async for item in inner(request, context):
                         yield item
                 except errors.KernelEvolveError as exc:
                     await _abort(context, method, exc)
 
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer)
-        return handler
+            return call
+
+        return rewrap(handler, unary, stream, unwrapped)
 
 
 async def _abort(context: grpc.aio.ServicerContext, method: str, exc: errors.KernelEvolveError) -> None:

@@ -23,7 +23,7 @@ The pending-message count of each evaluator queue is NATS's own (its monitoring 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -36,6 +36,8 @@ from prometheus_client import (
     ProcessCollector,
     start_http_server,
 )
+
+from kernelevolve.grpc_wrap import Stream, Unary, rewrap, unwrapped
 
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)  # resident memory, CPU seconds, open fds
@@ -112,34 +114,31 @@ class MetricsInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         service, method = _split(handler_call_details.method)
-        if handler.unary_unary:
-            inner_uu = handler.unary_unary
 
-            async def unary_unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def unary(inner: Unary) -> Unary:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 start = time.perf_counter()
                 failed = True
                 try:
-                    result = await inner_uu(request, context)
+                    result = await inner(request, context)
                     failed = False
                     return result
                 finally:
                     GRPC_REQUESTS.labels(service, method, _code(context, failed)).inc()
                     GRPC_SECONDS.labels(service, method).observe(time.perf_counter() - start)
 
-            return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer)
-        if handler.unary_stream:
-            inner_us = handler.unary_stream
+            return call
 
-            async def unary_stream(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        def stream(inner: Stream) -> Stream:
+            async def call(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
                 failed = True
                 try:
-                    async for item in inner_us(request, context):
+                    async for item in inner(request, context):
                         yield item
                     failed = False
                 finally:
                     GRPC_REQUESTS.labels(service, method, _code(context, failed)).inc()
 
-            return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer)
-        return handler
+            return call
+
+        return rewrap(handler, unary, stream, unwrapped)
