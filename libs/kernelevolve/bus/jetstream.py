@@ -131,18 +131,42 @@ class JetStreamBus:
 
     async def _pull_loop(self, sub: object, durable: str, handler: Handler, ack_wait_s: float,
                          concurrency: int) -> None:
-        while True:
-            try:
-                msgs = await sub.fetch(batch=concurrency, timeout=1.0)  # type: ignore[attr-defined]
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # connection blips: nats reconnects; keep the loop alive
-                log.warning("fetch failed", extra={"durable": durable, "error": str(exc)})
-                await asyncio.sleep(0.5)
-                continue
-            await asyncio.gather(*(self._handle(m, durable, handler, ack_wait_s) for m in msgs))
+        """Keep up to ``concurrency`` handlers running, each message on its own: a free slot
+        is refilled at once. Waiting for a whole fetched batch before the next fetch let one
+        slow handler (an evaluation of minutes) hold back messages already delivered with it
+        while their ack-wait ran (kept alive by heartbeats, but not handled)."""
+        running: set[asyncio.Task[None]] = set()
+        slot_freed = asyncio.Event()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            slot_freed.set()
+
+        try:
+            while True:
+                while len(running) >= concurrency:
+                    slot_freed.clear()
+                    await slot_freed.wait()
+                try:
+                    msgs = await sub.fetch(batch=concurrency - len(running), timeout=1.0)  # type: ignore[attr-defined]
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # connection blips: nats reconnects; keep the loop alive
+                    log.warning("fetch failed", extra={"durable": durable, "error": str(exc)})
+                    await asyncio.sleep(0.5)
+                    continue
+                for m in msgs:
+                    task = asyncio.create_task(self._handle(m, durable, handler, ack_wait_s),
+                                               name=f"handle:{durable}")
+                    running.add(task)
+                    task.add_done_callback(finished)
+        finally:
+            for task in list(running):
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
 
     async def _handle(self, msg: Msg, durable: str, handler: Handler, ack_wait_s: float) -> None:
         env = Envelope()
