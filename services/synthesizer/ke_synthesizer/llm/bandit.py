@@ -4,7 +4,7 @@ Each model keeps a Beta posterior on its correct-rate (Beta(1 + correct, 1 + fai
 the mean fitness gain of its correct candidates (child speedup minus the parent's, at
 least a small floor so a correct candidate is worth something) per thousand tokens, or
 per USD when prices are configured. A draw is ``p_correct * (floor + gain) / cost``; the
-largest draw wins. Untried models draw from the prior, so each gets tried.
+largest draw wins. Each model is pulled once before any draw, so none is judged on the prior alone.
 """
 
 from __future__ import annotations
@@ -41,6 +41,10 @@ class ModelBandit:
 
     def choose(self) -> str:
         with self._lock:
+            untried = [m for m, arm in self.arms.items() if arm.pulls == 0]
+            if untried:
+                self.arms[untried[0]].pulls += 1
+                return untried[0]
             best, best_draw = "", -1.0
             for model, arm in self.arms.items():
                 p = self._rng.betavariate(1 + arm.correct, 1 + arm.failed)
