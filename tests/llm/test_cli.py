@@ -30,8 +30,8 @@ def test_optimize_with_the_llm_repairs_records_prompts_and_never_leaks_the_key(t
                KERNELEVOLVE_LLM_API_KEY=KEY, KE_LLM_BACKOFF_S="0.01")
     proc = subprocess.run([sys.executable, "-m", "ke_cli.main", "-v", "optimize", str(spec), "--budget", "2",
                            "--max-inflight", "1", "--json", "--out", str(run), "--synthesizer", "llm",
-                           "--llm-base-url", fake.url, "--model", "model-a"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=420)
+                           "--llm-base-url", fake.url, "--model", "model-a"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["status"] == "completed" and out["evaluated"] == 2
