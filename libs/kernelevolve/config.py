@@ -185,8 +185,9 @@ class SearchSettings:
 @dataclass(frozen=True)
 class SynthesizerSettings:
     kind: str = "offline"  # a name of ke_synthesizer.registry: offline, llm, offline+llm
-    # Provider key of an LLM-backed synthesizer: a secret, from the environment only
-    # (KE_SYNTHESIZER_API_KEY, the Kubernetes Secret kernelevolve-llm). The offline one needs none.
+    # Unused by the LLM synthesizer, which reads its key from the variable named by
+    # llm.api_key_env (KERNELEVOLVE_LLM_API_KEY, the Kubernetes Secret kernelevolve-llm) or
+    # llm.api_key_file, so that the key never becomes part of the settings.
     api_key: str = ""
 
 

@@ -130,8 +130,11 @@ class LlmSynthesizer:
             "skill_ids": list(prompt.skill_ids), "dropped_sections": list(prompt.dropped),
             "rejected": checked.rejected,
         }
+        spent = self.usage.get(request.session_id, Usage())
         log.info("llm reply", extra={"session_id": request.session_id, "model": model, "tokens": done.tokens,
-                                     "latency_s": round(done.latency_s, 3), "rejected": checked.rejected[:200]})
+                                     "usd": round(usd, 6), "latency_s": round(done.latency_s, 3),
+                                     "session_tokens": spent.tokens, "session_usd": round(spent.usd, 6),
+                                     "rejected": checked.rejected[:200]})
         return Proposal(source=checked.source or done.text, transformation=Transformation(f"llm_{prompt.kind}", params),
                         genome=genome, description=f"{model} via {prompt.template}",
                         rejected=checked.rejected, record=record)
