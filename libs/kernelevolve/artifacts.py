@@ -44,6 +44,11 @@ class Artifacts:
         """An LLM candidate's prompt, reply, model, tokens, latency, cost and template."""
         return f"{self.prefix}llm/{cid}.json"
 
+    @property
+    def llm_usage(self) -> str:
+        """Tokens and USD an LLM synthesizer spent on the session so far."""
+        return f"{self.prefix}llm/usage.json"
+
     def retime_report(self, cid: str) -> str:
         return f"{self.prefix}retimes/{cid}.json"
 

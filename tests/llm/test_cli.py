@@ -44,6 +44,8 @@ def test_optimize_with_the_llm_repairs_records_prompts_and_never_leaks_the_key(t
     assert record["template"] == "repair.v1" and record["model"] == "model-a"
     assert "maximmum" in record["messages"][1]["content"] and record["reply"] == fenced(CORRECT)
     assert [r.authorization for r in fake.requests] == [f"Bearer {KEY}"] * 2
+    usage = json.loads((run / "llm" / "usage.json").read_text())
+    assert (usage["requests"], usage["tokens"]) == (2, 300)  # two scripted replies of 100 + 50 tokens
     # The key: not in the output or the logs (-v), not in any file of the run folder,
     # which holds the bus's JetStream data (every message published) under .nats.
     assert KEY not in proc.stdout and KEY not in proc.stderr

@@ -17,6 +17,12 @@ def observe(synth: object, genome: dict[str, str], status: str, speedup: float) 
         fn(genome, status, speedup)
 
 
+def session_usage(synth: object, session_id: str) -> dict[str, float]:
+    """What a paying synthesizer spent on a session ({} for one that does not pay)."""
+    fn = getattr(synth, "session_usage", None)
+    return dict(fn(session_id)) if fn is not None else {}
+
+
 class Hybrid:
     """The offline compiler seeds (requests without a parent); every expansion or repair
     goes to the LLM, whose parent is then the offline compiler's best candidate as soon
@@ -34,6 +40,9 @@ class Hybrid:
 
     def observe(self, genome: dict[str, str], status: str, speedup: float) -> None:
         observe(self.llm, genome, status, speedup)
+
+    def session_usage(self, session_id: str) -> dict[str, float]:
+        return session_usage(self.llm, session_id)
 
 
 class WithFallback:
@@ -53,10 +62,17 @@ class WithFallback:
             reason = str(exc)[:300]
             log.warning("llm unavailable; falling back to offline",
                         extra={"session_id": request.session_id, "reason": reason})
+            if request.parent is not None and "llm_model" in request.parent.genome:
+                # The offline compiler cannot continue an LLM kernel (its genome holds no
+                # lowering choices): it proposes from the reference instead.
+                request = replace(request, parent=None, repair_attempt=0)
             return [_mark(p, self.fallback.name, reason) for p in self.fallback.propose(request)]
 
     def observe(self, genome: dict[str, str], status: str, speedup: float) -> None:
         observe(self.primary, genome, status, speedup)
+
+    def session_usage(self, session_id: str) -> dict[str, float]:
+        return session_usage(self.primary, session_id)
 
 
 def _mark(p: Proposal, used: str, reason: str) -> Proposal:

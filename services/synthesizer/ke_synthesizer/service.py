@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 
-from ke_synthesizer.composite import observe
+from ke_synthesizer.composite import observe, session_usage
 from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
@@ -157,6 +157,9 @@ class SynthesizerService:
             log.info("candidate generated", extra={"session_id": sid, "candidate_id": cid,
                                                    "parent_id": req.parent_id,
                                                    "transformation": prop.transformation.name})
+        usage = session_usage(self._synth, sid)
+        if usage:
+            await self._store.put(art.llm_usage, json.dumps(usage, indent=1).encode(), "application/json")
         if len(proposals) < req.count:
             ex = ev.CandidateRequestExhausted(
                 session_id=sid, request_id=req.request_id, parent_id=req.parent_id,

@@ -85,6 +85,11 @@ class LlmSynthesizer:
             return f"LLM budget spent (${u.usd:.4f} of ${self._s.session_usd_budget:.4f})"
         return ""
 
+    def session_usage(self, session_id: str) -> dict[str, float]:
+        u = self.usage.get(session_id, Usage())
+        return {"requests": u.requests, "prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                "tokens": u.tokens, "usd": round(u.usd, 6)}
+
     def observe(self, genome: dict[str, str], status: str, speedup: float) -> None:
         """An evaluation of one of our candidates: feeds the bandit."""
         model = genome.get("llm_model", "")
