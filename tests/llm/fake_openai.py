@@ -22,6 +22,7 @@ class Text:
     content: str
     prompt_tokens: int = 100
     completion_tokens: int = 50
+    delay_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class FakeOpenAI:
     responder: Callable[[dict[str, Any]], Reply] | None = None
     requests: list[Recorded] = field(default_factory=list)
     _scripts: dict[str, list[Reply]] = field(default_factory=dict)
+    # Most requests being answered at the same moment (the client's concurrency limit).
+    max_concurrent: int = 0
+    _active: int = 0
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -101,12 +105,24 @@ class FakeOpenAI:
                     return self._json(401, {"error": {"message": "invalid api key", "type": "invalid_request_error",
                                                       "code": "invalid_api_key"}})
                 reply = fake.next_reply(body)
+                with fake._lock:
+                    fake._active += 1
+                    fake.max_concurrent = max(fake.max_concurrent, fake._active)
+                try:
+                    self._answer(body, reply)
+                finally:
+                    with fake._lock:
+                        fake._active -= 1
+
+            def _answer(self, body: dict[str, Any], reply: Reply) -> None:
                 if isinstance(reply, Hang):
                     time.sleep(reply.seconds)  # the client has given up and closed the connection
                     self.close_connection = True
-                    return None
+                    return
                 if isinstance(reply, Status):
                     return self._json(reply.code, {"error": {"message": reply.message}})
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
                 if body.get("stream"):
                     return self._stream(body, reply)
                 return self._json(200, {

@@ -124,6 +124,15 @@ async def test_an_endpoint_that_goes_down_fails_the_session_with_the_reason_and_
     assert result.session.best_candidate_id == "r1-1" and result.best is not None
 
 
+async def test_a_refused_key_ends_the_session_with_that_reason(fake: FakeOpenAI, judge: CountingJudge) -> None:
+    settings = llm_settings(fake)
+    synth = LlmSynthesizer(settings, OpenAIChat(settings, "sk-revoked"))
+    result = await run_session(SPEC, "affine_relu", synthesizer=synth, judge=judge, budget=2, settings=_settings())
+    assert result.session.status == pb.SESSION_STATUS_FAILED
+    assert "LlmAuthError" in result.session.error and "refused the API key (HTTP 401)" in result.session.error
+    assert len(fake.requests) == 1 and judge.evaluated == [] and result.best is None
+
+
 async def test_fallback_to_offline_is_allowed_only_when_asked_and_recorded(judge: CountingJudge) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -61,3 +61,12 @@ def test_every_proposal_carries_its_record_and_the_session_pays_for_it(fake: Fak
     assert synth.propose(_request("s1")) == [] and "budget spent" in synth.budget_spent("s1")
     assert synth.propose(_request("s2"))  # per session
     assert synth.total.requests == 4 and synth.usage["s1"].tokens == 4500
+
+
+def test_at_most_the_configured_requests_are_in_flight(fake: FakeOpenAI) -> None:
+    fake.responder = lambda body: Text(fenced(CORRECT), delay_s=0.2)
+    settings = llm_settings(fake, concurrency=2)
+    synth = LlmSynthesizer(settings, OpenAIChat(settings, KEY))
+    proposals = synth.propose(ProposalRequest(SPEC, "affine_relu", count=5, session_id="s"))
+    assert len(proposals) == 5 and len({p.transformation.params["sample"] for p in proposals}) == 5
+    assert fake.max_concurrent == 2
