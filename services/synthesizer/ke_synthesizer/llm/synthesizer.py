@@ -25,6 +25,7 @@ from ke_synthesizer.llm.bandit import ModelBandit
 from ke_synthesizer.llm.client import ChatBackend, Completion
 from ke_synthesizer.llm.extract import check_reply
 from ke_synthesizer.llm.prompt import Prompt, build_prompt, gather_context
+from kernelevolve import metrics
 from kernelevolve.config import LlmSettings
 from kernelevolve.errors import ConfigError
 from kernelevolve.ports.knowledge import KnowledgeReader, NoKnowledge
@@ -116,6 +117,7 @@ class LlmSynthesizer:
         finally:
             self._slots.release()
         usd = self._account(request.session_id, done)
+        metrics.record_llm_usage(model, done.prompt_tokens, done.completion_tokens)
         checked = check_reply(done.text)
         parent = request.parent
         params = {"model": model, "template": prompt.template, "repairable": "1", "sample": str(sample)}
