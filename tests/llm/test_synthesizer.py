@@ -64,7 +64,7 @@ def test_every_proposal_carries_its_record_and_the_session_pays_for_it(fake: Fak
 
 
 def test_at_most_the_configured_requests_are_in_flight(fake: FakeOpenAI) -> None:
-    fake.responder = lambda body: Text(fenced(CORRECT), delay_s=0.2)
+    fake.responder = lambda body: Text(fenced(CORRECT), delay_s=0.5)
     settings = llm_settings(fake, concurrency=2)
     synth = LlmSynthesizer(settings, OpenAIChat(settings, KEY))
     proposals = synth.propose(ProposalRequest(SPEC, "affine_relu", count=5, session_id="s"))
