@@ -23,6 +23,7 @@ import shutil
 import signal
 import sys
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,13 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--token", default="", help="bearer token for --gateway (default: $KE_CLIENT_TOKEN, or the "
                    "local cluster's own token)")
     o.add_argument("--tls", action="store_true", help="connect to --gateway over TLS")
+    o.add_argument("--synthesizer", default="", help="offline (default), llm or offline+llm (embedded stack)")
+    o.add_argument("--llm-base-url", default="", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1; "
+                   "the key comes from $KERNELEVOLVE_LLM_API_KEY (llm.api_key_env)")
+    o.add_argument("--model", action="append", default=[], help="LLM model name; repeat for several models "
+                   "(a bandit picks per request)")
+    o.add_argument("--fallback", default=None, choices=["offline", ""],
+                   help="offline: use the offline compiler when the LLM endpoint is down (recorded per candidate)")
     o.add_argument("--tls-ca", default="", help="CA certificate (PEM) that signed the gateway's certificate")
 
     e = sub.add_parser("eval", help="judge one candidate file against one spec")
@@ -228,7 +236,7 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             else:
                 from ke_cli.embedded import start_embedded
 
-                handles = await start_embedded(settings, run_dir, stack)
+                handles = await start_embedded(synthesizer_settings(args, settings), run_dir, stack)
                 target = handles.gateway.target
             from ke_cli.credentials import client_options
 
@@ -243,6 +251,19 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
     finally:
         if not started and created:
             shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
+
+
+def synthesizer_settings(args: argparse.Namespace, settings: Settings) -> Settings:
+    """The synthesizer flags of ``optimize`` over the configured settings."""
+    llm = settings.llm
+    if args.llm_base_url:
+        llm = replace(llm, base_url=args.llm_base_url)
+    if args.model:
+        llm = replace(llm, models=",".join(args.model))
+    if args.fallback is not None:
+        llm = replace(llm, fallback=args.fallback)
+    kind = args.synthesizer or settings.synthesizer.kind
+    return replace(settings, llm=llm, synthesizer=replace(settings.synthesizer, kind=kind))
 
 
 async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,

@@ -40,6 +40,15 @@ class Artifacts:
     def report(self, cid: str) -> str:
         return f"{self.prefix}reports/{cid}.json"
 
+    def llm_record(self, cid: str) -> str:
+        """An LLM candidate's prompt, reply, model, tokens, latency, cost and template."""
+        return f"{self.prefix}llm/{cid}.json"
+
+    @property
+    def llm_usage(self) -> str:
+        """Tokens and USD an LLM synthesizer spent on the session so far."""
+        return f"{self.prefix}llm/usage.json"
+
     def retime_report(self, cid: str) -> str:
         return f"{self.prefix}retimes/{cid}.json"
 

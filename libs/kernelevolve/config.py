@@ -184,9 +184,10 @@ class SearchSettings:
 
 @dataclass(frozen=True)
 class SynthesizerSettings:
-    kind: str = "offline"
-    # Provider key of an LLM-backed synthesizer: a secret, from the environment only
-    # (KE_SYNTHESIZER_API_KEY, the Kubernetes Secret kernelevolve-llm). The offline one needs none.
+    kind: str = "offline"  # a name of ke_synthesizer.registry: offline, llm, offline+llm
+    # Unused by the LLM synthesizer, which reads its key from the variable named by
+    # llm.api_key_env (KERNELEVOLVE_LLM_API_KEY, the Kubernetes Secret kernelevolve-llm) or
+    # llm.api_key_file, so that the key never becomes part of the settings.
     api_key: str = ""
 
 
@@ -270,8 +271,65 @@ class Settings:
     client: ClientSettings = field(default_factory=ClientSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    llm: LlmSettings = field(default_factory=lambda: LlmSettings())
     log_format: str = "json"
     log_level: str = "INFO"
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """The LLM synthesizer (``synthesizer.kind`` ``llm`` or ``offline+llm``): any
+    OpenAI-compatible endpoint. Env ``KE_LLM_<FIELD>``, YAML section ``llm:``."""
+
+    base_url: str = ""
+    # Comma-separated model names; several are chosen among per request by a bandit.
+    models: str = ""
+    # The key is read from this environment variable, or from ``api_key_file`` (a mounted
+    # Kubernetes Secret) when set; it is never part of Settings, so never logged or stored.
+    api_key_env: str = "KERNELEVOLVE_LLM_API_KEY"
+    api_key_file: str = ""
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    request_timeout_s: float = 120.0
+    # Requests in flight to the endpoint at once, per synthesizer process.
+    concurrency: int = 4
+    # Retries of one request on 429 / 5xx / timeout, with exponential backoff from backoff_s.
+    max_retries: int = 3
+    backoff_s: float = 1.0
+    stream: bool = False
+    # Token budget of the prompt's evidence (counted with the offline estimator).
+    prompt_tokens: int = 6000
+    # Session budgets: spent tokens (prompt + completion) or USD; 0 = unlimited. When spent
+    # the synthesizer offers nothing more and the session ends with its best verified kernel.
+    session_token_budget: int = 0
+    session_usd_budget: float = 0.0
+    # Prices, "model=in/out,model2=in/out" in USD per million tokens (for the USD budget and
+    # the bandit's gain per USD); a model without a price costs 0.
+    prices: str = ""
+    # "offline": when the endpoint is down or refuses the key, propose with the offline
+    # compiler instead (recorded in the candidate's genome); "" = the session fails.
+    fallback: str = ""
+    # Repair attempts on a compile_error / runtime_error / incorrect LLM candidate.
+    repair_attempts: int = 2
+    # Bandit seed (Thompson sampling), for reproducible model choices.
+    seed: int = 0
+
+    @property
+    def model_list(self) -> tuple[str, ...]:
+        return tuple(m.strip() for m in self.models.split(",") if m.strip())
+
+    def price_of(self, model: str) -> tuple[float, float]:
+        """(input, output) USD per million tokens."""
+        for item in self.prices.split(","):
+            name, _, pair = item.partition("=")
+            if name.strip() == model and pair:
+                inp, _, out = pair.partition("/")
+                try:
+                    return float(inp), float(out or inp)
+                except ValueError as exc:
+                    raise ConfigError(f"llm.prices: bad price {item!r}") from exc
+        return 0.0, 0.0
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -12,8 +12,10 @@ one gRPC interceptor maps them to status codes (``kernelevolve.grpc_util``).
     │   ├── ConflictError              e.g. session id already used         → ALREADY_EXISTS
     │   ├── ConfigError                bad or missing configuration         → FAILED_PRECONDITION
     │   └── SynthesisError             the synthesizer could not produce code → INTERNAL
-    │       └── LoweringError          one part of a graph has no lowering (caught inside the
-    │                                  offline synthesizer: that part becomes a library call)
+    │       ├── LoweringError          one part of a graph has no lowering (caught inside the
+    │       │                          offline synthesizer: that part becomes a library call)
+    │       ├── LlmAuthError           the LLM endpoint refused the API key (401/403)
+    │       └── LlmUnavailable         the LLM endpoint stayed down / overloaded after retries
     └── RetryableError                 may succeed later                    → UNAVAILABLE
         ├── BusUnavailable             NATS unreachable / timed out
         ├── StoreUnavailable           object store unreachable
@@ -87,3 +89,12 @@ class LoweringError(SynthesisError):
     """The offline synthesizer cannot lower one part of a graph (an operand, an op or a
     knob value it has no code for). Caught inside the synthesizer: the part becomes a
     library call; it reaches a caller only as the SynthesisError of a whole spec."""
+
+
+class LlmAuthError(SynthesisError):
+    """The LLM endpoint refused the API key: no retry can help; the session ends with this."""
+
+
+class LlmUnavailable(SynthesisError):
+    """The LLM endpoint was unreachable, timed out or kept answering 429/5xx after the
+    configured retries (each already retried with backoff): the session ends with this."""

@@ -1,16 +1,20 @@
 """One contract suite for the synthesizer port (``kernelevolve.ports.synthesis``), run
-against every implementation: the offline compiler and the test double."""
+against every implementation: the offline compiler, the LLM synthesizer (against a
+scripted OpenAI-compatible server on loopback) and the test double."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from ke_synthesizer.llm import LlmSynthesizer, OpenAIChat
 from ke_synthesizer.offline import OfflineSynthesizer
+from kernelevolve.config import LlmSettings
 from kernelevolve.errors import InvalidSpecError
 from kernelevolve.ports.synthesis import CandidateSynthesizer, ParentInfo, ProposalRequest, Transformation
+from tests.llm.fake_openai import FakeOpenAI, Text
 from tests.unit.fakes import FakeSynthesizer
 
 SPEC = '''
@@ -35,15 +39,60 @@ def get_init_inputs():
     return [0.5]
 '''
 
-IMPLEMENTATIONS: dict[str, Callable[[], CandidateSynthesizer]] = {
-    "offline": OfflineSynthesizer,
-    "double": FakeSynthesizer,
-}
+# What the scripted endpoint answers every prompt with (the same reply: a deterministic model).
+LLM_REPLY = """Here it is.
+
+```python
+import torch
+import triton
+import triton.language as tl
 
 
-@pytest.fixture(params=sorted(IMPLEMENTATIONS))
-def synth(request: pytest.FixtureRequest) -> CandidateSynthesizer:
-    return IMPLEMENTATIONS[request.param]()
+@triton.jit
+def _softmax_rows(x_ptr, y_ptr, cols, scale, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < cols
+    x = tl.load(x_ptr + row * cols + offs, mask=mask, other=-float("inf")) * scale
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * cols + offs, e / tl.sum(e, axis=0), mask=mask)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        cols = x.shape[-1]
+        _softmax_rows[(x.numel() // cols,)](x, y, cols, self.scale, BLOCK=triton.next_power_of_2(cols))
+        return y
+```
+"""
+
+IMPLEMENTATIONS: tuple[str, ...] = ("double", "llm", "offline")
+
+
+@pytest.fixture(scope="module")
+def llm_endpoint() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI(api_key="sk-contract", responder=lambda body: Text(LLM_REPLY)).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
+def make(request: pytest.FixtureRequest) -> Callable[[], CandidateSynthesizer]:
+    if request.param == "llm":
+        settings = LlmSettings(base_url=request.getfixturevalue("llm_endpoint").url, models="m")
+        return lambda: LlmSynthesizer(settings, OpenAIChat(settings, "sk-contract"))
+    return {"offline": OfflineSynthesizer, "double": FakeSynthesizer}[request.param]
+
+
+@pytest.fixture
+def synth(make: Callable[[], CandidateSynthesizer]) -> CandidateSynthesizer:
+    return make()
 
 
 def _request(count: int, parent: ParentInfo | None = None, tried: tuple[Transformation, ...] = ()) -> ProposalRequest:
@@ -69,9 +118,11 @@ def test_seeds_are_whole_modules_defining_model_new(synth: CandidateSynthesizer,
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in p.genome.items())
 
 
-def test_proposals_are_deterministic(synth: CandidateSynthesizer) -> None:
+def test_proposals_are_deterministic(synth: CandidateSynthesizer,
+                                    make: Callable[[], CandidateSynthesizer]) -> None:
+    # For the LLM synthesizer: given a deterministic endpoint (temperature 0, a seed).
     first = [p.source for p in synth.propose(_request(2))]
-    again = [p.source for p in type(synth)().propose(_request(2))]
+    again = [p.source for p in make().propose(_request(2))]
     assert first == again  # a redelivered request re-publishes the same candidates
 
 

@@ -67,7 +67,7 @@ CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityCla
 PROD_CREDENTIALS = {
     "s3-credentials.env": "KE_STORE_ACCESS_KEY=test-access\nKE_STORE_SECRET_KEY=test-secret-0123456789\n",
     "gateway-tokens.env": "KE_AUTH_TOKENS=test-token-one,test-token-two\n",
-    "llm.env": "KE_SYNTHESIZER_API_KEY=test-llm-key\n",
+    "llm.env": "KERNELEVOLVE_LLM_API_KEY=test-llm-key\n",
 }
 
 
@@ -635,7 +635,7 @@ def test_prod_credentials_come_from_the_env_files(renders: dict[str, str]) -> No
     base_docs = [d for d in yaml.safe_load_all(renders["base"]) if d]
     prod_docs = [d for d in yaml.safe_load_all(renders["overlays/prod"]) if d]
     for name, keys in (("kernelevolve-s3", S3_KEYS), ("kernelevolve-auth", {"KE_AUTH_TOKENS"}),
-                       ("kernelevolve-llm", {"KE_SYNTHESIZER_API_KEY"})):
+                       ("kernelevolve-llm", {"KERNELEVOLVE_LLM_API_KEY"})):
         base, prod = _one(base_docs, "Secret", name), _one(prod_docs, "Secret", name)
         assert set(prod["data"]) == keys, name
         assert prod["data"] != base.get("data"), f"prod still carries the dev placeholder {name}"

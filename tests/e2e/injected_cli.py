@@ -73,7 +73,7 @@ class StallingSynthesizer:
 def main() -> None:
     mode, argv = sys.argv[1], sys.argv[2:]
     synth = {"synth-fails": FailingSynthesizer, "stall": StallingSynthesizer, "bad-init": BadInitSynthesizer}[mode]()
-    app.make_synthesizer = lambda settings: synth  # type: ignore[assignment]
+    app.make_synthesizer = lambda settings, knowledge=None: synth  # type: ignore[assignment]
     from ke_cli.main import main as cli_main
 
     cli_main(argv)

@@ -27,6 +27,20 @@ class ParentInfo:
     genome: dict[str, str] = field(default_factory=dict)
     # The parent's evaluation summary: status, speedup, diagnosis (bound class, ...).
     result: dict[str, Any] = field(default_factory=dict)
+    # The parent's full evaluation report as stored (correctness figures, timing, profile,
+    # diagnosis, error text); empty when unknown.
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AttemptSummary:
+    """What an earlier child of the same parent came to (status as in ParentInfo.result)."""
+
+    candidate_id: str
+    transformation: Transformation
+    status: str
+    speedup: float = 0.0
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,11 @@ class ProposalRequest:
     # Edges already taken from this parent, so proposals do not repeat them.
     tried: tuple[Transformation, ...] = ()
     hardware_kind: str = "cpu"
+    session_id: str = ""
+    # > 0: repair the failed parent; counts attempts on the same original node.
+    repair_attempt: int = 0
+    # The parent's other children, for prompts that should not repeat them.
+    siblings: tuple[AttemptSummary, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,13 @@ class Proposal:
     # Reference nodes left to a library call because they could not be lowered.
     fallback_nodes: tuple[str, ...] = ()
     description: str = ""
+    # Why this proposal was refused before evaluation (a reply that does not parse, lacks
+    # ModelNew or breaks the static policy); "" = evaluate it. A refused proposal becomes a
+    # failed node of the lineage without spending an evaluation.
+    rejected: str = ""
+    # What produced it, stored next to the candidate (an LLM's prompt, reply, model,
+    # tokens, latency, cost, template version); empty for deterministic synthesizers.
+    record: dict[str, Any] = field(default_factory=dict)
 
 
 class CandidateSynthesizer(Protocol):

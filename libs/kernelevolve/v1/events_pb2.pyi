@@ -17,20 +17,22 @@ class SessionStarted(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.Session, _Mapping]] = ...) -> None: ...
 
 class CandidateRequested(_message.Message):
-    __slots__ = ("session_id", "request_id", "parent_id", "count", "hardware", "tried")
+    __slots__ = ("session_id", "request_id", "parent_id", "count", "hardware", "tried", "repair_attempt")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_FIELD_NUMBER: _ClassVar[int]
     TRIED_FIELD_NUMBER: _ClassVar[int]
+    REPAIR_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     request_id: str
     parent_id: str
     count: int
     hardware: _common_pb2.HardwareTarget
     tried: _containers.RepeatedCompositeFieldContainer[_common_pb2.Transformation]
-    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., count: _Optional[int] = ..., hardware: _Optional[_Union[_common_pb2.HardwareTarget, _Mapping]] = ..., tried: _Optional[_Iterable[_Union[_common_pb2.Transformation, _Mapping]]] = ...) -> None: ...
+    repair_attempt: int
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., count: _Optional[int] = ..., hardware: _Optional[_Union[_common_pb2.HardwareTarget, _Mapping]] = ..., tried: _Optional[_Iterable[_Union[_common_pb2.Transformation, _Mapping]]] = ..., repair_attempt: _Optional[int] = ...) -> None: ...
 
 class CandidateGenerated(_message.Message):
     __slots__ = ("candidate", "hardware", "request_id")

@@ -103,7 +103,7 @@ class ValidateSpecResponse(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProposeRequest(_message.Message):
-    __slots__ = ("spec", "request", "parent_source", "parent_result", "parent_transformation", "parent_genome")
+    __slots__ = ("spec", "request", "parent_source", "parent_result", "parent_transformation", "parent_genome", "parent_report_json", "siblings")
     class ParentGenomeEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -117,13 +117,31 @@ class ProposeRequest(_message.Message):
     PARENT_RESULT_FIELD_NUMBER: _ClassVar[int]
     PARENT_TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
     PARENT_GENOME_FIELD_NUMBER: _ClassVar[int]
+    PARENT_REPORT_JSON_FIELD_NUMBER: _ClassVar[int]
+    SIBLINGS_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.OperatorSpec
     request: _events_pb2.CandidateRequested
     parent_source: str
     parent_result: _common_pb2.EvaluationResult
     parent_transformation: _common_pb2.Transformation
     parent_genome: _containers.ScalarMap[str, str]
-    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., request: _Optional[_Union[_events_pb2.CandidateRequested, _Mapping]] = ..., parent_source: _Optional[str] = ..., parent_result: _Optional[_Union[_common_pb2.EvaluationResult, _Mapping]] = ..., parent_transformation: _Optional[_Union[_common_pb2.Transformation, _Mapping]] = ..., parent_genome: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    parent_report_json: str
+    siblings: _containers.RepeatedCompositeFieldContainer[AttemptSummary]
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., request: _Optional[_Union[_events_pb2.CandidateRequested, _Mapping]] = ..., parent_source: _Optional[str] = ..., parent_result: _Optional[_Union[_common_pb2.EvaluationResult, _Mapping]] = ..., parent_transformation: _Optional[_Union[_common_pb2.Transformation, _Mapping]] = ..., parent_genome: _Optional[_Mapping[str, str]] = ..., parent_report_json: _Optional[str] = ..., siblings: _Optional[_Iterable[_Union[AttemptSummary, _Mapping]]] = ...) -> None: ...
+
+class AttemptSummary(_message.Message):
+    __slots__ = ("candidate_id", "transformation", "status", "speedup", "reason")
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    candidate_id: str
+    transformation: _common_pb2.Transformation
+    status: _common_pb2.EvaluationStatus
+    speedup: float
+    reason: str
+    def __init__(self, candidate_id: _Optional[str] = ..., transformation: _Optional[_Union[_common_pb2.Transformation, _Mapping]] = ..., status: _Optional[_Union[_common_pb2.EvaluationStatus, str]] = ..., speedup: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Proposal(_message.Message):
     __slots__ = ("source", "transformation", "fallback_nodes", "description", "genome")

@@ -32,7 +32,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
     service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), finalists=settings.search.finalists,
-                            max_retimes=settings.search.max_retimes)
+                            max_retimes=settings.search.max_retimes,
+                            repair_attempts=settings.llm.repair_attempts)
     server = await start_server(
         settings.grpc.host, settings.grpc.search_port if port is None else port,
         [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"],

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ke_search.repair import due_repairs
 from ke_search.report import common_failure
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, make_strategy
@@ -48,12 +49,13 @@ class _Effects:
 
 class SearchService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, *, finalists: int = 1,
-                 max_retimes: int = 3) -> None:
+                 max_retimes: int = 3, repair_attempts: int = 0) -> None:
         self._bus = bus
         self._store = store
         self._subjects = subjects
         self._finalists = max(0, finalists)
         self._max_retimes = max(finalists, max_retimes)
+        self._repair_attempts = repair_attempts
         self._locks: dict[str, asyncio.Lock] = {}
 
     # -- subscriptions -----------------------------------------------------------------
@@ -283,7 +285,8 @@ class SearchService:
             tried = [pb.Transformation(name=n.transformation.name, params=n.transformation.params)
                      for n in nodes if n.parent_id == rec.parent_id]
             req = ev.CandidateRequested(session_id=sid, request_id=rid, parent_id=rec.parent_id, count=rec.count,
-                                        hardware=session.hardware, tried=tried)
+                                        hardware=session.hardware, tried=tried,
+                                        repair_attempt=rec.repair_attempt)
             log.info("requesting candidates", extra={"session_id": sid, "request_id": rid,
                                                      "parent_id": rec.parent_id or ROOT, "count": rec.count})
             await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
@@ -305,6 +308,8 @@ class SearchService:
             if st.idle():
                 st.finalizing = True
             return
+        if self._ask_repairs(st, nodes, want, effects):
+            return
         strategy: Strategy = make_strategy(session.strategy or "greedy")
         parent = strategy.select_parent(nodes, set(st.exhausted_parents))
         if parent is None:
@@ -316,6 +321,17 @@ class SearchService:
         st.requests[rid] = RequestRecord(parent_id=parent, count=want)
         effects.requests.append(ev.CandidateRequested(session_id=st.session_id, request_id=rid, parent_id=parent,
                                                       count=want))
+
+    def _ask_repairs(self, st: SearchState, nodes: list[pb.Node], want: int, effects: _Effects) -> bool:
+        """Failed repairable candidates are repaired before anything new is explored."""
+        due = due_repairs(st, nodes, self._repair_attempts)[:want]
+        for parent, attempt in due:
+            rid = f"r{st.next_request}"
+            st.next_request += 1
+            st.requests[rid] = RequestRecord(parent_id=parent, count=1, repair_attempt=attempt)
+            effects.requests.append(ev.CandidateRequested(session_id=st.session_id, request_id=rid,
+                                                          parent_id=parent, count=1, repair_attempt=attempt))
+        return bool(due)
 
     def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
         """Re-time the fittest correct node in a fresh worker until the fittest one has been

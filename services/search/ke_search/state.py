@@ -20,6 +20,8 @@ class RequestRecord:
     parent_id: str
     count: int
     exhausted: int = 0
+    # > 0: a repair of the failed parent (see repair.py).
+    repair_attempt: int = 0
 
 
 @dataclass

@@ -6,33 +6,27 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from ke_synthesizer.grpc_server import SynthesizerServicer
+from ke_synthesizer.registry import make_synthesizer
 from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.subjects import Subjects
-from kernelevolve.config import Settings, SynthesizerSettings
-from kernelevolve.errors import ConfigError
+from kernelevolve.config import Settings
 from kernelevolve.grpc_util import server_options, start_server
+from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import CandidateSynthesizer
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 
-def make_synthesizer(settings: SynthesizerSettings) -> CandidateSynthesizer:
-    if settings.kind == "offline":
-        from ke_synthesizer.offline import OfflineSynthesizer
-
-        return OfflineSynthesizer()
-    raise ConfigError(f"unknown synthesizer kind {settings.kind!r} (available: offline)")
-
-
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
-                synthesizer: CandidateSynthesizer | None = None, port: int | None = None) -> ServiceHandle:
+                synthesizer: CandidateSynthesizer | None = None, knowledge: KnowledgeReader | None = None,
+                port: int | None = None) -> ServiceHandle:
     bus = bus or await connect_bus(settings.bus, "synthesizer", stack)
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
     service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix),
-                                 synthesizer or make_synthesizer(settings.synthesizer))
+                                 synthesizer or make_synthesizer(settings, knowledge))
     server = await start_server(
         settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
         [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],

@@ -13,20 +13,32 @@ import hashlib
 import json
 import logging
 
+from ke_synthesizer.composite import observe, session_usage
 from kernelevolve import metrics
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.records import get_node, load_candidate, load_session
+from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import NotFoundError
-from kernelevolve.ports.synthesis import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
+from kernelevolve.ports.synthesis import (
+    AttemptSummary,
+    CandidateSynthesizer,
+    ParentInfo,
+    Proposal,
+    ProposalRequest,
+    Transformation,
+)
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
 
 log = logging.getLogger(__name__)
+
+
+def status_name(status: int) -> str:
+    return pb.EvaluationStatus.Name(status).removeprefix("EVALUATION_STATUS_").lower()
 
 
 def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
@@ -37,7 +49,7 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
         if msg.HasField("parent_result"):
             r = msg.parent_result
             result = {
-                "status": pb.EvaluationStatus.Name(r.status).removeprefix("EVALUATION_STATUS_").lower(),
+                "status": status_name(r.status),
                 "speedup": r.speedup,
                 "reason": r.reason,
                 "bound": pb.BoundClass.Name(r.diagnosis.bound).removeprefix("BOUND_CLASS_").lower(),
@@ -49,6 +61,7 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
             transformation=Transformation(msg.parent_transformation.name, dict(msg.parent_transformation.params)),
             genome=dict(msg.parent_genome),
             result=result,
+            report=json.loads(msg.parent_report_json) if msg.parent_report_json else {},
         )
     return ProposalRequest(
         spec_source=msg.spec.source,
@@ -57,6 +70,11 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
         parent=parent,
         tried=tuple(Transformation(t.name, dict(t.params)) for t in req.tried),
         hardware_kind=req.hardware.kind or "cpu",
+        session_id=req.session_id,
+        repair_attempt=req.repair_attempt,
+        siblings=tuple(AttemptSummary(a.candidate_id, Transformation(a.transformation.name,
+                                                                     dict(a.transformation.params)),
+                                      status_name(a.status), a.speedup, a.reason) for a in msg.siblings),
     )
 
 
@@ -81,6 +99,18 @@ class SynthesizerService:
     async def subscribe(self) -> None:
         # ack_wait from the bus settings: a slow proposal (an LLM call) sends heartbeats.
         await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request)
+        if hasattr(self._synth, "observe"):
+            # Measured outcomes of our candidates (the LLM synthesizer's model bandit).
+            await self._bus.consume(self._subjects.evaluation(), "synthesizer-outcomes", self.on_evaluation)
+
+    async def on_evaluation(self, env: ev.Envelope) -> None:
+        result = env.evaluation_completed.result
+        try:
+            cand = await load_candidate(self._bus, env.session_id, result.candidate_id)
+        except NotFoundError:
+            return
+        if cand.synthesizer == self._synth.name:
+            observe(self._synth, dict(cand.genome), status_name(result.status), result.speedup)
 
     async def propose(self, msg: spb.ProposeRequest) -> list[Proposal]:
         return await asyncio.to_thread(self._synth.propose, to_request(msg))
@@ -102,14 +132,23 @@ class SynthesizerService:
             data = prop.source.encode()
             key = art.candidate(cid)
             await self._store.put(key, data, "text/x-python")
+            genome = dict(prop.genome)
+            if prop.record:
+                # So that any kernel traces back to the exact prompt that produced it.
+                genome["llm_record"] = art.llm_record(cid)
+                await self._store.put(genome["llm_record"], json.dumps(prop.record, indent=1).encode(),
+                                      "application/json")
             cand = pb.Candidate(
                 candidate_id=cid, session_id=sid, parent_id=req.parent_id,
                 transformation=pb.Transformation(name=prop.transformation.name, params=prop.transformation.params),
                 source_key=key, source_sha256=hashlib.sha256(data).hexdigest(), synthesizer=self._synth.name,
                 created_at=now_ts(), fallback_nodes=list(prop.fallback_nodes), description=prop.description,
-                genome=prop.genome,
+                genome=genome,
             )
             await self._bus.kv_put(Keys.candidate(sid, cid), cand.SerializeToString())
+            if prop.rejected:
+                await self._refuse(art, sid, cid, prop.rejected)
+                continue
             gen = ev.CandidateGenerated(candidate=cand, hardware=pb.HardwareTarget(kind=hw),
                                         request_id=req.request_id)
             await self._bus.publish(self._subjects.candidate(sid, hw), envelope(sid, candidate_generated=gen),
@@ -118,12 +157,30 @@ class SynthesizerService:
             log.info("candidate generated", extra={"session_id": sid, "candidate_id": cid,
                                                    "parent_id": req.parent_id,
                                                    "transformation": prop.transformation.name})
+        usage = session_usage(self._synth, sid)
+        if usage:
+            await self._store.put(art.llm_usage, json.dumps(usage, indent=1).encode(), "application/json")
         if len(proposals) < req.count:
             ex = ev.CandidateRequestExhausted(
                 session_id=sid, request_id=req.request_id, parent_id=req.parent_id,
                 reason=f"{self._synth.name} synthesizer offered {len(proposals)} of {req.count} candidates")
             await self._bus.publish(self._subjects.exhausted(sid), envelope(sid, candidate_request_exhausted=ex),
                                     dedup_id=f"exh-{sid}-{req.request_id}")
+
+    async def _refuse(self, art: Artifacts, sid: str, cid: str, reason: str) -> None:
+        """A reply refused before evaluation (no code, no ModelNew, static policy): a failed
+        node of the lineage with its reason, reported as a compile error without spending
+        an evaluation."""
+        report = {"status": "compile_error", "reason": reason, "candidate_id": cid,
+                  "evidence": {"refused_by": "synthesizer"}}
+        await self._store.put(art.report(cid), json.dumps(report, indent=1).encode(), "application/json")
+        result = pb.EvaluationResult(candidate_id=cid, status=pb.EVALUATION_STATUS_COMPILE_ERROR, reason=reason,
+                                     report_key=art.report(cid))
+        done = ev.EvaluationCompleted(session_id=sid, result=result)
+        await self._bus.publish(self._subjects.evaluation(sid), envelope(sid, evaluation_completed=done),
+                                dedup_id=f"eval-{sid}-{cid}")
+        log.info("candidate refused before evaluation", extra={"session_id": sid, "candidate_id": cid,
+                                                               "reason": reason[:200]})
 
     async def _session(self, sid: str) -> pb.Session:
         return await load_session(self._bus, sid)
@@ -137,9 +194,15 @@ class SynthesizerService:
         if n is not None:
             if n.report_key:
                 try:
-                    report = json.loads(await self._store.get(n.report_key))
+                    raw = await self._store.get(n.report_key)
+                    report = json.loads(raw)
                     msg.parent_result.CopyFrom(pb.EvaluationResult(
                         candidate_id=parent_id, status=n.status, speedup=n.fitness,
                         reason=str(report.get("reason", ""))))
+                    msg.parent_report_json = raw.decode()
                 except NotFoundError:
                     pass
+        for s in await list_nodes(self._bus, sid):
+            if s.parent_id == parent_id and s.evaluated:
+                msg.siblings.append(spb.AttemptSummary(candidate_id=s.node_id, transformation=s.transformation,
+                                                       status=s.status, speedup=s.fitness, reason=s.reason[:300]))
