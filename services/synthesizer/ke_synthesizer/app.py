@@ -11,28 +11,40 @@ from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings, SynthesizerSettings
 from kernelevolve.errors import ConfigError
 from kernelevolve.grpc_util import server_options, start_server
+from kernelevolve.knowledge_client import GrpcKnowledgeReader
+from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import CandidateSynthesizer
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 
-def make_synthesizer(settings: SynthesizerSettings) -> CandidateSynthesizer:
+def make_synthesizer(settings: SynthesizerSettings, knowledge: KnowledgeReader | None = None) -> CandidateSynthesizer:
+    """``knowledge``: skills order the offline synthesizer's transformations."""
     if settings.kind == "offline":
         from ke_synthesizer.offline import OfflineSynthesizer
 
-        return OfflineSynthesizer()
+        return OfflineSynthesizer(knowledge=knowledge)
     raise ConfigError(f"unknown synthesizer kind {settings.kind!r} (available: offline)")
 
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
-                synthesizer: CandidateSynthesizer | None = None, port: int | None = None) -> ServiceHandle:
+                synthesizer: CandidateSynthesizer | None = None, port: int | None = None,
+                knowledge_target: str | None = None) -> ServiceHandle:
     bus = bus or await connect_bus(settings.bus, "synthesizer", stack)
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
-    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix),
-                                 synthesizer or make_synthesizer(settings.synthesizer))
+    if synthesizer is None:
+        reader = None
+        if settings.learning.prior_skills > 0:
+            tokens = settings.auth.token_list
+            reader = GrpcKnowledgeReader(knowledge_target or settings.learning.knowledge_target
+                                         or f"127.0.0.1:{settings.grpc.knowledge_port}",
+                                         token=tokens[0] if tokens else "")
+            stack.callback(reader.close)
+        synthesizer = make_synthesizer(settings.synthesizer, reader)
+    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix), synthesizer)
     server = await start_server(
         settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
         [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],
