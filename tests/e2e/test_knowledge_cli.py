@@ -68,27 +68,48 @@ async def _seed_skill(folder: Path) -> str:
     return skill.skill_id
 
 
-async def test_knowledge_and_skills_commands_on_the_user_folder(tmp_path: Path) -> None:
+def _main(capsys: pytest.CaptureFixture[str], *args: str, expect: int = 0) -> Any:
+    """The command in this process (``ke_cli.main.main``): the same code path without a
+    process start per call; the gateway test below runs it as a subprocess."""
+    from ke_cli.main import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(list(args))
+    out = capsys.readouterr()
+    assert stop.value.code == expect, out.err
+    return json.loads(out.out) if expect == 0 and "--json" in args else out.err
+
+
+def test_knowledge_and_skills_commands_on_the_user_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KE_KNOWLEDGE_EMBEDDER", "hash")
     notes = tmp_path / "mi300_notes.md"
     notes.write_text(NOTES)
-    skill_id = await _seed_skill(default_knowledge_dir(os.environ))
-    added = await _cli("knowledge", "add", str(notes), "--hardware", "amd", "--json", cwd=tmp_path)
+    skill_id = asyncio.run(_seed_skill(default_knowledge_dir(os.environ)))
+    added = _main(capsys, "knowledge", "add", str(notes), "--hardware", "amd", "--json")
     assert added["added"] == 2 and len(added["doc_ids"]) == 2  # one chunk per section
-    found = await _cli("knowledge", "search", "LDS per compute unit tiles stages", "--hardware", "amd", "--json",
-                       cwd=tmp_path)
+    found = _main(capsys, "knowledge", "search", "LDS per compute unit tiles stages", "--hardware", "amd", "--json")
     top = found["results"][0]
     assert top["doc_id"] in added["doc_ids"] and "LDS" in top["title"] and top["hardware_kind"] == "amd"
     assert all(r["hardware_kind"] in ("amd", "") for r in found["results"])
-    listed = await _cli("skills", "list", "--hardware", "nvidia", "--json", cwd=tmp_path)
+    listed = _main(capsys, "skills", "list", "--hardware", "nvidia", "--json")
     assert [s["skill_id"] for s in listed["skills"]] == [skill_id]
-    shown = (await _cli("skills", "show", skill_id, "--json", cwd=tmp_path))["skill"]
+    shown = _main(capsys, "skills", "show", skill_id, "--json")["skill"]
     assert shown["detail"]["transformation"]["name"] == "BLOCK_SIZE" and shown["detail"]["gain_low"] > 1
-    retired = (await _cli("skills", "retire", skill_id, "--reason", "slower on odd shapes", "--json",
-                          cwd=tmp_path))["skill"]
+    retired = _main(capsys, "skills", "retire", skill_id, "--reason", "slower on odd shapes", "--json")["skill"]
     assert retired["detail"]["status"] == "retired" and retired["detail"]["status_reason"] == "slower on odd shapes"
-    assert (await _cli("skills", "list", "--json", cwd=tmp_path))["skills"] == []
-    assert len((await _cli("skills", "list", "--all", "--json", cwd=tmp_path))["skills"]) == 1
-    assert "no skill" in await _cli("skills", "show", "skill-missing", cwd=tmp_path, expect=1)
+    assert _main(capsys, "skills", "list", "--json")["skills"] == []
+    assert len(_main(capsys, "skills", "list", "--all", "--json")["skills"]) == 1
+    assert "no skill" in _main(capsys, "skills", "show", "skill-missing", expect=1)
+    assert "Added 2 document(s) from 1 file(s)." in _plain_add(capsys, notes)
+
+
+def _plain_add(capsys: pytest.CaptureFixture[str], notes: Path) -> str:
+    from ke_cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["knowledge", "add", str(notes), "--hardware", "amd"])
+    return capsys.readouterr().out
 
 
 async def _stack(settings: Settings, stack: AsyncExitStack) -> tuple[str, str, Any]:
@@ -121,7 +142,11 @@ async def _inject_step(bus: Any, sid: str) -> None:
             session_id=sid, result=result)))
 
 
-async def test_skill_outlives_its_session_and_the_gateway_serves_knowledge(tmp_path: Path) -> None:
+async def test_skill_outlives_its_session_and_the_gateway_serves_knowledge(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async def cli(*args: str) -> Any:  # in a worker thread: this loop serves the gateway meanwhile
+        return await asyncio.to_thread(_main, capsys, *args)
+
     folder = tmp_path / "shared-knowledge"
     base = Settings()
     settings = replace(base, knowledge=replace(base.knowledge, path=str(folder), embedder="hash"),
@@ -147,18 +172,19 @@ async def test_skill_outlives_its_session_and_the_gateway_serves_knowledge(tmp_p
             reader.close()
             assert hint.params == {"group": "g0", "value": "4096"} and hint.gain == pytest.approx(1.6)
             gw = ["--gateway", gw_target, "--token", TOKEN, "--json"]
-            listed = await _cli("skills", "list", *gw, cwd=tmp_path)
+            listed = await cli("skills", "list", *gw)
             assert [s["skill_id"] for s in listed["skills"]] == [hint.skill_id]
             assert listed["skills"][0]["detail"]["provenance"]["session"] == "s1"
-            shown = (await _cli("skills", "show", hint.skill_id, *gw, cwd=tmp_path))["skill"]
+            shown = (await cli("skills", "show", hint.skill_id, *gw))["skill"]
             assert shown["detail"]["before"] == "g0.BLOCK_SIZE=1024"
             notes = tmp_path / "notes.md"
             notes.write_text(NOTES)
-            assert (await _cli("knowledge", "add", str(notes), "--hardware", "amd", *gw, cwd=tmp_path))["added"] == 2
-            found = await _cli("knowledge", "search", "wavefronts 64 lanes", "--hardware", "amd", *gw, cwd=tmp_path)
+            assert (await cli("knowledge", "add", str(notes), "--hardware", "amd", *gw))["added"] == 2
+            found = await cli("knowledge", "search", "wavefronts 64 lanes", "--hardware", "amd", *gw)
             assert "Wavefronts" in found["results"][0]["title"]
-            retired = (await _cli("skills", "retire", hint.skill_id, *gw, cwd=tmp_path))["skill"]
+            retired = (await cli("skills", "retire", hint.skill_id, *gw))["skill"]
             assert retired["detail"]["status"] == "retired"
+            # as a user runs it, a process: a wrong token is refused by the gateway's guard
             refused = await _cli("skills", "list", "--gateway", gw_target, "--token", "wrong", cwd=tmp_path, expect=1)
             assert "refused" in refused
     finally:

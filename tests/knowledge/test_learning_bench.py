@@ -50,5 +50,8 @@ def test_cpu_smoke_run_reports_that_no_skill_was_distilled(tmp_path: Path) -> No
     assert out["train_specs"] == ["gelu_tanh_chain"] and out["eval_specs"] == ["relu_scale_add"]
     (row,) = out["rows"]
     assert "error" not in row, row
-    assert row["without"]["reached"] and row["with_skills"]["reached"]
+    # the run with the better final always reaches the bar; CPU timings decide which one that is
+    assert row["without"]["reached"] or row["with_skills"]["reached"]
+    assert len(row["without"]["speedups"]) == len(row["with_skills"]["speedups"]) == 1
+    assert out["summary"]["specs"] == 1 and out["summary"]["target_ratio"] == 2.0
     assert out["fingerprint"]["torch"] and out["date"]
