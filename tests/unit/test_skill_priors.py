@@ -98,3 +98,20 @@ async def test_search_service_reads_priors_through_the_port_at_session_start() -
                          prior_skills=5)
     await down._load_priors(session)  # a search without priors is still a search
     assert not down._priors["s1"]
+
+
+def test_offline_synthesizer_seeds_and_expands_skill_backed_transformations_first() -> None:
+    from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
+    from tests.conftest import EXAMPLES
+
+    source = (EXAMPLES / "softmax_rows.py").read_text()
+    fake = FakeKnowledge(skills=[_hint("num_warps", "2", 1.3)])  # softmax: the "reduction" family
+    synth = OfflineSynthesizer(knowledge=fake)
+    assert ("g0.num_warps", ["4", "1", "2", "8"]) in synth.space(source, "softmax_rows")
+    seeds = synth.propose(ProposalRequest(source, "softmax_rows", count=2, hardware_kind="nvidia"))
+    assert [s.transformation.params["variant"] for s in seeds] == ["default", "g0.num_warps=2"]
+    parent = ParentInfo("r0-0", seeds[0].source, Transformation("seed", {"variant": "default"}), seeds[0].genome)
+    (child,) = synth.propose(ProposalRequest(source, "softmax_rows", count=1, parent=parent, hardware_kind="nvidia"))
+    assert (child.transformation.name, child.transformation.params["value"]) == ("num_warps", "2")
+    assert fake.calls == 2

@@ -137,6 +137,8 @@ class OfflineSynthesizer:
         seen = {_key(base)}
         edges = _edges(self, spec, base)
         rng.shuffle(edges)
+        if self.knowledge is not None:  # seeds found the islands: skill-backed variants first
+            edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
         for knob, value in edges:
             if len(out) >= count:
                 break
