@@ -109,3 +109,16 @@ async def test_op_family_filter_and_skill_listing(kb: KnowledgeBase) -> None:
     assert retired.status == "retired" and await kb.list_skills() == []
     assert (await kb.get_skill(skill.skill_id)).status_reason == "by hand"
     assert await kb.search("BLOCK_M gemm", level="skill") == []  # retired skills are not retrieved
+
+
+async def test_start_without_reseed_seeds_only_an_empty_collection() -> None:
+    docs = [Doc("g1", "guidance", "Use masks", "Mask the tail of every load.")]
+    index = MemoryIndex()
+    kb = KnowledgeBase(index, HashEmbedder(dim=64), "k", seed_docs=docs)
+    await kb.start(reseed=False)
+    assert await kb.count() == 1
+    changed = KnowledgeBase(index, HashEmbedder(dim=64), "k", seed_docs=[*docs, Doc("g2", "guidance", "t", "x")])
+    await changed.start(reseed=False)
+    assert await changed.count() == 1  # left for the service's next start
+    await changed.start()
+    assert await changed.count() == 2

@@ -47,7 +47,7 @@ async def open_local(settings: Settings, stack: AsyncExitStack) -> KnowledgeServ
     index = index_from_settings(settings.knowledge, shared=True, lock_timeout_s=settings.learning.lock_timeout_s)
     stack.push_async_callback(index.close)
     kb = KnowledgeBase(index, embedder_from_settings(settings.knowledge), settings.knowledge.collection)
-    await kb.start()
+    await kb.start(reseed=False)
     return KnowledgeServicer(kb)
 
 

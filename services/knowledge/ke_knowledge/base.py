@@ -81,12 +81,17 @@ class KnowledgeBase:
     def collection(self) -> str:
         return self._collection
 
-    async def start(self) -> None:
-        """Create the collection if needed and load the seed documents into it."""
+    async def start(self, *, reseed: bool = True) -> None:
+        """Create the collection if needed and load the seed documents into it.
+
+        ``reseed`` False loads them only into an empty collection: a short-lived client
+        (a CLI command) leaves refreshing the seed to the service, which re-embeds it
+        on every start (seconds with MiniLM)."""
         await self._index.ensure_collection(self._collection, self._embedder.dim)
         seed = list(self._seed_docs) if self._seed_docs is not None else load_seed_documents()
         before = await self._index.count(self._collection)
-        await self.add(seed)
+        if reseed or before == 0:
+            await self.add(seed)
         log.info(
             "knowledge base ready",
             extra={"collection": self._collection, "seed_docs": len(seed), "docs_before_seed": before},
