@@ -15,6 +15,7 @@ from ke_synthesizer.offline.skills import skill_gains
 from ke_synthesizer.offline.space import Knob, skill_weighted
 from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.bus.subjects import Subjects
+from kernelevolve.errors import NotFoundError
 from kernelevolve.ports.knowledge import SkillHint
 from kernelevolve.ports.strategy import ROOT
 from kernelevolve.spec import make_spec
@@ -115,3 +116,19 @@ def test_offline_synthesizer_seeds_and_expands_skill_backed_transformations_firs
     (child,) = synth.propose(ProposalRequest(source, "softmax_rows", count=1, parent=parent, hardware_kind="nvidia"))
     assert (child.transformation.name, child.transformation.params["value"]) == ("num_warps", "2")
     assert fake.calls == 2
+
+
+async def test_a_restarted_search_service_reads_priors_again_on_the_next_evaluation() -> None:
+    from kernelevolve.bus.subjects import Keys
+    from kernelevolve.v1 import events_pb2 as ev
+
+    bus = MemoryBus()
+    session = pb.Session(session_id="s1", spec=make_spec("softmax", SOFTMAX), hardware=pb.HardwareTarget(kind="nvidia"))
+    await bus.kv_put(Keys.session("s1"), session.SerializeToString())
+    fake = FakeKnowledge(skills=[_hint("num_warps", "8", 1.3)])
+    service = SearchService(bus, MemoryStore(), Subjects("ke"), knowledge=fake, prior_skills=5)
+    msg = ev.EvaluationCompleted(session_id="s1", result=pb.EvaluationResult(candidate_id="r0-0"))
+    with pytest.raises(NotFoundError):  # no such candidate: only the priors matter here
+        await service._on_evaluation(msg)
+    assert len(service._priors["s1"]) == 1
+    await bus.close()

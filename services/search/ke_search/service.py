@@ -137,6 +137,8 @@ class SearchService:
     async def _on_evaluation(self, msg: ev.EvaluationCompleted) -> None:
         sid, result = msg.session_id, msg.result
         cid = result.candidate_id
+        if self._prior_skills > 0 and sid not in self._priors:  # a restarted service reads them again
+            await self._load_priors(await load_session(self._bus, sid))
         key = Keys.node(sid, cid)
         entry = await self._bus.kv_get(key)
         if entry is None:
