@@ -171,6 +171,14 @@ async def test_skill_outlives_its_session_and_the_gateway_serves_knowledge(
             (hint,) = await asyncio.to_thread(reader.skills, hardware_kind="nvidia", op_family="pointwise")
             reader.close()
             assert hint.params == {"group": "g0", "value": "4096"} and hint.gain == pytest.approx(1.6)
+            # the next session's search service reads it as a prior (through the port, over gRPC)
+            from ke_search import app as search_app
+
+            search = await search_app.start(settings, stack, port=0, knowledge_target=k_target)
+            nxt = pb.Session(session_id="s2", spec=make_spec("gelu_double", SPEC),
+                             hardware=pb.HardwareTarget(kind="nvidia"))
+            await search.service._load_priors(nxt)
+            assert search.service._priors["s2"].bonus(pb.Transformation(name="BLOCK_SIZE", params=hint.params)) == 1.0
             gw = ["--gateway", gw_target, "--token", TOKEN, "--json"]
             listed = await cli("skills", "list", *gw)
             assert [s["skill_id"] for s in listed["skills"]] == [hint.skill_id]
