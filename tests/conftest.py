@@ -16,6 +16,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples" / "ops"
 
 
+@pytest.fixture(autouse=True)
+def _private_knowledge_folder(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The user-level knowledge folder (under $XDG_DATA_HOME) of every test is its own, so
+    no test reads or writes the real user's knowledge; subprocesses inherit it."""
+    data = tmp_path_factory.mktemp("xdg-data")
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    return data / "kernelevolve" / "knowledge"
+
+
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[str]:
     """A real nats-server with JetStream on a free loopback port; yields its URL."""

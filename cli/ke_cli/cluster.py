@@ -226,6 +226,8 @@ def up(settings: Settings, state: Path, evaluators: int = 1, ready_timeout_s: fl
             proc.grpc_port, proc.metrics_port = port, metrics_port
         for svc in (*SERVICES, "gateway"):
             port, metrics_port = _free_port(), _free_port()
+            if svc == "knowledge":  # the search service and the gateway (started later) read it
+                base_env["KE_LEARNING_KNOWLEDGE_TARGET"] = f"127.0.0.1:{port}"
             env = dict(base_env, KE_METRICS_PORT=str(metrics_port),
                        KE_GRPC_EVALUATOR_TARGET=f"127.0.0.1:{eval_ports[0]}")
             env[f"KE_GRPC_{svc.upper()}_PORT"] = str(port)

@@ -1,6 +1,8 @@
 """The embedded default: all five services in this process, over a real nats-server
 started on a free loopback port with its JetStream data inside the run folder, a
-folder-backed object store rooted at the run folder, and Qdrant in local mode.
+folder-backed object store rooted at the run folder, and Qdrant in local mode in the
+user-level knowledge folder (``default_knowledge_dir``) that every session shares, so
+that what one session distils the next one retrieves.
 
 Nothing else needs to be running; every service still talks to the others only
 through the bus and gRPC, exactly as in a distributed deployment.
@@ -9,13 +11,14 @@ through the bus and gRPC, exactly as in a distributed deployment.
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kernelevolve.bus.nats_server import NatsServer
-from kernelevolve.config import Settings
+from kernelevolve.config import Settings, default_knowledge_dir
 from kernelevolve.runtime import ServiceHandle
 
 log = logging.getLogger(__name__)
@@ -33,7 +36,7 @@ class EmbeddedHandles:
 
 
 def embedded_settings(base: Settings, run_dir: Path, nats_url: str) -> Settings:
-    knowledge_path = base.knowledge.path or str(run_dir / "knowledge")
+    knowledge_path = base.knowledge.path or str(default_knowledge_dir(os.environ))
     return replace(
         base,
         bus=replace(base.bus, url=nats_url),
@@ -59,11 +62,15 @@ async def start_embedded(base: Settings, run_dir: Path, stack: AsyncExitStack,
     settings = embedded_settings(base, run_dir, server.url)
     evaluator = await evaluator_app.start(settings, stack, port=0, **overrides.get("evaluator", {}))
     knowledge = await knowledge_app.start(settings, stack, port=0, **overrides.get("knowledge", {}))
-    synthesizer = await synthesizer_app.start(settings, stack, port=0, **overrides.get("synthesizer", {}))
-    search = await search_app.start(settings, stack, port=0, **overrides.get("search", {}))
+    synthesizer = await synthesizer_app.start(settings, stack, port=0,
+                                              **{"knowledge_target": knowledge.target,
+                                                 **overrides.get("synthesizer", {})})
+    search = await search_app.start(settings, stack, port=0,
+                                    **{"knowledge_target": knowledge.target, **overrides.get("search", {})})
     gw_settings = replace(settings, grpc=replace(settings.grpc, evaluator_target=evaluator.target))
     gateway = await gateway_app.start(gw_settings, stack, port=0,
                                       default_hardware=evaluator.service.hardware_kind,
+                                      knowledge_target=knowledge.target,
                                       **overrides.get("gateway", {}))
     log.info("embedded stack ready", extra={"nats": server.url, "gateway": gateway.target})
     return EmbeddedHandles(server.url, gateway, evaluator, synthesizer, search, knowledge, settings)

@@ -24,6 +24,7 @@ from kernelevolve.bus.memory import MemoryBus
 from kernelevolve.config import Settings
 from kernelevolve.errors import NotFoundError
 from kernelevolve.ports.judge import JudgePort
+from kernelevolve.ports.knowledge import NoKnowledge
 from kernelevolve.ports.synthesis import CandidateSynthesizer, Proposal, Transformation
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.spec import make_spec
@@ -58,10 +59,13 @@ class SessionResult:
 
 async def run_session(spec_source: str, spec_name: str, *, synthesizer: CandidateSynthesizer, judge: JudgePort,
                       budget: int, strategy: str = "greedy", max_inflight: int = 1, hardware_kind: str = "cpu",
-                      time_limit_s: float | None = None, settings: Settings | None = None) -> SessionResult:
+                      time_limit_s: float | None = None, settings: Settings | None = None,
+                      knowledge_path: str = "") -> SessionResult:
     """Run one session to its end. ``max_inflight`` candidates are in flight at once (and as
     many evaluations run together when the judge has workers for them); ``time_limit_s``
-    cancels the session after that many seconds, which still ends it with its best."""
+    cancels the session after that many seconds, which still ends it with its best.
+    ``knowledge_path``: a knowledge folder (Qdrant local) the session learns from and into;
+    empty = no knowledge service, and no skill priors."""
     from ke_evaluator import app as evaluator_app
     from ke_gateway import app as gateway_app
     from ke_search import app as search_app
@@ -78,7 +82,14 @@ async def run_session(spec_source: str, spec_name: str, *, synthesizer: Candidat
         shared: dict[str, Any] = {"bus": bus, "store": store, "port": 0}
         evaluator = await evaluator_app.start(settings, stack, judge=judge, **shared)
         await synthesizer_app.start(settings, stack, synthesizer=synthesizer, **shared)
-        await search_app.start(settings, stack, **shared)
+        if knowledge_path:
+            from ke_knowledge import app as knowledge_app
+
+            k_settings = replace(settings, knowledge=replace(settings.knowledge, path=knowledge_path, url=""))
+            knowledge = await knowledge_app.start(k_settings, stack, bus=bus, port=0)
+            await search_app.start(settings, stack, knowledge_target=knowledge.target, **shared)
+        else:
+            await search_app.start(settings, stack, knowledge=NoKnowledge(), **shared)
         gw_settings = replace(settings, grpc=replace(settings.grpc, evaluator_target=evaluator.target))
         gateway = (await gateway_app.start(gw_settings, stack, default_hardware=hardware_kind, **shared)).service
         session = await gateway.start_session(spb.StartSessionRequest(

@@ -7,6 +7,8 @@
     kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
     kernelevolve export RUN_DIR [--as module|torch-library] [--name NS::op] [--out DIR] [--json]
     kernelevolve config show [--json]
+    kernelevolve knowledge add PATH... --hardware NAME | knowledge search QUERY   (ke_cli.knowledge_cli)
+    kernelevolve skills list|show|retire
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -27,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ke_cli import commands
+from ke_cli import commands, knowledge_cli
 from ke_cli.client import KernelEvolveClient
 from ke_cli.console import CPU_NOTE, Progress, status_name
 from ke_cli.live import make_progress, working
@@ -112,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_cluster_commands(sub)
     commands.add_commands(sub)
+    knowledge_cli.add_commands(sub)
     return p
 
 
@@ -132,6 +135,8 @@ def main(argv: list[str] | None = None) -> None:
             code = run_cluster_command(args, settings)
         elif args.command in commands.COMMANDS:
             code = commands.run(args, settings)
+        elif args.command in knowledge_cli.COMMANDS:
+            code = knowledge_cli.run(args, settings)
         else:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:

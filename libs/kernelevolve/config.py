@@ -272,6 +272,7 @@ class Settings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     llm: LlmSettings = field(default_factory=lambda: LlmSettings())
+    learning: LearningSettings = field(default_factory=lambda: LearningSettings())
     log_format: str = "json"
     log_level: str = "INFO"
 
@@ -438,3 +439,28 @@ def load_settings(
     if overrides:
         settings = _apply(settings, overrides, "")
     return settings
+
+
+@dataclass(frozen=True)
+class LearningSettings:
+    """What outlives a run: the shared knowledge folder and how skills steer a search."""
+
+    # Open the local knowledge folder (knowledge.path) for each operation and close it
+    # right after, so that concurrent sessions share it; false holds it open (one process).
+    shared_folder: bool = True
+    # How long an operation waits for a folder another process holds open before failing.
+    lock_timeout_s: float = 30.0
+    # Where the gateway and the search service reach the knowledge service ("host:port");
+    # empty = 127.0.0.1:grpc.knowledge_port.
+    knowledge_target: str = ""
+    # Smallest gain (child time vs parent time, CI-separated) worth a skill: 0.05 = 5 %.
+    min_gain: float = 0.05
+    # Skills read at a session's start to bias parent selection and island seeding; 0 = none.
+    prior_skills: int = 20
+
+
+def default_knowledge_dir(env: Mapping[str, str]) -> Path:
+    """The user-level knowledge folder every embedded session shares when knowledge.path is
+    empty: $XDG_DATA_HOME/kernelevolve/knowledge (~/.local/share/... without it)."""
+    base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else Path.home() / ".local" / "share"
+    return base / "kernelevolve" / "knowledge"

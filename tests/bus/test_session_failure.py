@@ -57,7 +57,15 @@ class FailingSearch(SearchService):
 
 
 class BrokenKnowledgeBase:
+    """Every skill operation fails permanently (the service looks skills up before it adds one)."""
+
     async def add_skill(self, skill: object) -> None:
+        raise InvalidArgumentError("skill title is empty")
+
+    async def find_skill(self, skill_id: str) -> None:
+        raise InvalidArgumentError("skill title is empty")
+
+    async def list_skills(self, *args: object, **kw: object) -> list[object]:
         raise InvalidArgumentError("skill title is empty")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from ke_cli.client import KernelEvolveClient
 from ke_cli.embedded import start_embedded
-from kernelevolve.config import Settings, load_settings
+from kernelevolve.config import Settings, default_knowledge_dir, load_settings
 from kernelevolve.errors import InvalidArgumentError, NotFoundError
 from kernelevolve.spec import load_spec_file, make_spec
 from kernelevolve.v1 import common_pb2 as pb
@@ -95,6 +96,9 @@ async def test_session_on_bus_yields_correct_kernel(tmp_path: Path) -> None:
         assert {n.node_id: n for n in nodes}[final.best_candidate_id].retimed
         best_src = (run_dir / "best_kernel.py").read_text()
         assert "class ModelNew" in best_src and "@triton.jit" in best_src
+        # Knowledge outlives the run: it lives in the user-level folder, not the run folder.
+        assert handles.settings.knowledge.path == str(default_knowledge_dir(os.environ))
+        assert not (run_dir / "knowledge").exists()
 
 
 async def test_gateway_maps_errors_to_status_codes(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from ke_knowledge.base import KnowledgeBase
-from ke_knowledge.distill import distill_skill
+from ke_knowledge.convert import measurement_from_result
+from ke_knowledge.distill import SkillContext, distill_skill
 from ke_knowledge.domain import Doc
 from ke_knowledge.seed_loader import load_seed_documents
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.vector import HashEmbedder, MemoryIndex, QdrantIndex
+from tests.knowledge.gpu_results import gpu_result
 
 
 @pytest.fixture
@@ -66,8 +68,9 @@ async def test_search_by_hardware_includes_generic(kb: KnowledgeBase) -> None:
 
 
 async def test_add_skill_is_searchable(kb: KnowledgeBase) -> None:
-    skill = distill_skill("s1", "c9", "rmsnorm_rows", "fuse_residual", {"BLOCK": "1024"}, 1.6, 1.2, "nvidia",
-                          interpreted=False)
+    parent, child = measurement_from_result(gpu_result("p", 1.6)), measurement_from_result(gpu_result("c9", 1.2))
+    skill = distill_skill("s1", "c9", SkillContext("rmsnorm_rows", "reduction", "medium", "", "nvidia"),
+                          "fuse_residual", {"BLOCK": "1024"}, parent, child)
     assert skill is not None
     doc = await kb.add_skill(skill)
     before = await kb.count()
@@ -89,3 +92,33 @@ async def test_custom_seed_and_memory_index() -> None:
     assert [d for d, _ in results] == [docs[1]]
     with pytest.raises(InvalidArgumentError):
         await kb.search("   ")
+
+
+async def test_op_family_filter_and_skill_listing(kb: KnowledgeBase) -> None:
+    matmul = await kb.search("tile program tl.dot K loop", limit=30, level="op_pattern", op_family="matmul")
+    assert matmul and {d.op_family for d, _ in matmul} <= {"matmul", ""}
+    assert "ex-matmul" in {d.doc_id for d, _ in matmul}
+    parent, child = measurement_from_result(gpu_result("p", 1.0)), measurement_from_result(gpu_result("c", 0.5))
+    skill = distill_skill("s1", "c", SkillContext("gemm", "matmul", "large", "bfloat16", "nvidia"), "BLOCK_M",
+                          {"value": "128"}, parent, child)
+    assert skill is not None
+    await kb.add_skill(skill)
+    assert [s.skill_id for s in await kb.list_skills("nvidia", "matmul")] == [skill.skill_id]
+    assert await kb.list_skills("amd") == []
+    retired = await kb.retire_skill(skill.skill_id, "by hand")
+    assert retired.status == "retired" and await kb.list_skills() == []
+    assert (await kb.get_skill(skill.skill_id)).status_reason == "by hand"
+    assert await kb.search("BLOCK_M gemm", level="skill") == []  # retired skills are not retrieved
+
+
+async def test_start_without_reseed_seeds_only_an_empty_collection() -> None:
+    docs = [Doc("g1", "guidance", "Use masks", "Mask the tail of every load.")]
+    index = MemoryIndex()
+    kb = KnowledgeBase(index, HashEmbedder(dim=64), "k", seed_docs=docs)
+    await kb.start(reseed=False)
+    assert await kb.count() == 1
+    changed = KnowledgeBase(index, HashEmbedder(dim=64), "k", seed_docs=[*docs, Doc("g2", "guidance", "t", "x")])
+    await changed.start(reseed=False)
+    assert await changed.count() == 1  # left for the service's next start
+    await changed.start()
+    assert await changed.count() == 2

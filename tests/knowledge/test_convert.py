@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ke_knowledge.convert import (
     doc_from_proto,
     doc_to_proto,
     level_from_proto,
+    measurement_from_result,
     skill_from_proto,
     skill_to_proto,
 )
-from ke_knowledge.distill import distill_skill
-from ke_knowledge.domain import LEVELS, Doc
+from ke_knowledge.distill import SkillContext, distill_skill
+from ke_knowledge.domain import LEVELS, Doc, Skill
 from ke_knowledge.seed_loader import load_seed_documents
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.v1 import common_pb2 as pb
+from tests.knowledge.gpu_results import gpu_result
 
 
 def test_every_seed_document_round_trips() -> None:
@@ -35,14 +39,11 @@ def test_levels_match_the_proto_enum() -> None:
         doc_from_proto(pb.KnowledgeDocument(doc_id="x", title="t", text="x"))
 
 
-def test_skill_round_trips_its_proto_fields() -> None:
-    skill = distill_skill("s1", "c2", "gelu_chain", "fuse", {"n": "3"}, 2.0, 1.0, "nvidia", interpreted=False)
+def test_skill_round_trips_losslessly() -> None:
+    parent, child = measurement_from_result(gpu_result("p", 2.0)), measurement_from_result(gpu_result("c2", 1.0))
+    skill = distill_skill("s1", "c2", SkillContext("gelu_chain", "pointwise", "large", "float16", "nvidia"), "fusion",
+                          {"group": "", "value": "greedy"}, parent, child, before="fusion=none", after="fusion=greedy")
     assert skill is not None
-    back = skill_from_proto(skill_to_proto(skill))
-    assert (back.skill_id, back.text, back.op_pattern, back.hardware_kind) == (
-        skill.skill_id,
-        skill.text,
-        "gelu_chain",
-        "nvidia",
-    )
-    assert (back.source_session_id, back.source_candidate_id) == ("s1", "c2")
+    skill = replace(skill, status="demoted", status_reason="triton changed", confirmations=2, failures=1)
+    assert skill_from_proto(skill_to_proto(skill)) == skill
+    assert Skill.from_payload(skill.to_payload()) == skill

@@ -1,4 +1,4 @@
-"""Skill distillation: only clear wins between correct kernels become skills."""
+"""Skill distillation: only CI-separated wins timed on real hardware become skills."""
 
 from __future__ import annotations
 
@@ -6,72 +6,80 @@ import math
 
 import pytest
 
-from ke_knowledge.distill import distill_skill
+from ke_knowledge.convert import measurement_from_result
+from ke_knowledge.distill import Measurement, SkillContext, distill_skill, measure_gain
+from tests.knowledge.gpu_results import H100, gpu_result
+
+CTX = SkillContext("softmax_rows", "reduction", "small", "float32", "nvidia")
 
 
-def _distill(speedup: float, parent: float, **kw: object):
-    args = dict(
-        session_id="s1",
-        candidate_id="c7",
-        spec_name="softmax_rows",
-        transformation_name="change_block_size",
-        params={"BLOCK": "2048", "num_warps": "8"},
-        speedup=speedup,
-        parent_speedup=parent,
-        hardware_kind="nvidia",
-        interpreted=False,
-    )
-    args.update(kw)
-    return distill_skill(**args)  # type: ignore[arg-type]
+def _distill(parent_ms: float, child_ms: float, spread: float = 0.01, **kw: object):
+    parent = measurement_from_result(gpu_result("p", parent_ms, spread=spread, **kw))  # type: ignore[arg-type]
+    child = measurement_from_result(gpu_result("c7", child_ms, spread=spread, **kw))  # type: ignore[arg-type]
+    return distill_skill("s1", "c7", CTX, "BLOCK_SIZE", {"group": "g0", "value": "2048"}, parent, child,
+                         before="g0.BLOCK_SIZE=1024", after="g0.BLOCK_SIZE=2048")
 
 
-def test_clear_win_becomes_a_skill() -> None:
-    skill = _distill(1.32, 1.10)
+def test_separated_win_becomes_a_skill_with_context_gain_and_provenance() -> None:
+    skill = _distill(0.132, 0.110)
     assert skill is not None
-    assert skill.text == (
-        "On nvidia, for softmax_rows, change_block_size(BLOCK=2048, num_warps=8) "
-        "improved speedup from 1.10x to 1.32x (+20%)."
-    )
-    assert skill.op_pattern == "softmax_rows"
-    assert (skill.hardware_kind, skill.transformation) == ("nvidia", "change_block_size")
-    assert (skill.source_session_id, skill.source_candidate_id) == ("s1", "c7")
+    assert skill.gain == pytest.approx(0.132 / 0.110)
+    assert skill.gain_low == pytest.approx(0.132 * 0.99 / (0.110 * 1.01))
+    assert skill.gain_high == pytest.approx(0.132 * 1.01 / (0.110 * 0.99))
+    assert 1.0 < skill.gain_low < skill.gain < skill.gain_high
+    assert (skill.op_family, skill.shape_class, skill.dtype, skill.hardware_kind) == (
+        "reduction", "small", "float32", "nvidia")
+    assert (skill.transformation, skill.params) == ("BLOCK_SIZE", {"group": "g0", "value": "2048"})
+    assert (skill.before, skill.after) == ("g0.BLOCK_SIZE=1024", "g0.BLOCK_SIZE=2048")
+    assert skill.provenance == {"device_name": H100["device_name"], "torch": H100["torch"],
+                                "triton": H100["triton"], "driver": H100["driver"], "cuda": H100["cuda"],
+                                "session": "s1", "candidate": "c7"}
+    assert skill.status == "active"
+    assert "H100" in skill.text and "softmax_rows" in skill.text
     doc = skill.to_doc()
-    assert doc.level == "skill" and doc.doc_id == skill.skill_id and "softmax_rows" in doc.tags
+    assert doc.level == "skill" and doc.doc_id == skill.skill_id and doc.op_family == "reduction"
 
 
-def test_skill_id_is_stable_per_candidate() -> None:
+def test_skill_id_is_stable_per_context_and_transformation() -> None:
     a, b = _distill(2.0, 1.0), _distill(3.0, 1.0)
-    other = _distill(2.0, 1.0, candidate_id="c8")
-    assert a is not None and b is not None and other is not None
-    assert a.skill_id == b.skill_id != other.skill_id
+    assert a is not None and b is not None and a.skill_id == b.skill_id
+    parent, child = (measurement_from_result(gpu_result(c, ms)) for c, ms in (("p", 2.0), ("c", 1.0)))
+    other = distill_skill("s1", "c", SkillContext("softmax_rows", "reduction", "large", "float32", "nvidia"),
+                          "BLOCK_SIZE", {"group": "g0", "value": "2048"}, parent, child)
+    assert other is not None and other.skill_id != a.skill_id
 
 
-@pytest.mark.parametrize(
-    ("speedup", "parent"),
-    [
-        (1.04, 1.0),  # below the 5 % bar: noise
-        (0.9, 1.0),  # slower
-        (0.0, 1.0),  # child incorrect
-        (1.5, 0.0),  # parent incorrect: a fix, not a speed lesson
-        (math.nan, 1.0),
-        (math.inf, 1.0),
-    ],
-)
-def test_no_skill_without_a_clear_win(speedup: float, parent: float) -> None:
-    assert _distill(speedup, parent) is None
+@pytest.mark.parametrize(("parent_ms", "child_ms", "spread"), [
+    (1.00, 0.97, 0.001),  # separated but below the 5 % bar
+    (1.00, 0.90, 0.08),  # 10 % faster by the medians, but the intervals overlap
+    (1.00, 1.10, 0.01),  # slower
+    (1.00, math.nan, 0.01),
+    (1.00, math.inf, 0.01),
+    (0.0, 0.5, 0.01),  # no timing for the parent
+])
+def test_no_skill_without_a_separated_win(parent_ms: float, child_ms: float, spread: float) -> None:
+    assert _distill(parent_ms, child_ms, spread) is None
 
 
-def test_threshold_is_inclusive_and_tunable() -> None:
-    assert _distill(1.05, 1.0) is not None
-    assert _distill(1.08, 1.0, min_gain=0.10) is None
+@pytest.mark.parametrize("interpreted_side", ["child", "parent", "both"])
+def test_no_skill_can_come_from_interpreter_timings(interpreted_side: str) -> None:
+    """However large the apparent win: Triton's CPU interpreter times correctness checks."""
+    cpu = {"device": "cpu", "triton_interpret": "1", "torch": "2.5.1", "triton": "3.1.0"}
+    parent = measurement_from_result(gpu_result("p", 50.0, fingerprint=cpu, kind="cpu",
+                                                interpreted=interpreted_side in ("parent", "both")))
+    child = measurement_from_result(gpu_result("c", 5.0, fingerprint=cpu, kind="cpu",
+                                               interpreted=interpreted_side in ("child", "both")))
+    assert measure_gain(parent, child) is None
+    assert distill_skill("s1", "c", CTX, "BLOCK_SIZE", {"value": "64"}, parent, child) is None
 
 
-def test_unknown_hardware_reads_naturally() -> None:
-    skill = _distill(2.0, 1.0, hardware_kind="", params={})
-    assert skill is not None
-    assert skill.text.startswith("On any hardware, for softmax_rows, change_block_size()")
+def test_no_skill_across_devices() -> None:
+    a100 = dict(H100, device_name="NVIDIA A100-SXM4-80GB")
+    parent = measurement_from_result(gpu_result("p", 2.0, fingerprint=a100))
+    child = measurement_from_result(gpu_result("c", 1.0))
+    assert distill_skill("s1", "c", CTX, "BLOCK_SIZE", {"value": "64"}, parent, child) is None
 
 
-def test_interpreter_timings_never_become_a_skill() -> None:
-    assert _distill(3.0, 1.0, hardware_kind="cpu") is not None  # a CPU timed natively would count
-    assert _distill(3.0, 1.0, hardware_kind="cpu", interpreted=True) is None
+def test_measurement_rejects_inverted_intervals() -> None:
+    m = Measurement("c", 1.0, 1.2, 1.1, False)
+    assert not m.usable()

@@ -14,14 +14,14 @@ from kernelevolve.errors import ConfigError
 
 def test_seed_documents_are_well_formed() -> None:
     docs = load_seed_documents()
-    assert 15 <= len(docs) <= 30
+    assert 15 <= len(docs) <= 60
     assert len({d.doc_id for d in docs}) == len(docs)
     assert all(d.level in LEVELS and d.title and len(d.text) > 80 and d.tags for d in docs)
     levels = Counter(d.level for d in docs)
     assert levels["guidance"] >= 5 and levels["hardware"] >= 3 and levels["op_pattern"] >= 5
     assert levels["skill"] == 0  # skills come from search, never from seed files
     hardware = {d.hardware_kind for d in docs if d.level == "hardware"}
-    assert hardware == {"nvidia", "cpu"}
+    assert hardware == {"nvidia", "amd", "cpu"}
     assert all(d.hardware_kind == "" for d in docs if d.level == "guidance")
 
 
@@ -55,3 +55,16 @@ def test_bad_seed_files_fail_loudly(tmp_path: Path, content: str) -> None:
     (tmp_path / "bad.yaml").write_text(content)
     with pytest.raises(ConfigError):
         load_seed_documents(tmp_path)
+
+
+def test_every_target_and_op_family_is_covered() -> None:
+    from kernelevolve.op_family import OP_FAMILIES
+
+    docs = load_seed_documents()
+    hw = " ".join(f"{d.title} {d.text}" for d in docs if d.level == "hardware")
+    for name in ("H100", "H200", "A100", "MI300X", "MI350X", "x86", "wavefront", "LDS", "TMA", "num_stages"):
+        assert name in hw, name
+    families = {d.op_family for d in docs if d.level == "op_pattern"}
+    assert families == set(OP_FAMILIES)
+    examples = [d for d in docs if "Example:\n@triton.jit" in d.text]
+    assert {d.op_family for d in examples} >= {"pointwise", "reduction", "matmul", "pooling", "scan", "loss"}

@@ -312,7 +312,7 @@ class Session(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ...) -> None: ...
 
 class Skill(_message.Message):
-    __slots__ = ("skill_id", "title", "text", "op_pattern", "hardware_kind", "source_session_id", "source_candidate_id")
+    __slots__ = ("skill_id", "title", "text", "op_pattern", "hardware_kind", "source_session_id", "source_candidate_id", "detail")
     SKILL_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -320,6 +320,7 @@ class Skill(_message.Message):
     HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
     SOURCE_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SOURCE_CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
     skill_id: str
     title: str
     text: str
@@ -327,20 +328,62 @@ class Skill(_message.Message):
     hardware_kind: str
     source_session_id: str
     source_candidate_id: str
-    def __init__(self, skill_id: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., op_pattern: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., source_session_id: _Optional[str] = ..., source_candidate_id: _Optional[str] = ...) -> None: ...
+    detail: SkillDetail
+    def __init__(self, skill_id: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., op_pattern: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., source_session_id: _Optional[str] = ..., source_candidate_id: _Optional[str] = ..., detail: _Optional[_Union[SkillDetail, _Mapping]] = ...) -> None: ...
+
+class SkillDetail(_message.Message):
+    __slots__ = ("transformation", "op_family", "shape_class", "dtype", "gain", "gain_low", "gain_high", "before", "after", "provenance", "status", "status_reason", "confirmations", "failures")
+    class ProvenanceEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
+    OP_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_CLASS_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    GAIN_FIELD_NUMBER: _ClassVar[int]
+    GAIN_LOW_FIELD_NUMBER: _ClassVar[int]
+    GAIN_HIGH_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    transformation: Transformation
+    op_family: str
+    shape_class: str
+    dtype: str
+    gain: float
+    gain_low: float
+    gain_high: float
+    before: str
+    after: str
+    provenance: _containers.ScalarMap[str, str]
+    status: str
+    status_reason: str
+    confirmations: int
+    failures: int
+    def __init__(self, transformation: _Optional[_Union[Transformation, _Mapping]] = ..., op_family: _Optional[str] = ..., shape_class: _Optional[str] = ..., dtype: _Optional[str] = ..., gain: _Optional[float] = ..., gain_low: _Optional[float] = ..., gain_high: _Optional[float] = ..., before: _Optional[str] = ..., after: _Optional[str] = ..., provenance: _Optional[_Mapping[str, str]] = ..., status: _Optional[str] = ..., status_reason: _Optional[str] = ..., confirmations: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
 
 class KnowledgeDocument(_message.Message):
-    __slots__ = ("doc_id", "level", "title", "text", "tags", "hardware_kind")
+    __slots__ = ("doc_id", "level", "title", "text", "tags", "hardware_kind", "op_family")
     DOC_ID_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
+    OP_FAMILY_FIELD_NUMBER: _ClassVar[int]
     doc_id: str
     level: KnowledgeLevel
     title: str
     text: str
     tags: _containers.RepeatedScalarFieldContainer[str]
     hardware_kind: str
-    def __init__(self, doc_id: _Optional[str] = ..., level: _Optional[_Union[KnowledgeLevel, str]] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., hardware_kind: _Optional[str] = ...) -> None: ...
+    op_family: str
+    def __init__(self, doc_id: _Optional[str] = ..., level: _Optional[_Union[KnowledgeLevel, str]] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., hardware_kind: _Optional[str] = ..., op_family: _Optional[str] = ...) -> None: ...

@@ -191,16 +191,18 @@ class AddDocumentsResponse(_message.Message):
     def __init__(self, added: _Optional[int] = ...) -> None: ...
 
 class SearchKnowledgeRequest(_message.Message):
-    __slots__ = ("query", "limit", "level", "hardware_kind")
+    __slots__ = ("query", "limit", "level", "hardware_kind", "op_family")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
+    OP_FAMILY_FIELD_NUMBER: _ClassVar[int]
     query: str
     limit: int
     level: _common_pb2.KnowledgeLevel
     hardware_kind: str
-    def __init__(self, query: _Optional[str] = ..., limit: _Optional[int] = ..., level: _Optional[_Union[_common_pb2.KnowledgeLevel, str]] = ..., hardware_kind: _Optional[str] = ...) -> None: ...
+    op_family: str
+    def __init__(self, query: _Optional[str] = ..., limit: _Optional[int] = ..., level: _Optional[_Union[_common_pb2.KnowledgeLevel, str]] = ..., hardware_kind: _Optional[str] = ..., op_family: _Optional[str] = ...) -> None: ...
 
 class ScoredDocument(_message.Message):
     __slots__ = ("document", "score")
@@ -215,3 +217,35 @@ class SearchKnowledgeResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ScoredDocument]
     def __init__(self, results: _Optional[_Iterable[_Union[ScoredDocument, _Mapping]]] = ...) -> None: ...
+
+class ListSkillsRequest(_message.Message):
+    __slots__ = ("hardware_kind", "op_family", "include_retired", "limit")
+    HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
+    OP_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_RETIRED_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    hardware_kind: str
+    op_family: str
+    include_retired: bool
+    limit: int
+    def __init__(self, hardware_kind: _Optional[str] = ..., op_family: _Optional[str] = ..., include_retired: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListSkillsResponse(_message.Message):
+    __slots__ = ("skills",)
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    skills: _containers.RepeatedCompositeFieldContainer[_common_pb2.Skill]
+    def __init__(self, skills: _Optional[_Iterable[_Union[_common_pb2.Skill, _Mapping]]] = ...) -> None: ...
+
+class SkillRef(_message.Message):
+    __slots__ = ("skill_id",)
+    SKILL_ID_FIELD_NUMBER: _ClassVar[int]
+    skill_id: str
+    def __init__(self, skill_id: _Optional[str] = ...) -> None: ...
+
+class RetireSkillRequest(_message.Message):
+    __slots__ = ("skill_id", "reason")
+    SKILL_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    skill_id: str
+    reason: str
+    def __init__(self, skill_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...

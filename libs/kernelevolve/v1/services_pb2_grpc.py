@@ -617,7 +617,9 @@ class Search:
 
 
 class KnowledgeStub:
-    """Missing associated documentation comment in .proto file."""
+    """Served by the knowledge service and, forwarding to it with the same messages, by the
+    gateway (its public port, behind the gateway's authentication).
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -635,10 +637,27 @@ class KnowledgeStub:
                 request_serializer=kernelevolve_dot_v1_dot_services__pb2.SearchKnowledgeRequest.SerializeToString,
                 response_deserializer=kernelevolve_dot_v1_dot_services__pb2.SearchKnowledgeResponse.FromString,
                 _registered_method=True)
+        self.ListSkills = channel.unary_unary(
+                '/kernelevolve.v1.Knowledge/ListSkills',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.ListSkillsRequest.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_services__pb2.ListSkillsResponse.FromString,
+                _registered_method=True)
+        self.GetSkill = channel.unary_unary(
+                '/kernelevolve.v1.Knowledge/GetSkill',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.SkillRef.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_common__pb2.Skill.FromString,
+                _registered_method=True)
+        self.RetireSkill = channel.unary_unary(
+                '/kernelevolve.v1.Knowledge/RetireSkill',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.RetireSkillRequest.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_common__pb2.Skill.FromString,
+                _registered_method=True)
 
 
 class KnowledgeServicer:
-    """Missing associated documentation comment in .proto file."""
+    """Served by the knowledge service and, forwarding to it with the same messages, by the
+    gateway (its public port, behind the gateway's authentication).
+    """
 
     def AddDocuments(self, request, context):
         """Missing associated documentation comment in .proto file."""
@@ -647,6 +666,24 @@ class KnowledgeServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Search(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSkills(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSkill(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetireSkill(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -665,6 +702,21 @@ def add_KnowledgeServicer_to_server(servicer, server):
                     request_deserializer=kernelevolve_dot_v1_dot_services__pb2.SearchKnowledgeRequest.FromString,
                     response_serializer=kernelevolve_dot_v1_dot_services__pb2.SearchKnowledgeResponse.SerializeToString,
             ),
+            'ListSkills': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSkills,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.ListSkillsRequest.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_services__pb2.ListSkillsResponse.SerializeToString,
+            ),
+            'GetSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSkill,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.SkillRef.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_common__pb2.Skill.SerializeToString,
+            ),
+            'RetireSkill': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireSkill,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.RetireSkillRequest.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_common__pb2.Skill.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'kernelevolve.v1.Knowledge', rpc_method_handlers)
@@ -674,7 +726,9 @@ def add_KnowledgeServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Knowledge:
-    """Missing associated documentation comment in .proto file."""
+    """Served by the knowledge service and, forwarding to it with the same messages, by the
+    gateway (its public port, behind the gateway's authentication).
+    """
 
     @staticmethod
     def AddDocuments(request,
@@ -720,6 +774,87 @@ class Knowledge:
             '/kernelevolve.v1.Knowledge/Search',
             kernelevolve_dot_v1_dot_services__pb2.SearchKnowledgeRequest.SerializeToString,
             kernelevolve_dot_v1_dot_services__pb2.SearchKnowledgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSkills(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Knowledge/ListSkills',
+            kernelevolve_dot_v1_dot_services__pb2.ListSkillsRequest.SerializeToString,
+            kernelevolve_dot_v1_dot_services__pb2.ListSkillsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Knowledge/GetSkill',
+            kernelevolve_dot_v1_dot_services__pb2.SkillRef.SerializeToString,
+            kernelevolve_dot_v1_dot_common__pb2.Skill.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireSkill(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Knowledge/RetireSkill',
+            kernelevolve_dot_v1_dot_services__pb2.RetireSkillRequest.SerializeToString,
+            kernelevolve_dot_v1_dot_common__pb2.Skill.FromString,
             options,
             channel_credentials,
             insecure,

@@ -9,12 +9,14 @@ from kernelevolve.vector.port import Embedder, VectorIndex
 from kernelevolve.vector.qdrant import QdrantIndex
 
 
-def index_from_settings(settings: KnowledgeSettings) -> VectorIndex:
-    """A Qdrant server when ``url`` is set, else Qdrant local mode in ``path``."""
+def index_from_settings(settings: KnowledgeSettings, *, shared: bool = False,
+                        lock_timeout_s: float = 30.0) -> VectorIndex:
+    """A Qdrant server when ``url`` is set, else Qdrant local mode in ``path`` (opened per
+    operation when ``shared``: several processes use the folder)."""
     if settings.url:
         return QdrantIndex(url=settings.url, api_key=settings.api_key or None)
     if settings.path:
-        return QdrantIndex(path=settings.path)
+        return QdrantIndex(path=settings.path, shared=shared, lock_timeout_s=lock_timeout_s)
     raise ConfigError("knowledge.path (Qdrant local folder) or knowledge.url (Qdrant server) must be set")
 
 

@@ -4,14 +4,21 @@ Qdrant accepts only unsigned integers or UUIDs as point ids, so a string id is m
 ``uuid5(_NAMESPACE, id)`` (stable across processes) and kept in the payload under
 ``_ID_FIELD`` to be handed back in hits.
 
-Local mode takes an exclusive lock on its folder: one process at a time. Its async client
-computes in the event loop; that is fine for a knowledge base of hundreds of documents.
+Local mode takes an exclusive lock on its folder: one process at a time. A folder
+shared by several processes (the user-level knowledge base that every embedded
+session reads and writes) is opened with ``shared=True``: the folder is then opened
+for each operation and closed right after, and an operation that finds it locked by
+another process waits (up to ``lock_timeout_s``, polling) rather than failing. Opening
+a folder of a few hundred documents takes milliseconds, so per-operation opening costs
+little next to embedding. Its async client computes in the event loop; that is fine for
+a knowledge base of hundreds of documents.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -50,6 +57,8 @@ class QdrantIndex:
         api_key: str | None = None,
         *,
         timeout_s: int = 10,
+        shared: bool = False,
+        lock_timeout_s: float = 30.0,
     ) -> None:
         if bool(path) == bool(url):
             raise ConfigError("QdrantIndex needs exactly one of path (local mode) or url (server)")
@@ -57,6 +66,8 @@ class QdrantIndex:
         self._url = url or None
         self._api_key = api_key or None
         self._timeout_s = timeout_s
+        self._shared = shared and bool(path)
+        self._lock_timeout_s = lock_timeout_s
         self._client: AsyncQdrantClient | None = None
         self._lock = asyncio.Lock()
 
@@ -66,7 +77,32 @@ class QdrantIndex:
 
     async def start(self) -> None:
         """Open the local folder or the server connection (also done on first use)."""
-        await self._get_client()
+        if not self._shared:
+            await self._get_client()
+
+    async def _open_shared(self) -> AsyncQdrantClient:
+        """Open the shared folder, waiting while another process holds its lock."""
+        assert self._path is not None
+        Path(self._path).mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self._lock_timeout_s
+        delay = 0.02
+        warned = False
+        while True:
+            try:
+                return AsyncQdrantClient(path=self._path)
+            except RuntimeError as exc:
+                if time.monotonic() >= deadline:
+                    raise IndexUnavailable(
+                        f"knowledge folder {self._path} stayed locked by another process for "
+                        f"{self._lock_timeout_s:.0f} s (a process that keeps it open, not a session "
+                        f"sharing it): {exc}") from exc
+                if not warned:
+                    log.warning("knowledge folder busy, waiting", extra={"path": self._path})
+                    warned = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+            except OSError as exc:
+                raise IndexUnavailable(f"cannot open Qdrant folder {self._path}: {exc}") from exc
 
     async def _get_client(self) -> AsyncQdrantClient:
         async with self._lock:
@@ -86,7 +122,16 @@ class QdrantIndex:
             return self._client
 
     async def _call(self, what: str, fn: Callable[[AsyncQdrantClient], Awaitable[T]]) -> T:
-        client = await self._get_client()
+        if not self._shared:
+            return await self._run(what, fn, await self._get_client())
+        async with self._lock:  # one open per operation, and one operation at a time here
+            client = await self._open_shared()
+            try:
+                return await self._run(what, fn, client)
+            finally:
+                await client.close()
+
+    async def _run(self, what: str, fn: Callable[[AsyncQdrantClient], Awaitable[T]], client: AsyncQdrantClient) -> T:
         try:
             return await fn(client)
         except KernelEvolveError:

@@ -6,6 +6,7 @@ same way and contain no mapping logic of their own.
 
 from __future__ import annotations
 
+from ke_knowledge.distill import Measurement
 from ke_knowledge.domain import Doc, Skill, check_level
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.v1 import common_pb2 as pb
@@ -41,6 +42,7 @@ def doc_to_proto(doc: Doc) -> pb.KnowledgeDocument:
         text=doc.text,
         tags=list(doc.tags),
         hardware_kind=doc.hardware_kind,
+        op_family=doc.op_family,
     )
 
 
@@ -48,7 +50,7 @@ def doc_from_proto(msg: pb.KnowledgeDocument) -> Doc:
     level = level_from_proto(msg.level)
     if level is None:
         raise InvalidArgumentError(f"knowledge document {msg.doc_id!r} has no level")
-    return Doc(msg.doc_id, level, msg.title, msg.text, tuple(msg.tags), msg.hardware_kind)
+    return Doc(msg.doc_id, level, msg.title, msg.text, tuple(msg.tags), msg.hardware_kind, msg.op_family)
 
 
 def skill_to_proto(skill: Skill) -> pb.Skill:
@@ -60,11 +62,19 @@ def skill_to_proto(skill: Skill) -> pb.Skill:
         hardware_kind=skill.hardware_kind,
         source_session_id=skill.source_session_id,
         source_candidate_id=skill.source_candidate_id,
+        detail=pb.SkillDetail(
+            transformation=pb.Transformation(name=skill.transformation, params=skill.params),
+            op_family=skill.op_family, shape_class=skill.shape_class, dtype=skill.dtype,
+            gain=skill.gain, gain_low=skill.gain_low, gain_high=skill.gain_high,
+            before=skill.before, after=skill.after, provenance=skill.provenance,
+            status=skill.status, status_reason=skill.status_reason,
+            confirmations=skill.confirmations, failures=skill.failures,
+        ),
     )
 
 
 def skill_from_proto(msg: pb.Skill) -> Skill:
-    """The proto carries the distilled text only; transformation and speedups stay empty."""
+    d = msg.detail
     return Skill(
         skill_id=msg.skill_id,
         title=msg.title,
@@ -73,4 +83,25 @@ def skill_from_proto(msg: pb.Skill) -> Skill:
         hardware_kind=msg.hardware_kind,
         source_session_id=msg.source_session_id,
         source_candidate_id=msg.source_candidate_id,
+        transformation=d.transformation.name,
+        params=dict(d.transformation.params),
+        op_family=d.op_family,
+        shape_class=d.shape_class,
+        dtype=d.dtype,
+        gain=d.gain or 1.0,
+        gain_low=d.gain_low or 1.0,
+        gain_high=d.gain_high or 1.0,
+        before=d.before,
+        after=d.after,
+        provenance=dict(d.provenance),
+        status=d.status or "active",
+        status_reason=d.status_reason,
+        confirmations=d.confirmations,
+        failures=d.failures,
     )
+
+
+def measurement_from_result(result: pb.EvaluationResult) -> Measurement:
+    t = result.candidate_timing
+    return Measurement(result.candidate_id, t.median_ms, t.ci_low_ms, t.ci_high_ms, result.interpreted,
+                       result.hardware.kind, dict(result.fingerprint))

@@ -4,13 +4,16 @@ File format::
 
     level: hardware            # default level for the file's documents
     hardware_kind: nvidia      # default hardware kind ("" = any)
+    op_family: ""              # default op family ("" = any; see kernelevolve.op_family)
     documents:
       - id: hw-example
         title: ...
         tags: [a, b]
         text: |
           ...
-        # level / hardware_kind may be overridden per document
+        example: |              # optional: code, kept verbatim (text is re-flowed)
+          ...
+        # level / hardware_kind / op_family may be overridden per document
 
 Bad seed files are configuration errors: they fail loudly at start-up, naming the file.
 """
@@ -28,11 +31,18 @@ from ke_knowledge.domain import Doc
 from kernelevolve.errors import ConfigError, InvalidArgumentError
 
 
+def _example(item: dict[str, Any]) -> str:
+    """An optional ``example`` (a kernel) is appended verbatim: code needs its line breaks."""
+    example = str(item.get("example") or "").strip("\n")
+    return f"\n\nExample:\n{example}" if example else ""
+
+
 def _docs_from_mapping(data: Any, where: str) -> list[Doc]:
     if not isinstance(data, dict) or not isinstance(data.get("documents"), list):
         raise ConfigError(f"seed file {where} must be a mapping with a 'documents' list")
     level = data.get("level", "")
     hardware_kind = data.get("hardware_kind", "") or ""
+    op_family = data.get("op_family", "") or ""
     docs = []
     for i, item in enumerate(data["documents"]):
         if not isinstance(item, dict):
@@ -49,9 +59,10 @@ def _docs_from_mapping(data: Any, where: str) -> list[Doc]:
                     doc_id=str(item["id"]),
                     level=str(item.get("level", level)),
                     title=str(item["title"]).strip(),
-                    text=" ".join(str(item["text"]).split()),
+                    text=" ".join(str(item["text"]).split()) + _example(item),
                     tags=tuple(str(t) for t in tags),
                     hardware_kind=str(item.get("hardware_kind", hardware_kind) or ""),
+                    op_family=str(item.get("op_family", op_family) or ""),
                 )
             )
         except InvalidArgumentError as exc:
@@ -68,6 +79,11 @@ def _check_unique(docs: Iterable[Doc]) -> list[Doc]:
         seen.add(doc.doc_id)
         out.append(doc)
     return out
+
+
+def parse_seed_text(text: str, where: str) -> list[Doc]:
+    """The documents of one seed-format YAML text; ``where`` names it in errors."""
+    return _parse(text, where)
 
 
 def _parse(text: str, where: str) -> list[Doc]:

@@ -11,6 +11,8 @@ from ke_search.service import SearchService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import server_options, start_server
+from kernelevolve.knowledge_client import GrpcKnowledgeReader
+from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2 as spb
@@ -26,14 +28,23 @@ class SearchServicer(sgrpc.SearchServicer):
 
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
-                port: int | None = None) -> ServiceHandle:
+                port: int | None = None, knowledge: KnowledgeReader | None = None,
+                knowledge_target: str | None = None) -> ServiceHandle:
     bus = bus or await connect_bus(settings.bus, "search", stack)
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
+    if knowledge is None and settings.learning.prior_skills > 0:
+        tokens = settings.auth.token_list
+        reader = GrpcKnowledgeReader(knowledge_target or settings.learning.knowledge_target
+                                     or f"127.0.0.1:{settings.grpc.knowledge_port}",
+                                     token=tokens[0] if tokens else "")
+        stack.callback(reader.close)
+        knowledge = reader
     service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), finalists=settings.search.finalists,
                             max_retimes=settings.search.max_retimes,
-                            repair_attempts=settings.llm.repair_attempts)
+                            repair_attempts=settings.llm.repair_attempts, knowledge=knowledge,
+                            prior_skills=settings.learning.prior_skills)
     server = await start_server(
         settings.grpc.host, settings.grpc.search_port if port is None else port,
         [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"],

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ke_search.repair import due_repairs
+from ke_search.priors import NO_PRIORS, SkillPriors
 from ke_search.report import common_failure
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, make_strategy
@@ -23,7 +24,9 @@ from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
-from kernelevolve.errors import ConflictError, NotFoundError
+from kernelevolve.errors import ConflictError, KernelEvolveError, NotFoundError
+from kernelevolve.op_family import classify_op_family
+from kernelevolve.ports.knowledge import KnowledgeReader, NoKnowledge
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -49,8 +52,13 @@ class _Effects:
 
 class SearchService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, *, finalists: int = 1,
-                 max_retimes: int = 3, repair_attempts: int = 0) -> None:
+                 max_retimes: int = 3, repair_attempts: int = 0,
+                 knowledge: KnowledgeReader | None = None, prior_skills: int = 0) -> None:
         self._bus = bus
+        # Skills read once per session, at its start, to bias its strategy (ke_search.priors).
+        self._knowledge: KnowledgeReader = knowledge or NoKnowledge()
+        self._prior_skills = prior_skills
+        self._priors: dict[str, SkillPriors] = {}
         self._store = store
         self._subjects = subjects
         self._finalists = max(0, finalists)
@@ -94,12 +102,30 @@ class SearchService:
     async def _on_started(self, session: pb.Session) -> None:
         sid = session.session_id
         make_strategy(session.strategy or "greedy")  # unknown strategy: permanent error, said early
+        await self._load_priors(session)
         state = SearchState(session_id=sid, budget=session.budget, max_inflight=max(1, session.max_inflight or 1))
         try:
             await self._bus.kv_create(Keys.search_state(sid), state.to_json())
         except ConflictError:
             log.info("session already started; replay ignored", extra={"session_id": sid})
         await self._transition(sid, lambda st, nodes: None)
+
+    async def _load_priors(self, session: pb.Session) -> None:
+        """Skills for this session's hardware and op family; none (logged) when the
+        knowledge service cannot answer: a search without priors is still a search."""
+        if self._prior_skills <= 0 or session.session_id in self._priors:
+            return
+        family = classify_op_family(session.spec.source)
+        try:
+            # The port blocks; a worker thread keeps this loop (maybe the knowledge server's) free.
+            hints = await asyncio.to_thread(self._knowledge.skills, hardware_kind=session.hardware.kind,
+                                            op_family=family, limit=self._prior_skills)
+        except KernelEvolveError as exc:
+            log.warning("no skill priors", extra={"session_id": session.session_id, "error": str(exc)})
+            hints = []
+        self._priors[session.session_id] = SkillPriors(hints)
+        log.info("skill priors", extra={"session_id": session.session_id, "op_family": family,
+                                        "skills": len(self._priors[session.session_id])})
 
     async def _on_candidate(self, msg: ev.CandidateGenerated) -> None:
         cand = msg.candidate
@@ -114,6 +140,8 @@ class SearchService:
     async def _on_evaluation(self, msg: ev.EvaluationCompleted) -> None:
         sid, result = msg.session_id, msg.result
         cid = result.candidate_id
+        if self._prior_skills > 0 and sid not in self._priors:  # a restarted service reads them again
+            await self._load_priors(await load_session(self._bus, sid))
         key = Keys.node(sid, cid)
         entry = await self._bus.kv_get(key)
         if entry is None:
@@ -310,7 +338,7 @@ class SearchService:
             return
         if self._ask_repairs(st, nodes, want, effects):
             return
-        strategy: Strategy = make_strategy(session.strategy or "greedy")
+        strategy: Strategy = make_strategy(session.strategy or "greedy", self._priors.get(st.session_id, NO_PRIORS))
         parent = strategy.select_parent(nodes, set(st.exhausted_parents))
         if parent is None:
             if st.idle():

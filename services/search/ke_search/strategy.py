@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 
+from ke_search.priors import NO_PRIORS, SkillPriors
 from kernelevolve.ports.strategy import ROOT, Strategy, check_strategy_name
 from kernelevolve.v1 import common_pb2 as pb
 
@@ -131,8 +132,11 @@ class MCTS:
 
     name = "mcts"
 
-    def __init__(self, c: float = 1.4, k: float = 1.0, alpha: float = 0.5) -> None:
+    def __init__(self, c: float = 1.4, k: float = 1.0, alpha: float = 0.5, priors: SkillPriors = NO_PRIORS,
+                 prior_weight: float = 1.0) -> None:
         self.c, self.k, self.alpha = c, k, alpha
+        # Skills add prior_weight * bonus / visits to a child's score (ke_search.priors).
+        self.priors, self.prior_weight = priors, prior_weight
 
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
         kids = _children(nodes)
@@ -175,7 +179,8 @@ class MCTS:
 
             def ucb(ch: pb.Node, log_n: float = log_n) -> float:
                 value = (best[ch.node_id] - low) / (high - low) if high > low and best[ch.node_id] > 0 else 0.0
-                return value + self.c * math.sqrt(log_n / size[ch.node_id])
+                prior = self.prior_weight * self.priors.bonus(ch.transformation) / size[ch.node_id]
+                return value + self.c * math.sqrt(log_n / size[ch.node_id]) + prior
 
             node = max(living, key=lambda ch: (ucb(ch), -living.index(ch)))
             nid = node.node_id
@@ -192,10 +197,16 @@ class Islands:
 
     name = "islands"
 
-    def __init__(self, islands: int = 4, migrate_every: int = 8) -> None:
+    def __init__(self, islands: int = 4, migrate_every: int = 8, priors: SkillPriors = NO_PRIORS) -> None:
         if islands < 1 or migrate_every < 1:
             raise ValueError("islands and migrate_every must be at least 1")
         self.islands, self.migrate_every = islands, migrate_every
+        self.priors = priors
+
+    def _rank(self, n: pb.Node) -> tuple[float, float, int, str]:
+        """Fitter first; among equals the one skills back (ke_search.priors), then _rank's order."""
+        fitness, depth, nid = _rank(n)
+        return (fitness, self.priors.bonus(n.transformation), depth, nid)
 
     def island_of(self, nodes: Sequence[pb.Node]) -> dict[str, int]:
         """The island of every node, derived from the tree alone."""
@@ -232,13 +243,13 @@ class Islands:
         for n in _expandable(nodes, exhausted):
             pops.setdefault(island[n.node_id], []).append(n)
         if source in pops:
-            return max(pops[source], key=_rank).node_id
+            return max(pops[source], key=self._rank).node_id
         if ROOT not in exhausted:
             return ROOT
         for step in range(1, self.islands):
             other = (source + step) % self.islands
             if other in pops:
-                return max(pops[other], key=_rank).node_id
+                return max(pops[other], key=self._rank).node_id
         return None
 
 
@@ -252,5 +263,9 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
-def make_strategy(name: str) -> Strategy:
-    return STRATEGIES[check_strategy_name(name)]()
+def make_strategy(name: str, priors: SkillPriors = NO_PRIORS) -> Strategy:
+    """The strategy ``name``; ``priors`` reach the strategies that use skills (mcts, islands)."""
+    cls = STRATEGIES[check_strategy_name(name)]
+    if priors and cls in (MCTS, Islands):
+        return cls(priors=priors)  # type: ignore[call-arg]
+    return cls()

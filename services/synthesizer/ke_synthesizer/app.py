@@ -11,6 +11,7 @@ from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import server_options, start_server
+from kernelevolve.knowledge_client import GrpcKnowledgeReader
 from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import CandidateSynthesizer
 from kernelevolve.runtime import ServiceHandle, connect_bus
@@ -20,13 +21,23 @@ from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
                 synthesizer: CandidateSynthesizer | None = None, knowledge: KnowledgeReader | None = None,
-                port: int | None = None) -> ServiceHandle:
+                port: int | None = None, knowledge_target: str | None = None) -> ServiceHandle:
     bus = bus or await connect_bus(settings.bus, "synthesizer", stack)
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
-    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix),
-                                 synthesizer or make_synthesizer(settings, knowledge))
+    if synthesizer is None:
+        # the LLM's prompts retrieve documents and skills; the offline synthesizer reads
+        # skills only when priors are on
+        if knowledge is None and (settings.learning.prior_skills > 0 or settings.synthesizer.kind != "offline"):
+            tokens = settings.auth.token_list
+            reader = GrpcKnowledgeReader(knowledge_target or settings.learning.knowledge_target
+                                         or f"127.0.0.1:{settings.grpc.knowledge_port}",
+                                         token=tokens[0] if tokens else "")
+            stack.callback(reader.close)
+            knowledge = reader
+        synthesizer = make_synthesizer(settings, knowledge)
+    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix), synthesizer)
     server = await start_server(
         settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
         [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],

@@ -16,7 +16,7 @@ Factory = Callable[[Settings, KnowledgeReader], CandidateSynthesizer]
 def _offline(settings: Settings, knowledge: KnowledgeReader) -> CandidateSynthesizer:
     from ke_synthesizer.offline import OfflineSynthesizer
 
-    return OfflineSynthesizer()
+    return OfflineSynthesizer(knowledge=knowledge)  # skills order its transformations
 
 
 def _llm(settings: Settings, knowledge: KnowledgeReader) -> CandidateSynthesizer:

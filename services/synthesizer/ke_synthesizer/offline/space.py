@@ -74,3 +74,13 @@ def complete_genome(plan: Plan, genome: dict[str, str],
         value = genome.get(knob.key, knob.default)
         out[knob.key] = value if value in knob.choices else knob.default
     return out
+
+
+def skill_weighted(edges: list[tuple[Knob, str]], gains: Mapping[tuple[str, str], float]) -> list[tuple[Knob, str]]:
+    """``edges`` with those that distilled skills back first, by their gain (stable: the
+    rest keep their order). ``gains`` maps (transformation name, value) to the measured
+    lower gain bound of the best skill for it in this context (``ke_synthesizer.offline.
+    skills``); an empty map changes nothing."""
+    if not gains:
+        return edges
+    return sorted(edges, key=lambda e: -gains.get((e[0].name, e[1]), 0.0))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import torch
 
 from kernelevolve.errors import InvalidSpecError, LoweringError, SynthesisError
+from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
 from .capture import capture
@@ -29,7 +30,8 @@ from .fx_meta import FLOAT_DTYPES, dtype_of
 from .graph import build_plan
 from .plan import GroupFailure, Plan
 from .plan_outputs import group_outputs
-from .space import Knob, complete_genome, knobs
+from .skills import skill_gains
+from .space import Knob, complete_genome, knobs, skill_weighted
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +40,10 @@ class OfflineSynthesizer:
 
     name = "offline"
 
-    def __init__(self, cache_size: int = 32, families: Sequence[KernelFamily] = FAMILIES) -> None:
+    def __init__(self, cache_size: int = 32, families: Sequence[KernelFamily] = FAMILIES,
+                 knowledge: KnowledgeReader | None = None) -> None:
+        # Skills order child transformations (ke_synthesizer.offline.skills); None: unordered.
+        self.knowledge = knowledge
         # the kernel families it lowers to, in recognition order (families.FAMILIES);
         # tests plug in fewer or extra ones
         self._families = tuple(families)
@@ -132,6 +137,8 @@ class OfflineSynthesizer:
         seen = {_key(base)}
         edges = _edges(self, spec, base)
         rng.shuffle(edges)
+        if self.knowledge is not None:  # seeds found the islands: skill-backed variants first
+            edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
         for knob, value in edges:
             if len(out) >= count:
                 break
@@ -155,6 +162,8 @@ class OfflineSynthesizer:
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
         edges = [(k, v) for k, v in _edges(self, spec, base) if (k.name, _params_key(k, v)) not in tried]
         rng.shuffle(edges)
+        if self.knowledge is not None:
+            edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
         out: list[Proposal] = []
         seen = {_key(base)}
         for knob, value in edges:
