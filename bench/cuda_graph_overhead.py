@@ -44,6 +44,10 @@ def _max_error(got: Any, expected: Any) -> float:
     return math.nan
 
 
+def _caller(model: Any) -> Any:
+    return lambda xs: model(*xs)
+
+
 def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str, Any]:
     import torch
 
@@ -73,7 +77,7 @@ def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str,
         from ke_evaluator.worker import timing
 
         fns = {"eager": lambda xs: ref(*xs)}
-        fns.update({label: (lambda m: lambda xs: m(*xs))(m) for label, m in models.items()})
+        fns.update({label: _caller(m) for label, m in models.items()})
         try:
             compiled = torch.compile(ref)
             compiled(*inputs)

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ke_search.repair import due_repairs
 from ke_search.priors import NO_PRIORS, SkillPriors
+from ke_search.repair import due_repairs
 from ke_search.report import common_failure
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, make_strategy
