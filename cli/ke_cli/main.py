@@ -7,6 +7,8 @@
     kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
     kernelevolve export RUN_DIR [--as module|torch-library] [--name NS::op] [--out DIR] [--json]
     kernelevolve config show [--json]
+    kernelevolve resume RUN_DIR [--budget N] [--json]
+    kernelevolve sessions list|show|cancel ... [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -104,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_cluster_commands(sub)
     commands.add_commands(sub)
+    from ke_cli.sessions import add_session_commands
+
+    add_session_commands(sub)
     return p
 
 
@@ -122,6 +127,10 @@ def main(argv: list[str] | None = None) -> None:
             from ke_cli.cluster_cli import run_cluster_command
 
             code = run_cluster_command(args, settings)
+        elif args.command in ("resume", "sessions"):
+            from ke_cli.sessions import Follow, run_session_command
+
+            code = run_session_command(args, settings, Follow(follow=_follow, make_stop=_Stop))
         elif args.command in commands.COMMANDS:
             code = commands.run(args, settings)
         else:
@@ -223,6 +232,13 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
     started = False
     try:
         async with AsyncExitStack() as stack:
+            from ke_cli import runstate
+
+            # Written first: a run killed at any later point can be found and resumed.
+            runstate.write_record(run_dir, runstate.RunRecord(
+                session_id=session_id, spec=str(args.spec), spec_name=spec.name, budget=budget,
+                strategy=args.strategy, max_inflight=args.max_inflight, gateway=args.gateway))
+            stack.enter_context(runstate.hold(run_dir))
             if args.gateway:
                 target = args.gateway
             else:
