@@ -37,7 +37,7 @@ from typing import Any
 from ke_cli import runstate
 from ke_cli.client import KernelEvolveClient
 from kernelevolve.config import Settings
-from kernelevolve.errors import ConflictError, InvalidArgumentError
+from kernelevolve.errors import ConflictError, InvalidArgumentError, NotFoundError
 from kernelevolve.v1 import common_pb2 as pb
 
 RUNNING_ELSEWHERE = 3
@@ -153,7 +153,11 @@ async def _resume(args: argparse.Namespace, settings: Settings, hooks: Follow, s
     with runstate.hold(run_dir):  # ConflictError (exit 3) while another process drives it
         async with AsyncExitStack() as stack:
             client = await _open(settings, run_dir, record, args.token, stack)
-            session = await client.resume(record.session_id, budget=args.budget or 0)
+            try:
+                session = await client.resume(record.session_id, budget=args.budget or 0)
+            except NotFoundError as exc:
+                raise InvalidArgumentError(f"session {record.session_id} never started (stopped before the "
+                                           "gateway accepted it): nothing to resume; run optimize again") from exc
             args.gateway = record.gateway  # _follow exports a gateway session's folder at the end
             return int(await hooks.follow(args, client, session, run_dir, session.budget, stop))
 

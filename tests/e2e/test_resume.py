@@ -104,7 +104,7 @@ def _check_finished(run_dir: Path, proc: subprocess.CompletedProcess[str], budge
 
 @pytest.mark.parametrize("point", ["evaluation"])
 def test_resume_after_sigkill_mid_evaluation(tmp_path: Path, point: str) -> None:
-    run_dir = _killed(point, 2, tmp_path)
+    run_dir = _killed(point, 2, tmp_path, budget=2)
     reports = sorted(p.stem for p in (run_dir / "reports").glob("*.json"))
     assert len(reports) == 1  # one completed before the kill; the second was in flight
     status = json.loads(_run([*CLI, "sessions", "list", "--root", str(tmp_path), "--json"], tmp_path).stdout)
@@ -112,7 +112,7 @@ def test_resume_after_sigkill_mid_evaluation(tmp_path: Path, point: str) -> None
     assert status["sessions"][0]["resumable"] and status["sessions"][0]["evaluated"] == 1
 
     proc = _run([*CLI, "resume", str(run_dir), "--json"], tmp_path)
-    _check_finished(run_dir, proc, budget=3)
+    _check_finished(run_dir, proc, budget=2)
     # The completed evaluation was not redone; the one in flight was redone once, and says so.
     first = json.loads((run_dir / "reports" / f"{reports[0]}.json").read_text())
     assert "interrupted_attempts" not in first.get("evidence", {})
