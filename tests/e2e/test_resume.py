@@ -123,6 +123,9 @@ def test_resume_after_sigkill_mid_evaluation(tmp_path: Path, point: str) -> None
     assert "interrupted_attempts" not in first.get("evidence", {})
     redone = [json.loads(p.read_text()) for p in (run_dir / "reports").glob("*.json") if p.stem != reports[0]]
     assert sum(1 for r in redone if r.get("evidence", {}).get("interrupted_attempts") == 1) == 1
+    lineage = {n["node_id"]: n for n in json.loads((run_dir / "lineage.json").read_text())["nodes"]}
+    assert sorted(n["interrupted_evaluations"] for n in lineage.values()) == [0, 1]
+    assert lineage[reports[0]]["interrupted_evaluations"] == 0
 
     again = _run([*CLI, "resume", str(run_dir), "--json"], tmp_path)
     assert again.returncode == 0

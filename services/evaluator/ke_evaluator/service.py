@@ -132,7 +132,9 @@ class EvaluatorService:
             await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
         log.info("evaluated", extra={"session_id": sid, "candidate_id": cid, "status": verdict.status,
                                      "speedup": verdict.speedup, "retime": retime})
-        return verdict_to_pb(verdict, self.hardware_kind, report_key)
+        result = verdict_to_pb(verdict, self.hardware_kind, report_key)
+        result.interrupted_attempts = int(verdict.evidence.get("interrupted_attempts", 0))
+        return result
 
     async def _session(self, sid: str) -> pb.Session:
         if sid not in self._specs:

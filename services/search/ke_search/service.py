@@ -135,6 +135,7 @@ class SearchService:
             node.buggy = result.status in _BUGGY
             node.report_key = result.report_key
             node.reason = result.reason[:500]
+            node.interrupted_evaluations = result.interrupted_attempts
             try:
                 await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
             except ConflictError:
