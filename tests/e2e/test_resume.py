@@ -202,3 +202,17 @@ def test_sessions_cancel_a_running_optimize(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+@pytest.mark.slow
+def test_sessions_cancel_a_stopped_session(tmp_path: Path) -> None:
+    """A killed session is cancelled on its own bus: it ends as cancelled, nothing more judged."""
+    run_dir = _killed("evaluation", 2, tmp_path, budget=3)
+    cancel = _run([*CLI, "sessions", "cancel", str(run_dir), "--json"], tmp_path)
+    assert cancel.returncode == 0, cancel.stderr[-3000:]
+    info = json.loads(cancel.stdout)
+    assert info["cancel_requested"] and info["status"] == "cancelled" and not info["resumable"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "SESSION_STATUS_CANCELLED" and summary["evaluated"] <= 2
+    again = _run([*CLI, "resume", str(run_dir), "--json"], tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "cancelled"
