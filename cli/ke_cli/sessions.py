@@ -344,7 +344,7 @@ def _list_text(doc: dict[str, Any]) -> str:
         return "No sessions.\n"
     lines = [f"{'SESSION':<28} {'STATUS':<10} {'EVAL':>9} {'BEST':>8}  WHERE"]
     for r in rows:
-        best = f"{r['best_speedup']:.2f}x" if r.get("best_candidate_id") and r.get("best_speedup") else "-"
+        best = f"{r['best_speedup']:.3g}x" if r.get("best_candidate_id") and r.get("best_speedup") else "-"
         lines.append(f"{r['session_id']:<28} {r['status']:<10} {r['evaluated']:>4}/{r['budget']:<4} {best:>8}  "
                      f"{r.get('run_dir') or r.get('gateway')}")
     return "\n".join(lines) + "\n"
