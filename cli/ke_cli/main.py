@@ -259,6 +259,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
     finally:
         if not started and created:
             shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
+        elif not started:
+            (run_dir / "session.json").unlink(missing_ok=True)  # a given empty --out stays empty
 
 
 async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,
