@@ -138,6 +138,13 @@ class KernelEvolveClient:
     async def cancel(self, session_id: str) -> pb.Session:
         return await self._call(self._stub.CancelSession, spb.SessionRef(session_id=session_id))
 
+    async def resume(self, session_id: str, budget: int = 0) -> pb.Session:
+        req = spb.ResumeSessionRequest(session_id=session_id, budget=budget)
+        return await self._call(self._stub.ResumeSession, req)
+
+    async def list_sessions(self) -> list[pb.Session]:
+        return list((await self._call(self._stub.ListSessions, spb.ListSessionsRequest())).sessions)
+
     async def get_report(self, session_id: str) -> str:
         """The session's self-contained HTML report, rendered by the gateway from its artifacts."""
         try:

@@ -9,6 +9,8 @@
     kernelevolve config show [--json]
     kernelevolve knowledge add PATH... --hardware NAME | knowledge search QUERY   (ke_cli.knowledge_cli)
     kernelevolve skills list|show|retire
+    kernelevolve resume RUN_DIR [--budget N] [--json]
+    kernelevolve sessions list|show|cancel ... [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -115,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     add_cluster_commands(sub)
     commands.add_commands(sub)
     knowledge_cli.add_commands(sub)
+    from ke_cli.sessions import add_session_commands
+
+    add_session_commands(sub)
     return p
 
 
@@ -133,6 +138,10 @@ def main(argv: list[str] | None = None) -> None:
             from ke_cli.cluster_cli import run_cluster_command
 
             code = run_cluster_command(args, settings)
+        elif args.command in ("resume", "sessions"):
+            from ke_cli.sessions import Follow, run_session_command
+
+            code = run_session_command(args, settings, Follow(follow=_follow, make_stop=_Stop))
         elif args.command in commands.COMMANDS:
             code = commands.run(args, settings)
         elif args.command in knowledge_cli.COMMANDS:
@@ -236,6 +245,13 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
     started = False
     try:
         async with AsyncExitStack() as stack:
+            from ke_cli import runstate
+
+            # Written first: a run killed at any later point can be found and resumed.
+            runstate.write_record(run_dir, runstate.RunRecord(
+                session_id=session_id, spec=str(args.spec), spec_name=spec.name, budget=budget,
+                strategy=args.strategy, max_inflight=args.max_inflight, gateway=args.gateway))
+            stack.enter_context(runstate.hold(run_dir))
             if args.gateway:
                 target = args.gateway
             else:
@@ -256,6 +272,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
     finally:
         if not started and created:
             shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
+        elif not started:
+            (run_dir / "session.json").unlink(missing_ok=True)  # a given empty --out stays empty
 
 
 def synthesizer_settings(args: argparse.Namespace, settings: Settings) -> Settings:

@@ -4,6 +4,7 @@
     ke.<session>.session.cancel       SessionCancelRequested  gateway → search
     ke.<session>.session.completed    SessionCompleted        search  → gateway watchers
     ke.<session>.session.failed       SessionFailed           bus (any handler's permanent failure) → search
+    ke.<session>.session.resume       SessionResumeRequested  gateway → search
     ke.<session>.request.synth        CandidateRequested      search  → synthesizer
     ke.<session>.candidate.<hw>       CandidateGenerated      synthesizer → evaluators of <hw>, search
     ke.<session>.exhausted            CandidateRequestExhausted  synthesizer → search
@@ -46,6 +47,9 @@ class Subjects:
 
     def cancel(self, sid: str = "*") -> str:
         return f"{self.prefix}.{sid}.session.cancel"
+
+    def resume(self, sid: str = "*") -> str:
+        return f"{self.prefix}.{sid}.session.resume"
 
     def completed(self, sid: str = "*") -> str:
         return f"{self.prefix}.{sid}.session.completed"

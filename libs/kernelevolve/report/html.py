@@ -323,6 +323,7 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
             ("transformation", f"{t.get('name', '')}({params})"), ("parent", n.get("parent_id") or "reference"),
             ("depth", n.get("depth")), ("speedup vs eager", _speedup(run, cid) or None),
             ("first speedup (before re-timing)", n.get("first_fitness") if n.get("retimed") else None),
+            ("evaluation redone after interrupted attempts", n.get("interrupted_evaluations") or None),
             ("speedup vs torch.compile", rep.get("speedup_vs_compile") or None),
             ("candidate median ms", ct.get("median_ms")), ("eager median ms", bt.get("median_ms")),
             ("device", rep.get("device"))]

@@ -207,7 +207,7 @@ class Diagnosis(_message.Message):
     def __init__(self, bound: _Optional[_Union[BoundClass, str]] = ..., bytes_moved: _Optional[float] = ..., flops: _Optional[float] = ..., achieved_gbps: _Optional[float] = ..., achieved_gflops: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., library_time_fraction: _Optional[float] = ..., kernels: _Optional[_Iterable[_Union[KernelStat, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluationResult(_message.Message):
-    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings")
+    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts")
     class FingerprintEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +228,7 @@ class EvaluationResult(_message.Message):
     FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     INTERPRETED_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     candidate_id: str
     status: EvaluationStatus
     reason: str
@@ -241,10 +242,11 @@ class EvaluationResult(_message.Message):
     fingerprint: _containers.ScalarMap[str, str]
     interpreted: bool
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    interrupted_attempts: int
+    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness")
+    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +260,7 @@ class Node(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     RETIMED_FIELD_NUMBER: _ClassVar[int]
     FIRST_FITNESS_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPTED_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_id: str
     transformation: Transformation
@@ -271,10 +274,11 @@ class Node(_message.Message):
     reason: str
     retimed: bool
     first_fitness: float
-    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ...) -> None: ...
+    interrupted_evaluations: int
+    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure")
+    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +296,7 @@ class Session(_message.Message):
     MAX_INFLIGHT_FIELD_NUMBER: _ClassVar[int]
     BAD_INPUT_FIELD_NUMBER: _ClassVar[int]
     COMMON_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    RESUMES_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     spec: OperatorSpec
     hardware: HardwareTarget
@@ -309,7 +314,8 @@ class Session(_message.Message):
     max_inflight: int
     bad_input: bool
     common_failure: str
-    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ...) -> None: ...
+    resumes: int
+    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ...) -> None: ...
 
 class Skill(_message.Message):
     __slots__ = ("skill_id", "title", "text", "op_pattern", "hardware_kind", "source_session_id", "source_candidate_id", "detail")

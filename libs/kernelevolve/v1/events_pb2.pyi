@@ -104,6 +104,16 @@ class SessionCancelRequested(_message.Message):
     session_id: str
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
+class SessionResumeRequested(_message.Message):
+    __slots__ = ("session_id", "budget", "attempt")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    budget: int
+    attempt: int
+    def __init__(self, session_id: _Optional[str] = ..., budget: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
+
 class SessionFailed(_message.Message):
     __slots__ = ("session_id", "service", "error_type", "reason", "bad_input", "failed_event_id", "failed_subject")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -123,7 +133,7 @@ class SessionFailed(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., service: _Optional[str] = ..., error_type: _Optional[str] = ..., reason: _Optional[str] = ..., bad_input: _Optional[bool] = ..., failed_event_id: _Optional[str] = ..., failed_subject: _Optional[str] = ...) -> None: ...
 
 class Envelope(_message.Message):
-    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "delivery", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed", "session_failed")
+    __slots__ = ("event_id", "session_id", "occurred_at", "sequence", "delivery", "session_started", "candidate_requested", "candidate_generated", "candidate_request_exhausted", "evaluation_completed", "skill_distilled", "session_completed", "session_cancel_requested", "retime_requested", "candidate_retimed", "session_failed", "session_resume_requested")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +150,7 @@ class Envelope(_message.Message):
     RETIME_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_RETIMED_FIELD_NUMBER: _ClassVar[int]
     SESSION_FAILED_FIELD_NUMBER: _ClassVar[int]
+    SESSION_RESUME_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     session_id: str
     occurred_at: _timestamp_pb2.Timestamp
@@ -156,4 +167,5 @@ class Envelope(_message.Message):
     retime_requested: RetimeRequested
     candidate_retimed: CandidateRetimed
     session_failed: SessionFailed
-    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., delivery: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ..., session_failed: _Optional[_Union[SessionFailed, _Mapping]] = ...) -> None: ...
+    session_resume_requested: SessionResumeRequested
+    def __init__(self, event_id: _Optional[str] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sequence: _Optional[int] = ..., delivery: _Optional[int] = ..., session_started: _Optional[_Union[SessionStarted, _Mapping]] = ..., candidate_requested: _Optional[_Union[CandidateRequested, _Mapping]] = ..., candidate_generated: _Optional[_Union[CandidateGenerated, _Mapping]] = ..., candidate_request_exhausted: _Optional[_Union[CandidateRequestExhausted, _Mapping]] = ..., evaluation_completed: _Optional[_Union[EvaluationCompleted, _Mapping]] = ..., skill_distilled: _Optional[_Union[SkillDistilled, _Mapping]] = ..., session_completed: _Optional[_Union[SessionCompleted, _Mapping]] = ..., session_cancel_requested: _Optional[_Union[SessionCancelRequested, _Mapping]] = ..., retime_requested: _Optional[_Union[RetimeRequested, _Mapping]] = ..., candidate_retimed: _Optional[_Union[CandidateRetimed, _Mapping]] = ..., session_failed: _Optional[_Union[SessionFailed, _Mapping]] = ..., session_resume_requested: _Optional[_Union[SessionResumeRequested, _Mapping]] = ...) -> None: ...

@@ -82,6 +82,26 @@ class GetReportResponse(_message.Message):
     html: str
     def __init__(self, session_id: _Optional[str] = ..., html: _Optional[str] = ...) -> None: ...
 
+class ResumeSessionRequest(_message.Message):
+    __slots__ = ("session_id", "budget")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    budget: int
+    def __init__(self, session_id: _Optional[str] = ..., budget: _Optional[int] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("status",)
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    status: _common_pb2.SessionStatus
+    def __init__(self, status: _Optional[_Union[_common_pb2.SessionStatus, str]] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[_common_pb2.Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.Session, _Mapping]]] = ...) -> None: ...
+
 class EvaluateRequest(_message.Message):
     __slots__ = ("spec", "candidate_source", "candidate_id")
     SPEC_FIELD_NUMBER: _ClassVar[int]

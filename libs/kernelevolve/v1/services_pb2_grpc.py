@@ -71,6 +71,16 @@ class GatewayStub:
                 request_serializer=kernelevolve_dot_v1_dot_services__pb2.SessionRef.SerializeToString,
                 response_deserializer=kernelevolve_dot_v1_dot_services__pb2.GetReportResponse.FromString,
                 _registered_method=True)
+        self.ResumeSession = channel.unary_unary(
+                '/kernelevolve.v1.Gateway/ResumeSession',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.ResumeSessionRequest.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_common__pb2.Session.FromString,
+                _registered_method=True)
+        self.ListSessions = channel.unary_unary(
+                '/kernelevolve.v1.Gateway/ListSessions',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsRequest.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -118,6 +128,20 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ResumeSession(self, request, context):
+        """Continue a session that is still RUNNING by its record but whose work stopped (its
+        processes were killed); a finished session is returned unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSessions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -155,6 +179,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.GetReport,
                     request_deserializer=kernelevolve_dot_v1_dot_services__pb2.SessionRef.FromString,
                     response_serializer=kernelevolve_dot_v1_dot_services__pb2.GetReportResponse.SerializeToString,
+            ),
+            'ResumeSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSession,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.ResumeSessionRequest.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_common__pb2.Session.SerializeToString,
+            ),
+            'ListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSessions,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsRequest.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -346,6 +380,60 @@ class Gateway:
             '/kernelevolve.v1.Gateway/GetReport',
             kernelevolve_dot_v1_dot_services__pb2.SessionRef.SerializeToString,
             kernelevolve_dot_v1_dot_services__pb2.GetReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Gateway/ResumeSession',
+            kernelevolve_dot_v1_dot_services__pb2.ResumeSessionRequest.SerializeToString,
+            kernelevolve_dot_v1_dot_common__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Gateway/ListSessions',
+            kernelevolve_dot_v1_dot_services__pb2.ListSessionsRequest.SerializeToString,
+            kernelevolve_dot_v1_dot_services__pb2.ListSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

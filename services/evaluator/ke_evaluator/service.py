@@ -125,10 +125,16 @@ class EvaluatorService:
             # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
             verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime)
             verdict.candidate_id = cid
+            if delivery > 1:
+                # An earlier attempt ended without a report (its evaluator was killed): this
+                # one redid it, and the report says so.
+                verdict.evidence["interrupted_attempts"] = delivery - 1
             await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
         log.info("evaluated", extra={"session_id": sid, "candidate_id": cid, "status": verdict.status,
                                      "speedup": verdict.speedup, "retime": retime})
-        return verdict_to_pb(verdict, self.hardware_kind, report_key)
+        result = verdict_to_pb(verdict, self.hardware_kind, report_key)
+        result.interrupted_attempts = int(verdict.evidence.get("interrupted_attempts", 0))
+        return result
 
     async def _session(self, sid: str) -> pb.Session:
         if sid not in self._specs:

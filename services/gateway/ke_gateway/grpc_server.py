@@ -44,3 +44,11 @@ class GatewayServicer(sgrpc.GatewayServicer):
     async def GetReport(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> spb.GetReportResponse:
         return spb.GetReportResponse(session_id=request.session_id,
                                      html=await self._service.get_report(request.session_id))
+
+    async def ResumeSession(self, request: spb.ResumeSessionRequest,
+                            context: grpc.aio.ServicerContext) -> pb.Session:
+        return await self._service.resume(request.session_id, budget=request.budget)
+
+    async def ListSessions(self, request: spb.ListSessionsRequest,
+                           context: grpc.aio.ServicerContext) -> spb.ListSessionsResponse:
+        return spb.ListSessionsResponse(sessions=await self._service.list_sessions(request.status))

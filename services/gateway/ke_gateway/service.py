@@ -15,7 +15,7 @@ from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.config import GatewaySettings, SearchSettings
-from kernelevolve.errors import DependencyTimeout, InvalidSpecError, NotFoundError
+from kernelevolve.errors import ConflictError, DependencyTimeout, InvalidArgumentError, InvalidSpecError, NotFoundError
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import make_spec
 from kernelevolve.store import ObjectStore
@@ -135,6 +135,55 @@ class GatewayService:
                 sid, session_cancel_requested=ev.SessionCancelRequested(session_id=sid)), dedup_id=f"cancel-{sid}")
             log.info("cancel requested", extra={"session_id": sid})
         return session
+
+    async def resume(self, sid: str, budget: int = 0) -> pb.Session:
+        """Continue a session whose work stopped (its processes were killed or shut down):
+        the search service re-publishes what its durable state still owes. A finished
+        session is returned as it is, after asking once more for any end files it lacks."""
+        check_session_id(sid)
+        if budget < 0 or budget > self._search.max_budget:
+            raise InvalidArgumentError(f"budget must be between 1 and {self._search.max_budget}, got {budget}")
+        for _attempt in range(20):
+            entry = await self._bus.kv_get(Keys.session(sid))
+            if entry is None:
+                raise NotFoundError(f"unknown session {sid}")
+            session = pb.Session()
+            session.ParseFromString(entry.value)
+            if session.status != pb.SESSION_STATUS_RUNNING:
+                break
+            session.resumes += 1
+            if budget:
+                session.budget = budget
+            try:
+                await self._bus.kv_update(Keys.session(sid), session.SerializeToString(), entry.revision)
+                break
+            except ConflictError:
+                continue  # the search service moved the record meanwhile: re-read
+        else:
+            raise ConflictError(f"session record of {sid} kept changing under us")
+        running = session.status == pb.SESSION_STATUS_RUNNING
+        req = ev.SessionResumeRequested(session_id=sid, budget=budget if running else 0,
+                                        attempt=session.resumes)
+        await self._bus.publish(self._subjects.resume(sid), envelope(sid, session_resume_requested=req),
+                                dedup_id=f"resume-{sid}-{session.resumes}-{int(running)}")
+        log.info("resume requested", extra={"session_id": sid, "running": running, "resumes": session.resumes})
+        return session
+
+    async def list_sessions(self, status: int = pb.SESSION_STATUS_UNSPECIFIED) -> list[pb.Session]:
+        """Every session the bus's key-value store holds, newest first."""
+        sessions = []
+        for key in await self._bus.kv_keys("session."):
+            entry = await self._bus.kv_get(key)
+            if entry is None:
+                continue  # deleted meanwhile
+            session = pb.Session()
+            session.ParseFromString(entry.value)
+            if status and session.status != status:
+                continue
+            session.spec.source = ""  # a listing carries no spec sources (GetSession does)
+            sessions.append(session)
+        sessions.sort(key=lambda s: (s.created_at.seconds, s.created_at.nanos, s.session_id), reverse=True)
+        return sessions
 
 
 def _with_lineage(get: Callable[[str], Awaitable[bytes | None]], prefix: str,

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from ke_search.priors import NO_PRIORS, SkillPriors
 from ke_search.repair import due_repairs
 from ke_search.report import common_failure
+from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, make_strategy
 from kernelevolve.artifacts import Artifacts, lineage_document
@@ -77,6 +78,7 @@ class SearchService:
         await self._bus.consume(s.cancel(), "search-cancel", self.on_event)
         await self._bus.consume(s.retimed(), "search-retimed", self.on_event)
         await self._bus.consume(s.failed(), "search-failed", self.on_event)
+        await self._bus.consume(s.resume(), "search-resume", self.on_event)
 
     async def on_event(self, env: ev.Envelope) -> None:
         kind = env.WhichOneof("payload")
@@ -96,6 +98,9 @@ class SearchService:
                 await self._on_retimed(env.candidate_retimed)
             elif kind == "session_failed":
                 await self._on_failed(env.session_failed)
+            elif kind == "session_resume_requested":
+                await resume_session(env.session_resume_requested, bus=self._bus, store=self._store,
+                                     start=self._on_started, transition=self._transition, finish=self._finish)
 
     # -- handlers ------------------------------------------------------------------------
 
@@ -160,6 +165,7 @@ class SearchService:
             node.buggy = result.status in _BUGGY
             node.report_key = result.report_key
             node.reason = result.reason[:500]
+            node.interrupted_evaluations = result.interrupted_attempts
             try:
                 await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
             except ConflictError:
