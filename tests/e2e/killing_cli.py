@@ -44,8 +44,8 @@ def _install(point: str, n: int) -> None:
 
         make = app.make_synthesizer
 
-        def make_killing(settings: Any) -> Any:
-            real = make(settings)
+        def make_killing(settings: Any, knowledge: Any = None) -> Any:
+            real = make(settings, knowledge)
             propose = real.propose
 
             def killing_propose(request: Any) -> Any:
