@@ -48,7 +48,9 @@ class FakeSynthesizer:
             if block in tried or int(block) > self.max_block:
                 continue
             bad = request.parent is None and len(self.calls) <= self.bad_seeds
-            src = f"# block={block}\n# {'BAD' if bad else 'OK'}\n{_MODULE}"
+            # Block and call are code, not only comments: every proposal differs from every
+            # other (de-duplication compares code alone; tests of it use another double).
+            src = f"# block={block}\n# {'BAD' if bad else 'OK'}\nBLOCK = {block}\nCALL = {len(self.calls)}\n{_MODULE}"
             out.append(Proposal(source=src, transformation=Transformation("block_size", {"block": block}),
                                 genome={"block": block}))
             if len(out) == request.count:

@@ -82,6 +82,8 @@ class EvaluatorService:
     async def on_candidate(self, env: ev.Envelope) -> None:
         cand = env.candidate_generated.candidate
         sid, cid = cand.session_id, cand.candidate_id
+        if cand.duplicate_of:
+            return  # a twin of an earlier candidate: the search records it, nobody judges it
         if env.HasField("occurred_at"):
             waited = time.time() - env.occurred_at.seconds - env.occurred_at.nanos / 1e9
             metrics.QUEUE_LAG_SECONDS.labels(self.hardware_kind).observe(max(0.0, waited))
