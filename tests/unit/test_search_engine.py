@@ -159,3 +159,34 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
     assert len(result.candidates) == 12 and judge.most == 4
     # 12 evaluations of 0.2 s, 4 at a time: about 0.6 s of judging, not 2.4 s.
     assert time.perf_counter() - started < 2.4
+
+
+# -- the CLI's flags -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--time-limit", "-1"], "--time-limit must be positive"),
+    (["--plateau", "-2"], "--plateau must be positive"),
+    (["--seeds", "-1"], "--seeds must be positive"),
+    (["--target-roofline", "1.5"], "--target-roofline must be a fraction"),
+])
+def test_optimize_rejects_bad_search_flags_before_starting(flags: list[str], message: str,
+                                                           capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from ke_cli.main import main
+
+    spec = tmp_path / "toy.py"
+    spec.write_text(SPEC)
+    with pytest.raises(SystemExit) as exc:
+        main(["optimize", str(spec), "--out", str(tmp_path / "run"), *flags])
+    assert exc.value.code != 0 and message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_optimize_takes_the_baseline_flag() -> None:
+    from ke_cli.main import _parser
+
+    args = _parser().parse_args(["optimize", "x.py", "--baseline", "compile", "--time-limit", "30", "--plateau", "5",
+                                 "--target-roofline", "0.8", "--seeds", "3"])
+    assert (args.baseline, args.time_limit, args.plateau, args.target_roofline, args.seeds) == \
+        ("compile", 30.0, 5, 0.8, 3)
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["optimize", "x.py", "--baseline", "jit"])
