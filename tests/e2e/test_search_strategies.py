@@ -1,8 +1,8 @@
 """Every search strategy through the real services in distributed mode: five processes
 on one nats-server (module-scoped cluster), the real offline synthesizer and evaluator,
 driven through the gateway. All sessions run at once, with small budgets, so the whole
-module costs about one session's time. Plus the search options over gRPC: a duplicate
-is never judged, and a time limit ends a session with a re-timed best."""
+module costs about one session's time. Plus the search options over gRPC: bad values
+are refused with errors naming them, and a time limit ends a session with its best."""
 
 from __future__ import annotations
 

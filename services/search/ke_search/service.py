@@ -121,8 +121,11 @@ class SearchService:
 
         async def wake() -> None:
             await asyncio.sleep(max(0.0, limit - time.time()) + 0.01)
-            async with self._locks.setdefault(sid, asyncio.Lock()):
-                await self._transition(sid, lambda st, nodes: None)
+            try:
+                async with self._locks.setdefault(sid, asyncio.Lock()):
+                    await self._transition(sid, lambda st, nodes: None)
+            except Exception:  # noqa: BLE001 - the next event retries; say why this one failed
+                log.exception("time-limit wake-up failed", extra={"session_id": sid})
 
         self._timers[sid] = asyncio.get_running_loop().create_task(wake())
 
