@@ -190,3 +190,17 @@ def test_optimize_takes_the_baseline_flag() -> None:
         ("compile", 30.0, 5, 0.8, 3)
     with pytest.raises(SystemExit):
         _parser().parse_args(["optimize", "x.py", "--baseline", "jit"])
+
+
+async def test_islands_migrate_only_elites_retimed_in_a_fresh_worker() -> None:
+    from ke_search.strategy import Islands
+
+    judge = GridJudge(smooth(10))
+    result = await run_session(SPEC, "toy", synthesizer=GridSynthesizer(seed=8), judge=judge, budget=24,
+                               strategy="islands")
+    assert result.session.status == pb.SESSION_STATUS_COMPLETED and result.session.evaluated == 24
+    nodes = [c.node for c in result.candidates]
+    member = Islands().island_of(nodes)
+    # Island elites were re-timed during the search (would-be migrants), not only the finalist.
+    assert len({member[nid] for nid in judge.retimed}) >= 2
+    assert result.best is not None and result.best.node.retimed
