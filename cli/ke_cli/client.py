@@ -171,6 +171,7 @@ class KernelEvolveClient:
         summary = {"session_id": session_id, "spec": session.spec.name,
                    "status": pb.SessionStatus.Name(session.status), "budget": session.budget,
                    "generated": session.generated, "evaluated": session.evaluated,
-                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup}
+                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup,
+                   "end_reason": session.end_reason}
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))  # what report and export read
         return out_dir
