@@ -105,7 +105,7 @@ class GridJudge:
         return [self.evaluate(*job) for job in jobs]
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
         (self.retimed if fresh_worker else self.evaluated).append(candidate_id)
         p = point_of(candidate_source)
         speed = self.landscape(p) + (0.0 if fresh_worker else self.bumps.get(p, 0.0))

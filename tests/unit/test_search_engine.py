@@ -204,3 +204,24 @@ async def test_islands_migrate_only_elites_retimed_in_a_fresh_worker() -> None:
     # Island elites were re-timed during the search (would-be migrants), not only the finalist.
     assert len({member[nid] for nid in judge.retimed}) >= 2
     assert result.best is not None and result.best.node.retimed
+
+
+@pytest.mark.parametrize("baseline", ["eager", "compile"])
+async def test_the_chosen_baseline_is_the_fitness(baseline: str) -> None:
+    from tests.unit.fakes import FakeJudge, FakeSynthesizer
+
+    result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(), judge=FakeJudge(), budget=3,
+                               baseline=baseline)
+    best = result.best
+    assert best is not None and result.session.baseline == baseline
+    expected = best.verdict.speedup if baseline == "eager" else best.verdict.speedup_vs_compile
+    assert expected > 0 and result.session.best_speedup == pytest.approx(expected)
+    assert result.summary["options"]["baseline"] == baseline and result.summary["notes"] == []
+
+
+async def test_a_compile_baseline_the_evaluator_could_not_time_falls_back_to_eager_with_a_note() -> None:
+    result = await run_session(SPEC, "toy", synthesizer=GridSynthesizer(seed=9), judge=GridJudge(smooth(10)),
+                               budget=2, baseline="compile")
+    best = result.best
+    assert best is not None and result.session.best_speedup == pytest.approx(best.verdict.speedup)
+    assert any("compile baseline unavailable" in n for n in result.summary["notes"])

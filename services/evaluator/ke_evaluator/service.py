@@ -71,10 +71,13 @@ class EvaluatorService:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
-                       fresh_worker: bool = False) -> Verdict:
+                       fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+        # Only a session that asked for the compile baseline passes it on (see JudgePort).
+        extra = {"compile_baseline": True} if compile_baseline else {}
         async with self._slots:
             start = time.perf_counter()
-            verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker)
+            verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker,
+                                              **extra)
         metrics.EVALUATION_SECONDS.labels(self.hardware_kind).observe(time.perf_counter() - start)
         metrics.EVALUATIONS.labels(self.hardware_kind, verdict.status).inc()
         return verdict
@@ -125,7 +128,8 @@ class EvaluatorService:
             source = (await self._store.get(cand.source_key)).decode()
             log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})
             # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
-            verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime)
+            verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime,
+                                          compile_baseline=session.baseline == "compile")
             verdict.candidate_id = cid
             await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
         log.info("evaluated", extra={"session_id": sid, "candidate_id": cid, "status": verdict.status,
