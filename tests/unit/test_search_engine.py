@@ -225,3 +225,20 @@ async def test_a_compile_baseline_the_evaluator_could_not_time_falls_back_to_eag
     best = result.best
     assert best is not None and result.session.best_speedup == pytest.approx(best.verdict.speedup)
     assert any("compile baseline unavailable" in n for n in result.summary["notes"])
+
+
+def test_config_defaults_apply_when_a_request_leaves_an_option_unset(tmp_path) -> None:
+    from ke_gateway.checks import check_start
+    from kernelevolve.config import load_settings
+    from kernelevolve.v1 import services_pb2 as spb
+
+    cfg = tmp_path / "ke.yaml"
+    cfg.write_text("search:\n  session:\n    plateau: 7\n    baseline: compile\n")
+    settings = load_settings(cfg, env={"KE_SEARCH_SESSION_TIME_LIMIT_S": "90"})
+    assert (settings.search.session.plateau, settings.search.session.time_limit_s) == (7, 90.0)
+    spec = pb.OperatorSpec(name="toy", source=SPEC)
+    unset = check_start(spb.StartSessionRequest(spec=spec, budget=8), settings.search, "cpu").options
+    assert (unset.plateau, unset.time_limit_s, unset.baseline, unset.seeds) == (7, 90.0, "compile", 0)
+    mine = check_start(spb.StartSessionRequest(spec=spec, budget=8, plateau=3, baseline="eager", seeds=2),
+                       settings.search, "cpu").options
+    assert (mine.plateau, mine.baseline, mine.seeds) == (3, "eager", 2)
