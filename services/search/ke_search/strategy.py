@@ -237,7 +237,7 @@ class Islands:
         return pops
 
     @staticmethod
-    def _niche_pick(pop: list[pb.Node], kids: dict[str, list[pb.Node]]) -> pb.Node:
+    def _niche_pick(pop: list[pb.Node], kids: dict[str, int]) -> pb.Node:
         elites: dict[str, pb.Node] = {}
         for n in pop:
             family = n.transformation.name
@@ -245,7 +245,7 @@ class Islands:
                 elites[family] = n
         ranked = sorted(elites.values(), key=_rank, reverse=True)
         order = {n.node_id: i for i, n in enumerate(ranked)}
-        return min(ranked, key=lambda n: (len(kids.get(n.node_id, [])), order[n.node_id]))
+        return min(ranked, key=lambda n: (kids.get(n.node_id, 0), order[n.node_id]))
 
     def elites_to_retime(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> list[str]:
         """Each island's fittest expandable node not re-timed yet: the would-be migrants."""
@@ -266,7 +266,9 @@ class Islands:
             if migrants:
                 return max(migrants, key=_rank).node_id
             source = own  # no confirmed elite to migrate yet: the island keeps its turn
-        kids = _children(nodes)
+        kids: dict[str, int] = {}  # children per node; no creation order needed here
+        for n in nodes:
+            kids[n.parent_id] = kids.get(n.parent_id, 0) + 1
         if source in pops:
             return self._niche_pick(pops[source], kids).node_id
         if ROOT not in exhausted:
