@@ -97,9 +97,14 @@ class KernelEvolveClient:
             raise RetryableError(f"gateway at {self.target} not ready: {exc.details()}") from exc
 
     async def start_session(self, spec: pb.OperatorSpec, budget: int = 0, *, strategy: str = "",
-                            hardware_kind: str = "", session_id: str = "", max_inflight: int = 0) -> pb.Session:
+                            hardware_kind: str = "", session_id: str = "", max_inflight: int = 0,
+                            seeds: int = 0, time_limit_s: float = 0.0, plateau: int = 0,
+                            target_roofline: float = 0.0, baseline: str = "") -> pb.Session:
+        """Zero / empty options take the gateway's defaults (``search.session.*``)."""
         req = spb.StartSessionRequest(spec=spec, budget=budget, strategy=strategy, hardware_kind=hardware_kind,
-                                      session_id=session_id, max_inflight=max_inflight)
+                                      session_id=session_id, max_inflight=max_inflight, seeds=seeds,
+                                      time_limit_s=time_limit_s, plateau=plateau, target_roofline=target_roofline,
+                                      baseline=baseline)
         return (await self._call(self._stub.StartSession, req)).session
 
     async def watch(self, session_id: str, after_sequence: int = 0) -> AsyncIterator[ev.Envelope]:
@@ -173,6 +178,7 @@ class KernelEvolveClient:
         summary = {"session_id": session_id, "spec": session.spec.name,
                    "status": pb.SessionStatus.Name(session.status), "budget": session.budget,
                    "generated": session.generated, "evaluated": session.evaluated,
-                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup}
+                   "best_candidate_id": session.best_candidate_id, "best_speedup": session.best_speedup,
+                   "end_reason": session.end_reason}
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))  # what report and export read
         return out_dir

@@ -49,6 +49,8 @@ class SessionResult:
     seconds: float = 0.0
     stopped: str = ""  # why the session ended before its budget ("" = budget spent or space exhausted)
     retimes: dict[str, Verdict] = field(default_factory=dict)  # candidate id -> the finalist's re-timing
+    lineage: dict[str, Any] = field(default_factory=dict)  # lineage.json (twins included, as duplicates)
+    summary: dict[str, Any] = field(default_factory=dict)  # summary.json (end reason, notes, options)
 
     @property
     def best(self) -> CandidateRecord | None:
@@ -59,11 +61,14 @@ class SessionResult:
 
 async def run_session(spec_source: str, spec_name: str, *, synthesizer: CandidateSynthesizer, judge: JudgePort,
                       budget: int, strategy: str = "greedy", max_inflight: int = 1, hardware_kind: str = "cpu",
-                      time_limit_s: float | None = None, settings: Settings | None = None,
+                      time_limit_s: float | None = None, settings: Settings | None = None, seeds: int = 0,
+                      plateau: int = 0, target_roofline: float = 0.0, baseline: str = "",
                       knowledge_path: str = "") -> SessionResult:
     """Run one session to its end. ``max_inflight`` candidates are in flight at once (and as
-    many evaluations run together when the judge has workers for them); ``time_limit_s``
-    cancels the session after that many seconds, which still ends it with its best.
+    many evaluations run together when the judge has workers for them); ``time_limit_s`` is
+    the session's wall-clock budget (the search service ends it with its best verified
+    kernel; should it not end within a grace period after, it is cancelled). ``seeds``,
+    ``plateau``, ``target_roofline`` and ``baseline`` are the session's search options.
     ``knowledge_path``: a knowledge folder (Qdrant local) the session learns from and into;
     empty = no knowledge service, and no skill priors."""
     from ke_evaluator import app as evaluator_app
@@ -94,10 +99,14 @@ async def run_session(spec_source: str, spec_name: str, *, synthesizer: Candidat
         gateway = (await gateway_app.start(gw_settings, stack, default_hardware=hardware_kind, **shared)).service
         session = await gateway.start_session(spb.StartSessionRequest(
             spec=make_spec(spec_name, spec_source), budget=budget, strategy=strategy, max_inflight=max_inflight,
-            hardware_kind=hardware_kind))
+            hardware_kind=hardware_kind, seeds=seeds, time_limit_s=time_limit_s or 0.0, plateau=plateau,
+            target_roofline=target_roofline, baseline=baseline))
         sid = session.session_id
-        stopped = await _follow(gateway, sid, time_limit_s)
+        grace = None if time_limit_s is None else time_limit_s + _GRACE_S
+        stopped = await _follow(gateway, sid, grace)
         final = await gateway.get_session(sid)
+        if final.end_reason.startswith("time limit"):
+            stopped = final.end_reason
         result = SessionResult(final, stopped=stopped)
         art = Artifacts(final.artifact_prefix)
         for node in sorted(await gateway.list_nodes(sid), key=lambda n: n.node_id):
@@ -107,8 +116,15 @@ async def run_session(spec_source: str, spec_name: str, *, synthesizer: Candidat
             result.candidates.append(CandidateRecord(node, _proposal(got), _verdict(got.report_json)))
             with contextlib.suppress(NotFoundError):  # only finalists have a re-timing
                 result.retimes[node.node_id] = _verdict((await store.get(art.retime_report(node.node_id))).decode())
+        with contextlib.suppress(NotFoundError):
+            result.lineage = json.loads(await store.get(art.lineage))
+            result.summary = json.loads(await store.get(art.summary))
     result.seconds = time.perf_counter() - started
     return result
+
+
+# How long past its time limit a session may take to re-time its best and finish.
+_GRACE_S = 120.0
 
 
 def run_session_sync(spec_source: str, spec_name: str, **kwargs: Any) -> SessionResult:

@@ -92,6 +92,16 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--quiet", action="store_true", help="no progress, only the final summary")
     o.add_argument("--strategy", default="", help="one-shot, linear, greedy (default), beam, mcts or islands")
     o.add_argument("--max-inflight", type=int, default=0, help="candidates evaluated concurrently at most")
+    o.add_argument("--seeds", type=int, default=0, help="draft phase: independent samples from the reference "
+                   "before expansion (default: the strategy's own)")
+    o.add_argument("--time-limit", type=float, default=0.0, metavar="S",
+                   help="wall-clock budget in seconds: the session then ends with its best verified kernel")
+    o.add_argument("--plateau", type=int, default=0, metavar="N",
+                   help="end after N evaluations without a CI-separated improvement")
+    o.add_argument("--target-roofline", type=float, default=0.0, metavar="F",
+                   help="end once a correct candidate reaches this fraction (0..1] of the roofline")
+    o.add_argument("--baseline", choices=("eager", "compile"), default="",
+                   help="fitness is the speedup over eager PyTorch (default) or torch.compile")
     o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
     o.add_argument("--timeout", type=float, default=3600.0, help="seconds before the session is cancelled")
     o.add_argument("--token", default="", help="bearer token for --gateway (default: $KE_CLIENT_TOKEN, or the "
@@ -240,6 +250,11 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
         raise UsageError("--budget must be at least 1")
     if args.max_inflight < 0:
         raise UsageError("--max-inflight must be positive")
+    for flag, value in (("--seeds", args.seeds), ("--time-limit", args.time_limit), ("--plateau", args.plateau)):
+        if value < 0:
+            raise UsageError(f"{flag} must be positive")
+    if not 0 <= args.target_roofline <= 1:
+        raise UsageError("--target-roofline must be a fraction in (0, 1]")
     session_id = new_session_id()
     run_dir, created = _prepare_run_dir(args.out, session_id)
     started = False
@@ -266,7 +281,9 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             stack.push_async_callback(client.close)
             await client.wait_ready()
             session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,
-                                                 max_inflight=args.max_inflight)
+                                                 max_inflight=args.max_inflight, seeds=args.seeds,
+                                                 time_limit_s=args.time_limit, plateau=args.plateau,
+                                                 target_roofline=args.target_roofline, baseline=args.baseline)
             started = True
             return await _follow(args, client, session, run_dir, budget, stop)
     finally:
@@ -371,19 +388,27 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         "error": session.error,
         "bad_input": session.bad_input,
         "common_failure": session.common_failure,
+        "end_reason": session.end_reason,
+        "baseline": session.baseline or "eager",
     }
     if interpreted:
         out["note"] = CPU_NOTE
     return out
 
 
+_BASELINE_NAMES = {"eager": "eager PyTorch", "compile": "torch.compile"}
+
+
 def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
     progress.line("")
     progress.line(f"Session {s['session_id']} {s['status']}: {s['evaluated']} of {s['budget']} candidates evaluated.")
+    if s.get("end_reason"):
+        progress.line(f"Ended: {s['end_reason']}.")
     best = s["best"]
     if best:
+        over = _BASELINE_NAMES.get(s.get("baseline", ""), "eager PyTorch")
         progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
-                      f"speedup {best['speedup']:.3f}x vs eager PyTorch on {best['device'] or s['hardware']}.")
+                      f"speedup {best['speedup']:.3f}x vs {over} on {best['device'] or s['hardware']}.")
         progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
     elif s["common_failure"]:
         progress.line(f"No correct candidate: {s['common_failure']}")

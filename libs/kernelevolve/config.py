@@ -180,6 +180,8 @@ class SearchSettings:
     finalists: int = 1
     # At most this many re-timings per session (a re-timed finalist may drop below another).
     max_retimes: int = 3
+    # Defaults of the per-session search options (StartSessionRequest, ``optimize`` flags).
+    session: SearchSessionDefaults = field(default_factory=lambda: SearchSessionDefaults())
 
 
 @dataclass(frozen=True)
@@ -464,3 +466,17 @@ def default_knowledge_dir(env: Mapping[str, str]) -> Path:
     empty: $XDG_DATA_HOME/kernelevolve/knowledge (~/.local/share/... without it)."""
     base = Path(env["XDG_DATA_HOME"]) if env.get("XDG_DATA_HOME") else Path.home() / ".local" / "share"
     return base / "kernelevolve" / "knowledge"
+
+
+@dataclass(frozen=True)
+class SearchSessionDefaults:
+    """Defaults of a session's search options (``search.session.*``, ``KE_SEARCH_SESSION_*``);
+    a request's non-zero value wins. See README, "Search engine"."""
+
+    # Draft phase: this many independent samples from the reference before expansion
+    # (0 = the strategy's own: beam its width, islands one seed per island, else 1).
+    seeds: int = 0
+    time_limit_s: float = 0.0  # 0 = no wall-clock budget
+    plateau: int = 0  # end after N evaluations without a CI-separated improvement; 0 = never
+    target_roofline: float = 0.0  # end when a candidate reaches this roofline fraction; 0 = never
+    baseline: str = "eager"  # "eager" or "compile" (torch.compile, timed by the evaluator)

@@ -105,3 +105,17 @@ def test_evaluate_many_keeps_the_order_of_its_jobs(case: Case) -> None:
     verdicts = case.judge.evaluate_many([(SPEC, case.bad, "m-bad"), (SPEC, case.good, "m-good")])
     assert [v.candidate_id for v in verdicts] == ["m-bad", "m-good"]
     assert [v.status == "correct" for v in verdicts] == [False, True]
+
+
+def test_compile_baseline_is_timed_when_asked_or_says_why_not(case: Case) -> None:
+    """A session's ``--baseline compile``: the judge times torch.compile of the reference in
+    the same worker, or (CPU: the interpreter's timing says nothing) says why not."""
+    v = case.judge.evaluate(SPEC, case.good, "c-compile", compile_baseline=True)
+    assert v.status == "correct", v.reason
+    note = str(v.evidence.get("compile_baseline", ""))
+    assert note  # timed, or skipped with a reason
+    if v.speedup_vs_compile > 0:
+        assert v.compile_baseline_timing is not None
+    else:
+        assert note.startswith("skipped")
+

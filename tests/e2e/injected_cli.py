@@ -50,7 +50,8 @@ class BadInitSynthesizer:
     def propose(self, request: ProposalRequest) -> list[Proposal]:
         if request.parent is not None:
             return []
-        return [Proposal(source=BAD_INIT + f"# variant {i}\n", transformation=Transformation("seed", {"i": str(i)}))
+        # Variants differ in code, not only in a comment: twins would be de-duplicated.
+        return [Proposal(source=BAD_INIT + f"VARIANT = {i}\n", transformation=Transformation("seed", {"i": str(i)}))
                 for i in range(request.count)]
 
 

@@ -46,6 +46,14 @@ BAD_STARTS = [
     (_start(max_inflight=-2), "max_inflight must be positive"),
     (_start(max_inflight=100_000), "max_inflight must be between"),
     (_start(session_id="a" * 65), "session id"),
+    (_start(seeds=-1), "seeds must be positive"),
+    (_start(budget=4, seeds=5), "must not exceed the budget"),
+    (_start(time_limit_s=-1.0), "time_limit_s must be"),
+    (_start(time_limit_s=float("inf")), "time_limit_s must be"),
+    (_start(plateau=-3), "plateau must be"),
+    (_start(target_roofline=1.5), "target_roofline must be a fraction"),
+    (_start(target_roofline=-0.1), "target_roofline must be a fraction"),
+    (_start(baseline="jit"), "baseline must be one of eager, compile"),
 ]
 
 

@@ -48,7 +48,9 @@ class FakeSynthesizer:
             if block in tried or int(block) > self.max_block:
                 continue
             bad = request.parent is None and len(self.calls) <= self.bad_seeds
-            src = f"# block={block}\n# {'BAD' if bad else 'OK'}\n{_MODULE}"
+            # Block and call are code, not only comments: every proposal differs from every
+            # other (de-duplication compares code alone; tests of it use another double).
+            src = f"# block={block}\n# {'BAD' if bad else 'OK'}\nBLOCK = {block}\nCALL = {len(self.calls)}\n{_MODULE}"
             out.append(Proposal(source=src, transformation=Transformation("block_size", {"block": block}),
                                 genome={"block": block}))
             if len(out) == request.count:
@@ -74,7 +76,7 @@ class FakeJudge:
         return [self.evaluate(*job) for job in jobs]
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
         self.evaluated.append(candidate_id)
         if "BAD" in candidate_source:
             return Verdict(status="incorrect", reason="max abs error 1.0 > atol", candidate_id=candidate_id)
@@ -83,6 +85,11 @@ class FakeJudge:
                            candidate_id=candidate_id)
         block = int(candidate_source.split("block=")[1].split()[0])
         speed = block / 128.0
-        return Verdict(status="correct", reason="ok", candidate_id=candidate_id,
-                       candidate_timing=Timing(median_ms=1.0 / speed), baseline_timing=Timing(median_ms=1.0),
-                       speedup=speed)
+        v = Verdict(status="correct", reason="ok", candidate_id=candidate_id,
+                    candidate_timing=Timing(median_ms=1.0 / speed), baseline_timing=Timing(median_ms=1.0),
+                    speedup=speed)
+        if compile_baseline:  # torch.compile is taken to halve the reference's time
+            v.compile_baseline_timing = Timing(median_ms=0.5)
+            v.speedup_vs_compile = speed / 2
+            v.evidence["compile_baseline"] = "torch.compile (double)"
+        return v

@@ -66,6 +66,10 @@ def drive(strategy: Strategy, land: Landscape, budget: int,
     for request in range(10 * budget + 100):
         if len(run.nodes) >= budget:
             break
+        for nid in getattr(strategy, "elites_to_retime", lambda _n, _e: [])(run.nodes, exhausted):
+            # The search service re-times the would-be migrants in a fresh worker; here the
+            # re-timing confirms the first timing at once.
+            next(n for n in run.nodes if n.node_id == nid).retimed = True
         parent = strategy.select_parent(run.nodes, exhausted)
         if parent is None:
             break
@@ -215,6 +219,7 @@ def test_islands_stay_isolated_between_migrations() -> None:
                                and n.node_id not in exhausted),
                               key=lambda n: (n.fitness, -n.depth, n.node_id))
             assert parent == island_best.node_id  # the elite of the island before migrates
+            assert island_best.retimed  # and only once a fresh worker confirmed its timing
             seen["migration"] += 1
         else:
             assert member[parent] == turn == evaluated % 3  # never a node of another island

@@ -102,6 +102,11 @@ class Keys:
     def candidate(sid: str, cid: str) -> str:
         return f"cand.{sid}.{cid}"
 
+    @staticmethod
+    def source_hash(sid: str, digest: str) -> str:
+        """The first candidate of a session with this normalised-source hash."""
+        return f"srchash.{sid}.{digest}"
+
 
 def subject_matches(pattern: str, subject: str) -> bool:
     """NATS wildcard matching: '*' is one token, '>' the rest (at least one token)."""

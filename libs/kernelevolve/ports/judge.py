@@ -19,8 +19,10 @@ class JudgePort(Protocol):
         ...
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
-        """The verdict on one candidate; a broken candidate is a verdict, never an exception."""
+                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+        """The verdict on one candidate; a broken candidate is a verdict, never an exception.
+        ``compile_baseline``: also time torch.compile of the reference (``speedup_vs_compile``);
+        callers pass it only when asked for, so a judge without it still serves the rest."""
         ...
 
     def evaluate_many(self, jobs: Iterable[EvalJobTuple]) -> list[Verdict]:

@@ -100,7 +100,7 @@ class Transformation(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Candidate(_message.Message):
-    __slots__ = ("candidate_id", "session_id", "parent_id", "transformation", "source_key", "source_sha256", "synthesizer", "created_at", "fallback_nodes", "description", "genome")
+    __slots__ = ("candidate_id", "session_id", "parent_id", "transformation", "source_key", "source_sha256", "synthesizer", "created_at", "fallback_nodes", "description", "genome", "duplicate_of")
     class GenomeEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +119,7 @@ class Candidate(_message.Message):
     FALLBACK_NODES_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     GENOME_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     candidate_id: str
     session_id: str
     parent_id: str
@@ -130,7 +131,8 @@ class Candidate(_message.Message):
     fallback_nodes: _containers.RepeatedScalarFieldContainer[str]
     description: str
     genome: _containers.ScalarMap[str, str]
-    def __init__(self, candidate_id: _Optional[str] = ..., session_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., source_key: _Optional[str] = ..., source_sha256: _Optional[str] = ..., synthesizer: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fallback_nodes: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., genome: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    duplicate_of: str
+    def __init__(self, candidate_id: _Optional[str] = ..., session_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., source_key: _Optional[str] = ..., source_sha256: _Optional[str] = ..., synthesizer: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fallback_nodes: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ..., genome: _Optional[_Mapping[str, str]] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
 
 class TimingStats(_message.Message):
     __slots__ = ("median_ms", "iqr_ms", "ci_low_ms", "ci_high_ms", "trials", "min_ms", "device_median_ms", "host_median_ms", "per_call_median_ms")
@@ -207,7 +209,7 @@ class Diagnosis(_message.Message):
     def __init__(self, bound: _Optional[_Union[BoundClass, str]] = ..., bytes_moved: _Optional[float] = ..., flops: _Optional[float] = ..., achieved_gbps: _Optional[float] = ..., achieved_gflops: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., library_time_fraction: _Optional[float] = ..., kernels: _Optional[_Iterable[_Union[KernelStat, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluationResult(_message.Message):
-    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts")
+    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts", "speedup_vs_compile", "compile_baseline_note")
     class FingerprintEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -229,6 +231,8 @@ class EvaluationResult(_message.Message):
     INTERPRETED_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
     INTERRUPTED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    SPEEDUP_VS_COMPILE_FIELD_NUMBER: _ClassVar[int]
+    COMPILE_BASELINE_NOTE_FIELD_NUMBER: _ClassVar[int]
     candidate_id: str
     status: EvaluationStatus
     reason: str
@@ -243,10 +247,12 @@ class EvaluationResult(_message.Message):
     interpreted: bool
     warnings: _containers.RepeatedScalarFieldContainer[str]
     interrupted_attempts: int
-    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ...) -> None: ...
+    speedup_vs_compile: float
+    compile_baseline_note: str
+    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ..., speedup_vs_compile: _Optional[float] = ..., compile_baseline_note: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations")
+    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations", "fitness_low", "fitness_high", "roofline_fraction", "duplicate_of")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +267,10 @@ class Node(_message.Message):
     RETIMED_FIELD_NUMBER: _ClassVar[int]
     FIRST_FITNESS_FIELD_NUMBER: _ClassVar[int]
     INTERRUPTED_EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    FITNESS_LOW_FIELD_NUMBER: _ClassVar[int]
+    FITNESS_HIGH_FIELD_NUMBER: _ClassVar[int]
+    ROOFLINE_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_id: str
     transformation: Transformation
@@ -275,10 +285,14 @@ class Node(_message.Message):
     retimed: bool
     first_fitness: float
     interrupted_evaluations: int
-    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ...) -> None: ...
+    fitness_low: float
+    fitness_high: float
+    roofline_fraction: float
+    duplicate_of: str
+    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ..., fitness_low: _Optional[float] = ..., fitness_high: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes")
+    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "end_reason")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_FIELD_NUMBER: _ClassVar[int]
@@ -297,6 +311,12 @@ class Session(_message.Message):
     BAD_INPUT_FIELD_NUMBER: _ClassVar[int]
     COMMON_FAILURE_FIELD_NUMBER: _ClassVar[int]
     RESUMES_FIELD_NUMBER: _ClassVar[int]
+    SEEDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    PLATEAU_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ROOFLINE_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    END_REASON_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     spec: OperatorSpec
     hardware: HardwareTarget
@@ -315,7 +335,13 @@ class Session(_message.Message):
     bad_input: bool
     common_failure: str
     resumes: int
-    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ...) -> None: ...
+    seeds: int
+    time_limit_s: float
+    plateau: int
+    target_roofline: float
+    baseline: str
+    end_reason: str
+    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., end_reason: _Optional[str] = ...) -> None: ...
 
 class Skill(_message.Message):
     __slots__ = ("skill_id", "title", "text", "op_pattern", "hardware_kind", "source_session_id", "source_candidate_id", "detail")

@@ -9,20 +9,30 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartSessionRequest(_message.Message):
-    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight")
+    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_INFLIGHT_FIELD_NUMBER: _ClassVar[int]
+    SEEDS_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    PLATEAU_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ROOFLINE_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.OperatorSpec
     budget: int
     strategy: str
     hardware_kind: str
     session_id: str
     max_inflight: int
-    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ...) -> None: ...
+    seeds: int
+    time_limit_s: float
+    plateau: int
+    target_roofline: float
+    baseline: str
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ...) -> None: ...
 
 class StartSessionResponse(_message.Message):
     __slots__ = ("session",)

@@ -71,10 +71,13 @@ class EvaluatorService:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
-                       fresh_worker: bool = False) -> Verdict:
+                       fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+        # Only a session that asked for the compile baseline passes it on (see JudgePort).
+        extra = {"compile_baseline": True} if compile_baseline else {}
         async with self._slots:
             start = time.perf_counter()
-            verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker)
+            verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker,
+                                              **extra)
         metrics.EVALUATION_SECONDS.labels(self.hardware_kind).observe(time.perf_counter() - start)
         metrics.EVALUATIONS.labels(self.hardware_kind, verdict.status).inc()
         return verdict
@@ -82,6 +85,8 @@ class EvaluatorService:
     async def on_candidate(self, env: ev.Envelope) -> None:
         cand = env.candidate_generated.candidate
         sid, cid = cand.session_id, cand.candidate_id
+        if cand.duplicate_of:
+            return  # a twin of an earlier candidate: the search records it, nobody judges it
         if env.HasField("occurred_at"):
             waited = time.time() - env.occurred_at.seconds - env.occurred_at.nanos / 1e9
             metrics.QUEUE_LAG_SECONDS.labels(self.hardware_kind).observe(max(0.0, waited))
@@ -123,7 +128,8 @@ class EvaluatorService:
             source = (await self._store.get(cand.source_key)).decode()
             log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})
             # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
-            verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime)
+            verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime,
+                                          compile_baseline=session.baseline == "compile")
             verdict.candidate_id = cid
             if delivery > 1:
                 # An earlier attempt ended without a report (its evaluator was killed): this

@@ -8,8 +8,9 @@ The reference itself is run later, by an evaluator (``ValidateSpec``).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kernelevolve.bus.subjects import check_token
 from kernelevolve.config import SearchSettings
@@ -33,6 +34,42 @@ class StartParams:
     hardware: str
     max_inflight: int
     session_id: str  # "" = the gateway chooses one
+    options: SearchOptions = field(default_factory=lambda: SearchOptions())
+
+
+BASELINES = ("eager", "compile")
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """A session's search options, defaults applied (see ``SearchSessionDefaults``)."""
+
+    seeds: int = 0
+    time_limit_s: float = 0.0
+    plateau: int = 0
+    target_roofline: float = 0.0
+    baseline: str = "eager"
+
+
+def check_search_options(req: spb.StartSessionRequest, search: SearchSettings, budget: int) -> SearchOptions:
+    d = search.session
+    if req.seeds < 0:
+        raise InvalidArgumentError(f"seeds must be positive, got {req.seeds}")
+    seeds = req.seeds or d.seeds
+    if seeds > budget:
+        raise InvalidArgumentError(f"seeds ({seeds}) must not exceed the budget ({budget})")
+    if not (req.time_limit_s >= 0 and math.isfinite(req.time_limit_s)):
+        raise InvalidArgumentError(f"time_limit_s must be a positive number of seconds, got {req.time_limit_s}")
+    if req.plateau < 0:
+        raise InvalidArgumentError(f"plateau must be a positive number of evaluations, got {req.plateau}")
+    if not 0 <= req.target_roofline <= 1:
+        raise InvalidArgumentError(f"target_roofline must be a fraction in (0, 1], got {req.target_roofline}")
+    baseline = req.baseline or d.baseline
+    if baseline not in BASELINES:
+        raise InvalidArgumentError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
+    return SearchOptions(seeds=seeds, time_limit_s=req.time_limit_s or d.time_limit_s,
+                         plateau=req.plateau or d.plateau, target_roofline=req.target_roofline or d.target_roofline,
+                         baseline=baseline)
 
 
 def check_start(req: spb.StartSessionRequest, search: SearchSettings, default_hardware: str) -> StartParams:
@@ -64,7 +101,8 @@ def check_start(req: spb.StartSessionRequest, search: SearchSettings, default_ha
     if not 1 <= max_inflight <= MAX_INFLIGHT:
         raise InvalidArgumentError(f"max_inflight must be between 1 and {MAX_INFLIGHT}, got {max_inflight}")
     session_id = check_token(req.session_id, "session id") if req.session_id else ""
-    return StartParams(name, source, budget, strategy, hardware, max_inflight, session_id)
+    options = check_search_options(req, search, budget)
+    return StartParams(name, source, budget, strategy, hardware, max_inflight, session_id, options)
 
 
 def check_session_id(sid: str) -> str:

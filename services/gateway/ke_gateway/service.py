@@ -59,6 +59,8 @@ class GatewayService:
             session_id=sid, spec=spec, hardware=pb.HardwareTarget(kind=hardware), budget=budget,
             strategy=strategy, status=pb.SESSION_STATUS_RUNNING, created_at=now_ts(),
             artifact_prefix=art.prefix, max_inflight=max_inflight,
+            seeds=p.options.seeds, time_limit_s=p.options.time_limit_s, plateau=p.options.plateau,
+            target_roofline=p.options.target_roofline, baseline=p.options.baseline,
         )
         await self._bus.kv_create(Keys.session(sid), session.SerializeToString())  # ConflictError if taken
         await self._store.put(art.spec, spec.source.encode(), "text/x-python")

@@ -50,5 +50,6 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         [lambda s: sgrpc.add_SearchServicer_to_server(SearchServicer(service), s)], ["kernelevolve.v1.Search"],
         server_options(settings))
     stack.push_async_callback(server.stop)
+    stack.push_async_callback(service.close)
     await service.subscribe()
     return ServiceHandle("search", server.port, service)

@@ -10,10 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ke_search import termination
+from ke_search.noise import fitness_of, promoted
+from ke_search.phases import draft_room, draft_seeds
 from ke_search.priors import NO_PRIORS, SkillPriors
 from ke_search.repair import due_repairs
 from ke_search.report import common_failure
@@ -66,6 +70,13 @@ class SearchService:
         self._max_retimes = max(finalists, max_retimes)
         self._repair_attempts = repair_attempts
         self._locks: dict[str, asyncio.Lock] = {}
+        self._timers: dict[str, asyncio.Task[None]] = {}
+
+    async def close(self) -> None:
+        """Stop the wall-clock timers (a restarted service re-arms them on the next event)."""
+        timers, self._timers = self._timers, {}
+        for task in timers.values():
+            task.cancel()
 
     # -- subscriptions -----------------------------------------------------------------
 
@@ -113,6 +124,7 @@ class SearchService:
             await self._bus.kv_create(Keys.search_state(sid), state.to_json())
         except ConflictError:
             log.info("session already started; replay ignored", extra={"session_id": sid})
+        self._arm_timer(session)
         await self._transition(sid, lambda st, nodes: None)
 
     async def _load_priors(self, session: pb.Session) -> None:
@@ -131,6 +143,23 @@ class SearchService:
         self._priors[session.session_id] = SkillPriors(hints)
         log.info("skill priors", extra={"session_id": session.session_id, "op_family": family,
                                         "skills": len(self._priors[session.session_id])})
+    def _arm_timer(self, session: pb.Session) -> None:
+        """With a wall-clock budget, wake the session up when it runs out: no event may
+        come then (all evaluations slow), and the session must still end with its best."""
+        limit = termination.deadline(session)
+        sid = session.session_id
+        if limit is None or sid in self._timers:
+            return
+
+        async def wake() -> None:
+            await asyncio.sleep(max(0.0, limit - time.time()) + 0.01)
+            try:
+                async with self._locks.setdefault(sid, asyncio.Lock()):
+                    await self._transition(sid, lambda st, nodes: None)
+            except Exception:  # noqa: BLE001 - the next event retries; say why this one failed
+                log.exception("time-limit wake-up failed", extra={"session_id": sid})
+
+        self._timers[sid] = asyncio.get_running_loop().create_task(wake())
 
     async def _on_candidate(self, msg: ev.CandidateGenerated) -> None:
         cand = msg.candidate
@@ -139,6 +168,8 @@ class SearchService:
         def apply(st: SearchState, nodes: list[pb.Node]) -> None:
             if cand.candidate_id not in st.generated:
                 st.generated.append(cand.candidate_id)
+            if cand.duplicate_of and cand.candidate_id not in st.duplicates:
+                st.duplicates.append(cand.candidate_id)
 
         await self._transition(cand.session_id, apply)
 
@@ -147,6 +178,7 @@ class SearchService:
         cid = result.candidate_id
         if self._prior_skills > 0 and sid not in self._priors:  # a restarted service reads them again
             await self._load_priors(await load_session(self._bus, sid))
+        fitness, low, high, note = fitness_of(result, (await self._load_session(sid)).baseline)
         key = Keys.node(sid, cid)
         entry = await self._bus.kv_get(key)
         if entry is None:
@@ -161,7 +193,8 @@ class SearchService:
                 break
             node.evaluated = True
             node.status = result.status
-            node.fitness = result.speedup if result.status == pb.EVALUATION_STATUS_CORRECT else 0.0
+            node.fitness, node.fitness_low, node.fitness_high = fitness, low, high
+            node.roofline_fraction = result.diagnosis.roofline_fraction
             node.buggy = result.status in _BUGGY
             node.report_key = result.report_key
             node.reason = result.reason[:500]
@@ -184,6 +217,8 @@ class SearchService:
                 st.generated.append(cid)
             if cid not in st.evaluated:
                 st.evaluated.append(cid)
+            if note and note not in st.notes:
+                st.notes.append(note)
 
         await self._transition(sid, apply)
 
@@ -204,6 +239,7 @@ class SearchService:
     async def _on_retimed(self, msg: ev.CandidateRetimed) -> None:
         sid, result = msg.session_id, msg.result
         cid = result.candidate_id
+        fitness, low, high, _note = fitness_of(result, (await self._load_session(sid)).baseline)
         key = Keys.node(sid, cid)
         entry = await self._bus.kv_get(key)
         if entry is None:
@@ -216,10 +252,10 @@ class SearchService:
             node.retimed = True
             node.first_fitness = node.fitness
             if result.status == pb.EVALUATION_STATUS_CORRECT:
-                node.fitness = result.speedup
+                node.fitness, node.fitness_low, node.fitness_high = fitness, low, high
             else:
                 # Correct once, not twice (nondeterminism, flakiness): never called best.
-                node.fitness = 0.0
+                node.fitness = node.fitness_low = node.fitness_high = 0.0
                 node.status = result.status
                 node.reason = f"failed its re-check in a fresh worker: {result.reason}"[:500]
             try:
@@ -273,6 +309,7 @@ class SearchService:
     async def _transition(self, sid: str, apply: Callable[[SearchState, list[pb.Node]], None]) -> None:
         """Read state, apply a change, decide what to ask for next, CAS-write, then act."""
         session = await self._load_session(sid)
+        self._arm_timer(session)
         for _attempt in range(20):
             entry = await self._bus.kv_get(Keys.search_state(sid))
             if entry is None:
@@ -334,21 +371,29 @@ class SearchService:
     def _explore(self, st: SearchState, nodes: list[pb.Node], session: pb.Session, effects: _Effects) -> None:
         """Ask for more candidates, or declare the search over (budget spent, cancelled, or
         nothing left to expand with nothing in flight)."""
-        if st.finished():
-            st.finalizing = True
+        reason = termination.end_reason(st, nodes, session, time.time())
+        if reason:
+            st.finalizing, st.end_reason = True, reason
             return
+        strategy: Strategy = make_strategy(session.strategy or "greedy", self._priors.get(st.session_id, NO_PRIORS))
+        seen = promoted([n for n in nodes if not n.duplicate_of])  # noise-aware: see noise.py
+        self._retime_elites(st, strategy, seen, effects)
         want = st.want()
         if want == 0:
             if st.idle():
-                st.finalizing = True
+                st.finalizing, st.end_reason = True, termination.EXHAUSTED
             return
         if self._ask_repairs(st, nodes, want, effects):
             return
-        strategy: Strategy = make_strategy(session.strategy or "greedy", self._priors.get(st.session_id, NO_PRIORS))
-        parent = strategy.select_parent(nodes, set(st.exhausted_parents))
+        draft = draft_room(st, draft_seeds(strategy, session.seeds))
+        if draft:
+            parent: str | None = ROOT
+            want = min(want, draft)
+        else:
+            parent = strategy.select_parent(seen, set(st.exhausted_parents))
         if parent is None:
             if st.idle():
-                st.finalizing = True
+                st.finalizing, st.end_reason = True, termination.EXHAUSTED
             return
         rid = f"r{st.next_request}"
         st.next_request += 1
@@ -367,20 +412,37 @@ class SearchService:
                                                           parent_id=parent, count=1, repair_attempt=attempt))
         return bool(due)
 
+    def _retime_elites(self, st: SearchState, strategy: Strategy, nodes: list[pb.Node],
+                       effects: _Effects) -> None:
+        """Re-time the elites a strategy is about to rely on (islands: the migrants) in a
+        fresh worker, once each; they are promoted only after (see ``Islands``)."""
+        wanted = getattr(strategy, "elites_to_retime", None)
+        if wanted is None:
+            return
+        for nid in wanted(nodes, set(st.exhausted_parents)):
+            if nid not in st.retime_requested:
+                st.retime_requested.append(nid)
+                st.elite_retimes.append(nid)
+                effects.retimes.append(nid)
+
     def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
         """Re-time the fittest correct node in a fresh worker until the fittest one has been
-        re-timed (bounded), so a lucky first timing cannot be called best."""
-        stopping = st.cancelled or bool(st.failure)
+        re-timed (bounded), so a lucky first timing cannot be called best. A cancelled or
+        timed-out session is still finalized this way; only a failed one is not."""
+        stopping = bool(st.failure)
         if st.retimes_pending() and not stopping:
             return
         correct = sorted((n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT),
                          key=lambda n: (n.fitness, -n.depth, n.node_id), reverse=True)
+        spent = len(set(st.retime_requested) - set(st.elite_retimes))
         if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
-                or len(st.retime_requested) >= self._max_retimes):
+                or spent >= self._max_retimes):
             st.done = True
             effects.finish = True
+            if not st.end_reason:
+                st.end_reason = termination.FAILED if st.failure else termination.CANCELLED if st.cancelled else ""
             return
-        room = min(self._finalists, self._max_retimes - len(st.retime_requested))
+        room = min(self._finalists, self._max_retimes - spent)
         chosen = [n.node_id for n in correct if n.node_id not in st.retime_requested][:room]
         st.retime_requested.extend(chosen)
         effects.retimes.extend(chosen)
@@ -407,7 +469,8 @@ class SearchService:
                 p.ParseFromString(parent.value)
                 depth = p.depth + 1
         node = pb.Node(node_id=cand.candidate_id, parent_id=cand.parent_id, transformation=cand.transformation,
-                       depth=depth, source_key=cand.source_key)
+                       depth=depth, source_key=cand.source_key, duplicate_of=cand.duplicate_of,
+                       reason=f"duplicate of {cand.duplicate_of}: not evaluated" if cand.duplicate_of else "")
         try:
             await self._bus.kv_create(Keys.node(cand.session_id, cand.candidate_id), node.SerializeToString())
         except ConflictError:
@@ -425,11 +488,12 @@ class SearchService:
             session.ParseFromString(entry.value)
             session.generated = len(st.generated)
             session.evaluated = len(st.evaluated)
-            best = _best(nodes)
+            best = _best(nodes, verified_only=finished)
             if best is not None:
                 session.best_candidate_id = best.node_id
                 session.best_speedup = best.fitness
             if finished:
+                session.end_reason = st.end_reason
                 if st.failure:
                     session.status = pb.SESSION_STATUS_FAILED
                     session.error = st.failure
@@ -451,7 +515,7 @@ class SearchService:
         session = await self._load_session(sid)
         nodes = await self.nodes(sid)
         art = Artifacts(session.artifact_prefix)
-        best = _best(nodes)
+        best = _best(nodes, verified_only=True)
         best_key = ""
         if best is not None:
             source = await self._store.get(best.source_key)
@@ -470,6 +534,12 @@ class SearchService:
             "evaluated": len(st.evaluated),
             "best_candidate_id": best.node_id if best else "",
             "best_speedup": best.fitness if best else 0.0,
+            "best_retimed": bool(best and best.retimed),
+            "end_reason": st.end_reason,
+            "duplicates": len(st.duplicates),
+            "notes": st.notes,
+            "options": {"seeds": session.seeds, "time_limit_s": session.time_limit_s, "plateau": session.plateau,
+                        "target_roofline": session.target_roofline, "baseline": session.baseline or "eager"},
             "error": session.error,
             "bad_input": session.bad_input,
             "common_failure": session.common_failure,
@@ -484,8 +554,13 @@ class SearchService:
                                 dedup_id=f"done-{sid}")
 
 
-def _best(nodes: list[pb.Node]) -> pb.Node | None:
+def _best(nodes: list[pb.Node], verified_only: bool = False) -> pb.Node | None:
+    """The fittest correct node. ``verified_only`` (the reported best): among re-timed
+    nodes when any was re-timed correct, so a lucky first timing is never reported once
+    the re-timing budget is spent on others."""
     correct = [n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT]
+    if verified_only and any(n.retimed for n in correct):
+        correct = [n for n in correct if n.retimed]
     if not correct:
         return None
     return max(correct, key=lambda n: (n.fitness, -n.depth, n.node_id))

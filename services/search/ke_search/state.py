@@ -7,7 +7,9 @@ order and more than once (at-least-once delivery); sets of ids make replays no-o
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+FREE_TWINS = 3
 
 
 def request_of(candidate_id: str) -> str:
@@ -48,6 +50,16 @@ class SearchState:
     outbox_requests: list[str] = field(default_factory=list)
     outbox_retimes: list[str] = field(default_factory=list)
     done: bool = False
+    # Twins of earlier candidates (same normalised source): recorded, never evaluated,
+    # and not counted against the budget (up to ``FREE_TWINS`` x budget of them, so a
+    # synthesizer that only repeats itself still ends the search).
+    duplicates: list[str] = field(default_factory=list)
+    # Why the search stopped (``termination.py``); "" while it runs.
+    end_reason: str = ""
+    # Re-timings asked for during the search (elites before migration), beside finalists'.
+    elite_retimes: list[str] = field(default_factory=list)
+    # One-line notes for the summary (e.g. the compile baseline was unavailable).
+    notes: list[str] = field(default_factory=list)
 
     # -- derived ------------------------------------------------------------------
 
@@ -59,14 +71,18 @@ class SearchState:
         return sum(max(0, r.count - r.exhausted - made.get(rid, 0)) for rid, r in self.requests.items())
 
     def inflight(self) -> int:
-        return len(set(self.generated) - set(self.evaluated))
+        return len(set(self.generated) - set(self.evaluated) - set(self.duplicates))
+
+    def spent(self) -> int:
+        """Generated candidates counted against the budget (free twins excluded)."""
+        return len(self.generated) - min(len(set(self.duplicates)), FREE_TWINS * self.budget)
 
     def want(self) -> int:
         """How many more candidates to ask for now."""
         if self.done or self.cancelled or self.failure or self.finalizing:
             return 0
         room = self.max_inflight - self.inflight() - self.pending()
-        left = self.budget - len(self.generated) - self.pending()
+        left = self.budget - self.spent() - self.pending()
         return max(0, min(room, left))
 
     def finished(self) -> bool:
@@ -85,7 +101,11 @@ class SearchState:
     # -- (de)serialisation ------------------------------------------------------------
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        # Not ``dataclasses.asdict``: its deep copy made every state change cost O(session
+        # size) in copying alone, the largest part of a 500-candidate session's search time.
+        raw = dict(vars(self))
+        raw["requests"] = {k: vars(v) for k, v in self.requests.items()}
+        return json.dumps(raw, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> SearchState:

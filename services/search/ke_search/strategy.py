@@ -189,11 +189,18 @@ class MCTS:
 class Islands:
     """Evolutionary islands: each seed from the root founds an island (the i-th seed goes
     to island i mod N) and every node belongs to the island of its top ancestor. The
-    evaluated count picks whose turn it is (count mod N); that island's fittest correct
-    node is expanded, so islands evolve in isolation. Every M evaluations is a migration
-    step: island i's turn expands the fittest node of island i-1 instead, carrying that
-    elite's lineage forward. An island with nothing left to expand asks for a new seed,
-    or, once the root is exhausted, yields its turn to the next island that has one."""
+    evaluated count picks whose turn it is (count mod N); that island expands one of its
+    own nodes, so islands evolve in isolation between migrations. Inside an island,
+    MAP-Elites: the population is split into niches by transformation family (the
+    transformation's name), each niche keeps its elite, and the niche elite expanded the
+    least goes next (ties: the fitter), so one family cannot crowd out the others.
+
+    Every M evaluations is a migration step: island i's turn expands the fittest
+    *re-timed* node of island i-1 instead, carrying that elite's lineage forward; a
+    first timing may be luck, so only an elite confirmed in a fresh worker migrates (the
+    search service re-times every island's elite, ``elites_to_retime``; until it has,
+    the island keeps its turn). An island with nothing left to expand asks for a new
+    seed, or, once the root is exhausted, yields its turn to the next island that has one."""
 
     name = "islands"
 
@@ -233,23 +240,53 @@ class Islands:
         migrating = t > 0 and t % self.migrate_every == 0 and self.islands > 1
         return island, (island - 1) % self.islands if migrating else island
 
+    def _populations(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> dict[int, list[pb.Node]]:
+        island = self.island_of(nodes)
+        pops: dict[int, list[pb.Node]] = {}
+        for n in _expandable(nodes, exhausted):
+            pops.setdefault(island[n.node_id], []).append(n)
+        return pops
+
+    def _niche_pick(self, pop: list[pb.Node], kids: dict[str, int]) -> pb.Node:
+        elites: dict[str, pb.Node] = {}
+        for n in pop:
+            family = n.transformation.name
+            if family not in elites or self._rank(n) > self._rank(elites[family]):
+                elites[family] = n
+        ranked = sorted(elites.values(), key=self._rank, reverse=True)
+        order = {n.node_id: i for i, n in enumerate(ranked)}
+        return min(ranked, key=lambda n: (kids.get(n.node_id, 0), order[n.node_id]))
+
+    def elites_to_retime(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> list[str]:
+        """Each island's fittest expandable node not re-timed yet: the would-be migrants."""
+        if self.islands < 2:
+            return []
+        pops = self._populations(nodes, exhausted)
+        elites = (max(pop, key=_rank) for _, pop in sorted(pops.items()))
+        return [n.node_id for n in elites if not n.retimed]
+
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
         seeds = sum(1 for n in nodes if n.parent_id == ROOT)
         if seeds < self.islands and ROOT not in exhausted:
             return ROOT  # draft phase: found every island first
-        island = self.island_of(nodes)
-        _, source = self.turn(nodes)
-        pops: dict[int, list[pb.Node]] = {}
-        for n in _expandable(nodes, exhausted):
-            pops.setdefault(island[n.node_id], []).append(n)
+        own, source = self.turn(nodes)
+        pops = self._populations(nodes, exhausted)
+        if source != own:
+            migrants = [n for n in pops.get(source, []) if n.retimed]
+            if migrants:
+                return max(migrants, key=_rank).node_id
+            source = own  # no confirmed elite to migrate yet: the island keeps its turn
+        kids: dict[str, int] = {}  # children per node; no creation order needed here
+        for n in nodes:
+            kids[n.parent_id] = kids.get(n.parent_id, 0) + 1
         if source in pops:
-            return max(pops[source], key=self._rank).node_id
+            return self._niche_pick(pops[source], kids).node_id
         if ROOT not in exhausted:
             return ROOT
         for step in range(1, self.islands):
             other = (source + step) % self.islands
             if other in pops:
-                return max(pops[other], key=self._rank).node_id
+                return self._niche_pick(pops[other], kids).node_id
         return None
 
 

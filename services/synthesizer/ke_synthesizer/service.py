@@ -20,7 +20,7 @@ from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
-from kernelevolve.errors import NotFoundError
+from kernelevolve.errors import ConflictError, NotFoundError
 from kernelevolve.ports.synthesis import (
     AttemptSummary,
     CandidateSynthesizer,
@@ -29,6 +29,7 @@ from kernelevolve.ports.synthesis import (
     ProposalRequest,
     Transformation,
 )
+from kernelevolve.source_hash import source_hash
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -143,7 +144,7 @@ class SynthesizerService:
                 transformation=pb.Transformation(name=prop.transformation.name, params=prop.transformation.params),
                 source_key=key, source_sha256=hashlib.sha256(data).hexdigest(), synthesizer=self._synth.name,
                 created_at=now_ts(), fallback_nodes=list(prop.fallback_nodes), description=prop.description,
-                genome=genome,
+                genome=genome, duplicate_of=await self._twin_of(sid, cid, prop.source),
             )
             await self._bus.kv_put(Keys.candidate(sid, cid), cand.SerializeToString())
             if prop.rejected:
@@ -181,6 +182,18 @@ class SynthesizerService:
                                 dedup_id=f"eval-{sid}-{cid}")
         log.info("candidate refused before evaluation", extra={"session_id": sid, "candidate_id": cid,
                                                                "reason": reason[:200]})
+
+    async def _twin_of(self, sid: str, cid: str, source: str) -> str:
+        """The earlier candidate with the same normalised source, or "" when this one is
+        the first (the KV create is atomic, so replicas agree on who was first)."""
+        key = Keys.source_hash(sid, source_hash(source))
+        try:
+            await self._bus.kv_create(key, cid.encode())
+            return ""
+        except ConflictError:
+            entry = await self._bus.kv_get(key)
+            first = entry.value.decode() if entry is not None else cid
+            return "" if first == cid else first  # a replay of our own request is no twin
 
     async def _session(self, sid: str) -> pb.Session:
         return await load_session(self._bus, sid)

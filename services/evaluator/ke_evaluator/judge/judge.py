@@ -207,9 +207,12 @@ class Judge:
                              warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})))
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
         """Judge one candidate. ``fresh_worker=True`` runs it in a newly started worker (use it
-        to re-time finalists: a lucky timing in a warm worker should not make an elite)."""
+        to re-time finalists: a lucky timing in a warm worker should not make an elite).
+        ``compile_baseline=True`` also times torch.compile of the reference in the same worker
+        for this job, whatever ``TimingOptions.compile_baseline`` says (a session's
+        ``--baseline compile``)."""
         if not isinstance(spec_source, str) or not isinstance(candidate_source, str):
             raise InvalidArgumentError("spec_source and candidate_source must be strings")
         if self._pool.closed:
@@ -233,7 +236,8 @@ class Judge:
             seed_opts = self._seed_options(affinity, slot)
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
                    "candidate_source": candidate_source, "candidate_id": candidate_id,
-                   "options": {**self._job_options(), **seed_opts}}
+                   "options": {**self._job_options(), **seed_opts,
+                               **({"compile_baseline": True} if compile_baseline else {})}}
             if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
                 slot.replace()
             reply, worker = slot.send(msg)
