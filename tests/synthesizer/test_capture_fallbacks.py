@@ -123,7 +123,7 @@ def test_the_library_call_candidate_is_judged_honestly(judge: Judge) -> None:
     spec = VALUE_BRANCH + _TAIL.format(shape="4, 4")
     (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name="value_branch", count=1))
     verdict = judge.evaluate(spec, prop.source, "library")
-    assert verdict.status != "correct" or not verdict.evidence.get("kernel_launches"), verdict
+    assert verdict.status == "rejected" and "no Triton kernel" in verdict.reason, verdict
 
 
 ITEM_AND_PROXY_INT = """
@@ -200,4 +200,5 @@ def get_extra_inputs():
 """
     (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name="loop_extra", count=1))
     verdict = judge.evaluate(spec, prop.source, "loop_extra")
-    assert verdict.status != "correct", verdict  # unrolled for 5 steps: wrong for 4, and the judge says so
+    # unrolled for 5 steps: on 4 it reads past the input, and the judge says so
+    assert verdict.status in ("runtime_error", "incorrect") and "extra shape set" in verdict.reason, verdict

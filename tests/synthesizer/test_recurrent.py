@@ -90,6 +90,7 @@ def test_recurrent_layer_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
     forward = prop.source[prop.source.index("    def forward("):]
     steps, layers = case[4], case[2]
     assert forward.count("= launch_matmul_") == layers * (steps + 1), forward
-    gates = [ln for ln in forward.splitlines() if "= launch_pointwise_" in ln and ("sigmoid" in ln or "tanh" in ln
-                                                                                  or "relu" in ln)]
+    # gate activations: a pointwise kernel (LSTM, GRU) or the matmul's epilogue (RNN)
+    gates = [ln for ln in forward.splitlines() if "= launch_" in ln and ("sigmoid" in ln or "tanh" in ln
+                                                                         or "relu" in ln)]
     assert len(gates) >= layers * steps
