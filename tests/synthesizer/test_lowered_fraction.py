@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import types
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def _bench() -> types.ModuleType:  # bench/ is a folder of scripts, not a packag
     spec = importlib.util.spec_from_file_location("lowered_fraction", REPO_ROOT / "bench" / "lowered_fraction.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve annotations through sys.modules
     spec.loader.exec_module(module)
     return module
 
