@@ -1,7 +1,8 @@
 """Recurrent layers (nn.LSTM / nn.GRU / nn.RNN) are captured at the dispatcher level and
 lowered to Triton: one input-projection matmul per layer for all time steps, then per
 step the hidden-projection matmul and the gate's pointwise ops in fused kernels. Odd
-sizes (prime hidden sizes, T = 1), both layouts, one and two layers, unidirectional."""
+sizes (prime hidden sizes, T = 1), both layouts, one and two layers, one and two
+directions."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ CASES = [
     ("GRU", False, 2, 5, 2, ", bias=False"),
     ("RNN", True, 1, 17, 4, ""),
     ("RNN", False, 2, 3, 1, ", nonlinearity='relu'"),
+    ("LSTM", True, 2, 7, 4, ", bidirectional=True"),
 ]
 
 
@@ -55,7 +57,7 @@ def _spec(cls: str, bf: bool, layers: int, hidden: int, steps: int, extra: str) 
 
 
 def _name(case: tuple[Any, ...]) -> str:
-    return "{}_bf{}_l{}_h{}_t{}".format(*case[:5])
+    return "{}_bf{}_l{}_h{}_t{}".format(*case[:5]) + ("_bidir" if "bidirectional" in case[5] else "")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def test_recurrent_layer_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
     # projection per step (its bias and the step's input projection fused as the
     # epilogue) and the gate's pointwise ops, fused
     forward = prop.source[prop.source.index("    def forward("):]
-    steps, layers = case[4], case[2]
+    steps, layers = case[4], case[2] * (2 if "bidirectional" in case[5] else 1)
     assert forward.count("= launch_matmul_") == layers * (steps + 1), forward
     # gate activations: a pointwise kernel (LSTM, GRU) or the matmul's epilogue (RNN)
     gates = [ln for ln in forward.splitlines() if "= launch_" in ln and ("sigmoid" in ln or "tanh" in ln

@@ -54,6 +54,9 @@ _SAME_ARGS: dict[Any, Callable[..., Any]] = {
 }
 _FACTORIES = {aten.zeros: torch.zeros, aten.ones: torch.ones, aten.full: torch.full, aten.empty: torch.zeros,
               aten.arange: torch.arange}
+# fused attention kernels (output 0 is the attention; the rest are backward statistics)
+_SDPA = {getattr(aten, n) for n in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+                                    "_scaled_dot_product_efficient_attention") if hasattr(aten, n)}
 _REDUCTIONS: dict[Any, Any] = {aten.sum: torch.sum, aten.mean: torch.mean, aten.prod: torch.prod}
 
 
@@ -141,7 +144,7 @@ def _emit(graph: torch.fx.Graph, node: torch.fx.Node, arg: Callable[[Any], Any],
     args, kwargs = arg(tuple(node.args)), arg(dict(node.kwargs))
     if target is operator.getitem:
         if isinstance(args[0], (tuple, list)):  # a multi-output op rewritten to one output
-            return args[0][args[1]]
+            return args[0][args[1]] if args[1] < len(args[0]) else None  # None: an unread statistic
         return graph.call_function(operator.getitem, args)
     packet = getattr(target, "overloadpacket", None)
     if packet in _PASS_THROUGH:
@@ -162,6 +165,14 @@ def _emit(graph: torch.fx.Graph, node: torch.fx.Node, arg: Callable[[Any], Any],
     if packet is aten.native_layer_norm and _only_first_output_read(node):
         x, shape, weight, bias, eps = args
         return (graph.call_function(F.layer_norm, (x, shape, weight, bias, eps)),)
+    if packet in _SDPA and _only_first_output_read(node):
+        q, k, v = args[:3]
+        dropout_p = args[3] if len(args) > 3 else 0.0
+        is_causal = args[4] if len(args) > 4 else False
+        kw = {"attn_mask": kwargs.get("attn_mask"), "dropout_p": dropout_p, "is_causal": is_causal}
+        if kwargs.get("scale") is not None:
+            kw["scale"] = kwargs["scale"]
+        return (graph.call_function(F.scaled_dot_product_attention, (q, k, v), kw),)
     if packet in (aten._softmax, aten._log_softmax):
         soft: Any = torch.softmax if packet is aten._softmax else torch.log_softmax
         return graph.call_function(soft, (args[0], args[1]))
@@ -200,7 +211,8 @@ def _dim(node: torch.fx.Node, dim: int) -> int:
 
 
 def _only_first_output_read(node: torch.fx.Node) -> bool:
-    return all(u.target is operator.getitem and u.args[1] == 0 for u in node.users)
+    """Every read of a multi-output op is of its output 0 (unread getitems do not count)."""
+    return all(u.target is operator.getitem and (u.args[1] == 0 or not u.users) for u in node.users)
 
 
 def _rank(v: Any) -> int:

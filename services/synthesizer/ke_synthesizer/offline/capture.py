@@ -30,8 +30,11 @@ from .shape_tracer import shape_specialized_trace
 log = logging.getLogger(__name__)
 
 # library modules whose symbolic-trace leaf is better captured at the dispatcher level,
-# where they decompose into matmuls and pointwise gate ops (aten_capture.py)
-_RECURRENT = (torch.nn.RNNBase, torch.nn.RNNCellBase)
+# where they decompose into matmuls, attention and pointwise ops the families lower
+# (aten_capture.py): recurrent layers and cells, transformer layers, multi-head attention
+_DECOMPOSED = (torch.nn.RNNBase, torch.nn.RNNCellBase, torch.nn.MultiheadAttention, torch.nn.TransformerEncoder,
+               torch.nn.TransformerDecoder, torch.nn.TransformerEncoderLayer, torch.nn.TransformerDecoderLayer,
+               torch.nn.Transformer)
 
 # Modules fx should trace through rather than keep as opaque call_module nodes: none
 # beyond torch's defaults. torch.nn leaf modules (Linear, LayerNorm, ...) stay leaves
@@ -61,8 +64,9 @@ def _trace(model: torch.nn.Module, inputs: list[Any], name: str, expected: Any,
     slices a buffer by a traced size, which only a buffer proxy accepts); shapes
     specialised to the example inputs (shape_tracer.py); the dispatcher-level trace
     (aten_capture.py: loops unrolled, ``if`` on shapes decided, library modules
-    decomposed). A symbolic graph holding a recurrent layer goes to the dispatcher-level
-    trace first: there the layer becomes matmuls and gate ops the families lower."""
+    decomposed). A symbolic graph holding a recurrent layer (or a transformer layer,
+    multi-head attention) goes to the dispatcher-level trace first: there the module
+    becomes matmuls, attention and pointwise ops the families lower."""
     errors: list[str] = []
     for proxy_buffers in (False, True):
         tracer = torch.fx.Tracer()
@@ -73,7 +77,7 @@ def _trace(model: torch.nn.Module, inputs: list[Any], name: str, expected: Any,
         except Exception as exc:  # noqa: BLE001 - the next tracer may take it
             errors.append(_brief(exc))
             continue
-        if _has_recurrent_layer(gm):
+        if _has_decomposed_module(gm):
             aten_gm = _aten_or_none(model, inputs, name, expected, forward_params, errors)
             if aten_gm is not None:
                 return aten_gm, _shapes(inputs), "aten", ""
@@ -104,8 +108,8 @@ def _shapes(inputs: list[Any]) -> list[tuple[int, ...]]:
     return [tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor)]
 
 
-def _has_recurrent_layer(gm: torch.fx.GraphModule) -> bool:
-    return any(n.op == "call_module" and isinstance(gm.get_submodule(str(n.target)), _RECURRENT)
+def _has_decomposed_module(gm: torch.fx.GraphModule) -> bool:
+    return any(n.op == "call_module" and isinstance(gm.get_submodule(str(n.target)), _DECOMPOSED)
                for n in gm.graph.nodes)
 
 
