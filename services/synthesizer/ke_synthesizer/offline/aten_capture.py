@@ -55,7 +55,8 @@ _SAME_ARGS: dict[Any, Callable[..., Any]] = {
 _FACTORIES = {aten.zeros: torch.zeros, aten.ones: torch.ones, aten.full: torch.full, aten.empty: torch.zeros,
               aten.arange: torch.arange}
 # fused attention kernels (output 0 is the attention; the rest are backward statistics)
-_SDPA = {getattr(aten, n) for n in ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+_SDPA = {getattr(aten, n) for n in ("_scaled_dot_product_flash_attention_for_cpu",
+                                    "_scaled_dot_product_flash_attention",
                                     "_scaled_dot_product_efficient_attention") if hasattr(aten, n)}
 _REDUCTIONS: dict[Any, Any] = {aten.sum: torch.sum, aten.mean: torch.mean, aten.prod: torch.prod}
 
