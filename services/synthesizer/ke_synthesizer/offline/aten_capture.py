@@ -22,6 +22,7 @@ without a mapping stays a call of its public ``torch.ops.aten`` spelling: a libr
 from __future__ import annotations
 
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -80,8 +81,12 @@ def aten_trace(model: torch.nn.Module, inputs: list[Any], forward_params: list[s
         return flat
 
     try:
-        with torch.no_grad(), torch.backends.mkldnn.flags(enabled=False):
-            traced = make_fx(flat_forward, tracing_mode="fake")(tensors, *inputs)
+        # oneDNN off: its fused RNN kernel would stay one opaque op; the flags context
+        # warns about an unrelated TF32 setting on every entry
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore", UserWarning)
+            with torch.backends.mkldnn.flags(enabled=False):
+                traced = make_fx(flat_forward, tracing_mode="fake")(tensors, *inputs)
     except Exception as exc:  # noqa: BLE001 - any refusal sends the spec to the next fallback
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise AtenCaptureError(f"{type(exc).__name__}: {first}") from exc
@@ -196,14 +201,20 @@ def _emit(graph: torch.fx.Graph, node: torch.fx.Node, arg: Callable[[Any], Any],
         factory: Any = _FACTORIES[packet]
         return graph.call_function(factory, args, kw)
     if packet in _SAME_ARGS:
-        kw = {k: v for k, v in kwargs.items() if k not in ("memory_format",)}
+        kw = {k: v for k, v in _portable(kwargs, device).items() if k != "memory_format"}
         return graph.call_function(_SAME_ARGS[packet], args, kw)
     # no mapping: a library call of the op itself, on the inputs' device
-    if device is not None:
-        kwargs = {k: (device if isinstance(v, torch.device) else v) for k, v in kwargs.items()}
-        kwargs.pop("pin_memory", None)
     op: Any = target
-    return graph.call_function(op, args, kwargs)
+    return graph.call_function(op, args, _portable(kwargs, device))
+
+
+def _portable(kwargs: dict[str, Any], device: Any) -> dict[str, Any]:
+    """Keyword arguments without the tracing device: a device becomes the first input's,
+    pinning and the (always strided) layout are dropped."""
+    out = {k: v for k, v in kwargs.items() if k not in ("pin_memory", "layout")}
+    if device is not None:
+        out = {k: (device if isinstance(v, torch.device) else v) for k, v in out.items()}
+    return out
 
 
 def _dim(node: torch.fx.Node, dim: int) -> int:
