@@ -96,3 +96,43 @@ def test_recurrent_layer_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
     gates = [ln for ln in forward.splitlines() if "= launch_" in ln and ("sigmoid" in ln or "tanh" in ln
                                                                          or "relu" in ln)]
     assert len(gates) >= layers * steps
+
+
+_HALF_SPEC = """
+import torch
+import torch.nn as nn
+
+KE_TOLERANCE = {{"atol": 1e-2, "rtol": 1e-2}}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cls}(6, {hidden}, batch_first=True).to(torch.float16)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def get_inputs():
+    return [torch.randn(3, 4, 6, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_half_precision_recurrent_layers_within_the_half_tolerance() -> None:
+    """fp16 weights and inputs: the gates run in fp32 registers, stored as fp16; judged at
+    the spec's fp16 tolerance."""
+    synth = OfflineSynthesizer()
+    jobs = []
+    for cls, hidden in (("LSTM", 11), ("GRU", 5)):
+        src = _HALF_SPEC.format(cls=cls, hidden=hidden)
+        (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=f"half_{cls}", count=1))
+        assert "= launch_matmul_" in prop.source
+        jobs.append({"id": cls, "spec_source": src, "candidate_source": prop.source, "seeds": [1],
+                     "atol": 1e-2, "rtol": 1e-2})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), results
