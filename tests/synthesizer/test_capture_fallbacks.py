@@ -1,6 +1,8 @@
-"""Capture takes any forward whose reference runs with static shapes: plain symbolic
-tracing, then buffers as graph values (``self.mask[:, :, :T, :T]``), then shapes fixed to
-the example inputs; only a branch on tensor values is refused, with both reasons."""
+"""Capture takes any forward whose reference runs: plain symbolic tracing, then buffers as
+graph values (``self.mask[:, :, :T, :T]``), then shapes fixed to the example inputs, then
+the dispatcher-level trace (make_fx on fake tensors); a branch on tensor values gets the
+library-call candidate (the reference forward, saying why); only a spec whose reference
+raises is refused."""
 
 from __future__ import annotations
 
@@ -100,6 +102,103 @@ class Model(nn.Module):
     assert spec.specialized_shapes == []  # correct for any T <= 16
 
 
-def test_a_branch_on_tensor_values_is_refused_with_both_reasons() -> None:
-    with pytest.raises(InvalidSpecError, match="forward cannot be traced: .*with shapes specialised"):
-        capture(VALUE_BRANCH + _TAIL.format(shape="4, 4"), "value_branch")
+def test_a_branch_on_tensor_values_gets_the_library_call_candidate_with_its_reasons() -> None:
+    spec = VALUE_BRANCH + _TAIL.format(shape="4, 4")
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name="value_branch", count=1))
+    assert prop.fallback_nodes == ("forward",)
+    assert "Library-call candidate" in prop.source and "with shapes specialised" in prop.source
+    assert "dispatcher-level trace" in prop.description
+    ns: dict[str, object] = {}
+    exec(compile(prop.source, "<candidate>", "exec"), ns)  # noqa: S102 - our own generated module
+    import torch
+    model = ns["ModelNew"]()  # type: ignore[operator]
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(model(x), x * 2 if x.sum() > 0 else x)
+    assert OfflineSynthesizer().space(spec, "value_branch") == []  # nothing to transform
+
+
+def test_the_library_call_candidate_is_judged_honestly(judge: Judge) -> None:
+    """It is the reference itself, so the evaluator must not count it as a kernel: no
+    launches of its own."""
+    spec = VALUE_BRANCH + _TAIL.format(shape="4, 4")
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name="value_branch", count=1))
+    verdict = judge.evaluate(spec, prop.source, "library")
+    assert verdict.status == "rejected" and "no Triton kernel" in verdict.reason, verdict
+
+
+ITEM_AND_PROXY_INT = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(12, 12)
+
+    def forward(self, x):
+        n = int(x.shape[0])  # a Proxy cannot be an int: shapes are specialised
+        scale = float(x.abs().max().item())  # .item(): data-dependent, only the library candidate runs it
+        return self.proj(x[:n]) / scale
+"""
+
+CONTROL_FLOW_SPECS = {
+    "loop_over_size": LOOP_OVER_SIZE + _TAIL.format(shape="3, 5, 7"),
+    "item_and_proxy_int": ITEM_AND_PROXY_INT + _TAIL.format(shape="5, 12"),
+    "rnn_module": """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(6, 7, batch_first=True)
+
+    def forward(self, x):
+        y, h = self.rnn(x)
+        if y.shape[1] > 2:  # a branch on a size next to a recurrent layer
+            y = y[:, -2:]
+        return y.sum(dim=1) + h[0]
+""" + _TAIL.format(shape="2, 4, 6"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW_SPECS))
+def test_specs_with_control_flow_get_a_correct_candidate(name: str) -> None:
+    from ke_synthesizer.offline.check import run_in_subprocess
+
+    src = CONTROL_FLOW_SPECS[name]
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
+    (res,) = run_in_subprocess([{"id": name, "spec_source": src, "candidate_source": prop.source, "seeds": [1]}])
+    assert res["ok"], res
+
+
+REFERENCE_RAISES = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x @ torch.ones(3, 3)  # the inputs are [4, 5]: the reference itself raises
+"""
+
+
+def test_a_spec_whose_reference_raises_is_refused_clearly() -> None:
+    with pytest.raises(InvalidSpecError, match="reference forward raised: RuntimeError"):
+        capture(REFERENCE_RAISES + _TAIL.format(shape="4, 5"), "reference_raises")
+
+
+def test_a_shape_specialised_candidate_facing_other_shapes_is_judged_not_crashed(judge: Judge) -> None:
+    """The evaluator's extra shape sets judge a specialised candidate; the synthesizer
+    itself only ever sees the example shapes."""
+    spec = LOOP_OVER_SIZE + _TAIL.format(shape="3, 5, 7") + """
+
+def get_extra_inputs():
+    return [[torch.randn(2, 4, 7)]]
+"""
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name="loop_extra", count=1))
+    verdict = judge.evaluate(spec, prop.source, "loop_extra")
+    # unrolled for 5 steps: on 4 it reads past the input, and the judge says so
+    assert verdict.status in ("runtime_error", "incorrect") and "extra shape set" in verdict.reason, verdict

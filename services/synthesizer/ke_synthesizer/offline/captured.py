@@ -33,3 +33,9 @@ class CapturedSpec:
     error_budget_off: bool = False
     # graph rewrites applied or found (see decompose.py), e.g. {"attention": 1}
     rewrites: dict[str, int] = field(default_factory=dict)
+    # how the forward was captured: "symbolic", "shapes" (shape_tracer.py), "aten"
+    # (aten_capture.py) or "library" (no tracer took it: the candidate is the reference
+    # forward itself, see library_reason)
+    tracer: str = "symbolic"
+    # why no tracer captured the forward; set only when tracer == "library"
+    library_reason: str = ""

@@ -20,6 +20,7 @@ from torch.fx.node import _get_qualified_name
 
 from kernelevolve.errors import LoweringError
 
+from . import cuda_graph
 from .family import KernelFamily
 from .fx_meta import tensor_meta
 from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
@@ -234,9 +235,15 @@ def assemble(plan: Plan, genome: dict[str, str], families: Mapping[str, KernelFa
         parts += ["", LAUNCH_HELPERS[name]]
     for launcher in launchers:
         parts += ["", launcher]
+    graph_on = genome.get(cuda_graph.KNOB) == "on"
+    if graph_on:
+        parts += ["", cuda_graph.HELPERS.strip("\n")]
     parts += ["", plan.spec.model_source.class_source]
     parts.append("")
-    parts.append(f"    def forward({_forward_signature(plan)}):")
+    if graph_on:  # forward replays a CUDA graph of the generated forward (cuda_graph.py)
+        params = [str(n.target) for n in plan.nodes if n.op == "placeholder"]
+        parts += cuda_graph.forward_wrapper(_forward_signature(plan), params)
+    parts.append(f"    def {'_forward_eager' if graph_on else 'forward'}({_forward_signature(plan)}):")
     if any("._modules[" in line or "._parameters[" in line or "._buffers[" in line for line in body):
         parts.append("        # submodules and parameters are read from the module's dicts: nn.Module.__getattr__")
         parts.append("        # costs ~0.5 us a lookup on every call")

@@ -47,8 +47,10 @@ class ModelSource:
     class_source: str
 
 
-def model_source(source: str) -> ModelSource:
-    """Raises InvalidSpecError when the spec has no top-level ``class Model``."""
+def model_source(source: str, keep_forward: bool = False) -> ModelSource:
+    """Raises InvalidSpecError when the spec has no top-level ``class Model``. With
+    ``keep_forward`` the class keeps the reference forward (the library-call candidate of
+    a forward no tracer captures, see capture.py)."""
     tree = ast.parse(source)
     model = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == REFERENCE_CLASS), None)
     if model is None:
@@ -57,7 +59,8 @@ def model_source(source: str) -> ModelSource:
             "rebuilt in a standalone candidate)")
     cls = copy.deepcopy(model)
     cls.name = CANDIDATE_CLASS
-    cls.body = [s for s in cls.body if _defined_names(s) != {"forward"}] or [ast.Pass()]
+    if not keep_forward:
+        cls.body = [s for s in cls.body if _defined_names(s) != {"forward"}] or [ast.Pass()]
     kept = _closure(tree, cls)
     rewritten = [_rewrite(copy.deepcopy(s)) for s in kept]
     return ModelSource(prelude=tuple(ast.unparse(s) for s in rewritten), class_source=ast.unparse(_rewrite(cls)))

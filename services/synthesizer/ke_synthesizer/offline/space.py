@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import cuda_graph
 from .families import BY_KIND
 from .family import KernelFamily
 from .kernel_attention import FAULTY_ATTENTION_WARPS  # noqa: F401 - bench/attention_configs.py clears it
@@ -56,6 +57,9 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None,
         # not offered where the candidate would be left without a Triton kernel
         if library_offered(plan, anchor):
             out.append(Knob(key, "impl", anchor, IMPL_CHOICES))
+    if len(plan.groups) >= cuda_graph.MIN_KERNELS:
+        # whole models: replay the forward's many launches as one CUDA graph
+        out.append(Knob(cuda_graph.KNOB, cuda_graph.KNOB, "", cuda_graph.CHOICES))
     if plan.spec.rewrites.get("attention"):
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
         out.append(Knob("attention", "attention", "", ("flash", "unfused")))

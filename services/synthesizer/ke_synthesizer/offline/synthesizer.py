@@ -28,6 +28,7 @@ from .families import FAMILIES
 from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of
 from .graph import build_plan
+from .library_candidate import WHOLE_FORWARD, library_candidate_source
 from .plan import GroupFailure, Plan
 from .plan_outputs import group_outputs
 from .skills import skill_gains
@@ -69,6 +70,10 @@ class OfflineSynthesizer:
                 self._cache.popitem(last=False)
         return spec
 
+    def captured(self, source: str, name: str) -> CapturedSpec:
+        """The captured graph the default genome lowers (for tools that account for it)."""
+        return self._capture(source, name)
+
     # ---- lowering --------------------------------------------------------------
     def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str]) -> Plan:
         spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
@@ -84,6 +89,18 @@ class OfflineSynthesizer:
 
     def lower(self, spec: CapturedSpec, genome: dict[str, str]) -> tuple[str, dict[str, str], tuple[str, ...]]:
         """Generate (source, completed genome, fallback node names) for a genome."""
+        if spec.library_reason:
+            return library_candidate_source(spec, spec.library_reason), {}, (WHOLE_FORWARD,)
+        try:
+            return self._lower(spec, genome)
+        except SynthesisError as exc:
+            if spec.tracer == "symbolic":
+                raise
+            # a specialised graph with an op codegen cannot spell: still a correct candidate
+            log.warning("%s: specialised graph not emitted (%s); library-call candidate", spec.name, exc)
+            return library_candidate_source(spec, str(exc)), {}, (WHOLE_FORWARD,)
+
+    def _lower(self, spec: CapturedSpec, genome: dict[str, str]) -> tuple[str, dict[str, str], tuple[str, ...]]:
         forced: set[str] = set()
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = self._plan(spec, genome, forced)
@@ -108,6 +125,8 @@ class OfflineSynthesizer:
         """The transformation space at a genome (default genome when None): one entry per
         knob, (genome key, choices). Group keys depend on the fusion choice."""
         spec = self._capture(spec_source, spec_name)
+        if spec.library_reason:
+            return []  # the reference forward: nothing to transform
         plan = self._plan(spec, genome or {}, set())
         full = complete_genome(plan, genome or {}, self._by_kind)
         return [(k.key, list(k.choices)) for k in knobs(plan, full, self._by_kind)]
@@ -126,6 +145,8 @@ class OfflineSynthesizer:
     def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation,
                   desc: str) -> tuple[Proposal, dict[str, str]]:
         src, full, fb = self.lower(spec, genome)
+        if fb == (WHOLE_FORWARD,):
+            desc = f"library call of the whole reference forward (not captured: {spec.library_reason or 'see source'})"
         return Proposal(source=src, transformation=t, genome=full, fallback_nodes=fb, description=desc), full
 
     def _seeds(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
@@ -158,6 +179,8 @@ class OfflineSynthesizer:
     def _children(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
         parent = request.parent
         assert parent is not None
+        if spec.library_reason:
+            return []
         base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome), self._by_kind)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
         edges = [(k, v) for k, v in _edges(self, spec, base) if (k.name, _params_key(k, v)) not in tried]
@@ -181,6 +204,8 @@ class OfflineSynthesizer:
 
 
 def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]) -> list[tuple[Knob, str]]:
+    if spec.library_reason:
+        return []  # the library-call candidate: no knob to turn
     plan = synth._plan(spec, genome, set())
     return [(k, v) for k in knobs(plan, genome, synth._by_kind) for v in k.choices if v != genome.get(k.key, k.default)]
 
@@ -216,6 +241,9 @@ __all__ = ["OfflineSynthesizer", "InvalidSpecError"]
 def _title(spec: CapturedSpec) -> str:
     title = f"Triton lowering of {spec.name}."
     if spec.specialized_shapes:
+        if spec.tracer == "aten":
+            title += ("\n\nCaptured at the dispatcher level (Python control flow unrolled, library modules "
+                      "decomposed).")
         shapes = ", ".join(str(list(s)) for s in spec.specialized_shapes)
         title += (f"\n\nSpecialised for input shapes {shapes}: the reference's forward uses its inputs' sizes as "
                   "Python values,\nso this candidate is exact for these shapes only.")
