@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline import OfflineSynthesizer, cuda_graph
 from tests.synthesizer.conftest import example_source, lower_example
 
 WHOLE_MODEL = "model_mlp_layer_list"
@@ -36,7 +36,11 @@ def _reference(name: str) -> types.ModuleType:
     return module
 
 
-def test_the_knob_is_offered_for_whole_models_only(synth: OfflineSynthesizer) -> None:
+def test_the_knob_is_offered_for_whole_models_only(synth: OfflineSynthesizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    # not searched by default (the evaluator cannot audit a replay yet), only when a genome names it
+    assert all(key != "cuda_graph" for key, _ in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL))
+    assert ("cuda_graph", ["off", "on"]) in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL, {"cuda_graph": "off"})
+    monkeypatch.setattr(cuda_graph, "SEARCHED", True)
     assert ("cuda_graph", ["off", "on"]) in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL)
     assert all(key != "cuda_graph" for key, _ in synth.space(example_source("relu_scale_add"), "relu_scale_add"))
 

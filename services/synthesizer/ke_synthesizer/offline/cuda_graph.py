@@ -29,6 +29,12 @@ from __future__ import annotations
 KNOB = "cuda_graph"
 CHOICES = ("off", "on")
 MIN_KERNELS = 3
+# Whether the search explores the knob by itself. Not yet: the evaluator rejects every
+# graph-replay candidate (its static policy bans CUDA graph capture, state written from
+# forward counts as a result cache, and its launch check sees no Triton launch on a
+# replay), so each try would be a wasted evaluation. A genome that names the knob still
+# lowers it (bench/cuda_graph_overhead.py measures it against the per-kernel path).
+SEARCHED = False
 
 # module-level helpers of a candidate with cuda_graph=on; the runner is a parameter of
 # _GraphReplay so the replay logic can be exercised off CUDA with an eager stand-in
