@@ -115,7 +115,8 @@ def convnd_op(node: torch.fx.Node, gm: torch.fx.GraphModule,
         return None
     cin_g = wshape[0] // groups if transposed else wshape[1]
     bias = a.get("bias")
-    return NormOp("convnd", {"input": x, "weight": weight, "bias": bias},
+    what = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
+    return NormOp(what, {"input": x, "weight": weight, "bias": bias},
                   extra={"nd": nd, "transposed": transposed, "same": same, "groups": groups,
                          "s": _pad3(s, 1), "p": _pad3(p, 0), "d": _pad3(d, 1), "op": _pad3(op_, 0),
                          "cin_g": cin_g})
@@ -256,7 +257,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     has_bias = op.args.get("bias") is not None
-    name = kernel_name(group, "conv_transpose" if e["transposed"] else "convnd")
+    name = kernel_name(group, "conv")
     x_cast = load_cast(dtype_of(op.args["input"]))
     w_dtype = dtype_of(op.args["weight"]) if isinstance(op.args["weight"], torch.fx.Node) else None
     w_cast = load_cast(w_dtype) if w_dtype is not None else ".to(tl.float32)"
