@@ -126,10 +126,11 @@ def resolved_form(group: Group, genome: dict[str, str]) -> str:
     form = ConvNdFamily.value(genome, group, "form")
     if form not in FORMS:
         raise LoweringError(f"unknown conv form {form!r}")
-    if form == "auto":
-        e = group.ops[group.members[0]].extra
-        return "direct" if e["cin_g"] <= DIRECT_MAX_CIN_G else "gemm"
-    return form
+    return _auto_form(group.ops[group.members[0]].extra) if form == "auto" else form
+
+
+def _auto_form(e: dict[str, Any]) -> str:
+    return "direct" if e["cin_g"] <= DIRECT_MAX_CIN_G else "gemm"
 
 
 def _kernel_body_gemm(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, precision: str,
@@ -471,6 +472,8 @@ class ConvNdFamily(KernelFamily):
                 continue
             if (name in _GEMM_KNOBS and form != "gemm") or (name == "BLOCK_SIZE" and form != "direct"):
                 continue  # cannot change the code of the other form
+            if name == "form":  # the explicit twin of what auto resolves to gives the same code
+                choices = tuple(c for c in choices if c != _auto_form(e) or c == genome.get(f"{group.key}.form"))
             out.append((name, choices))
         return out
 

@@ -55,10 +55,10 @@ def _pair(v: Any, nd: int) -> tuple[int, ...] | None:
 def _adaptive_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
     if node.op == "call_function" and node.target in _ADAPTIVE_FUNCS:
         kind, nd = _ADAPTIVE_FUNCS[node.target]  # type: ignore[index]
-        args = dict(zip(["input", "output_size", "return_indices"], node.args, strict=False))
+        args: dict[str, Any] = dict(zip(["input", "output_size", "return_indices"], node.args, strict=False))
         args.update(node.kwargs)
     elif node.op == "call_module" and type(gm.get_submodule(str(node.target))) in _ADAPTIVE_MODULES:
-        mod = gm.get_submodule(str(node.target))
+        mod: Any = gm.get_submodule(str(node.target))
         kind, nd = _ADAPTIVE_MODULES[type(mod)]
         args = {"input": node.args[0], "output_size": mod.output_size,
                 "return_indices": getattr(mod, "return_indices", False)}
