@@ -1,6 +1,4 @@
-"""Functional grouped, dilated transposed conv2d with a per-channel bias and tanh, as
-written in hand-rolled upsamplers: F.conv_transpose2d(x, w, b, stride, padding,
-output_padding, groups, dilation)."""
+"""Hand-rolled upsampler: grouped, dilated F.conv_transpose2d with a bias parameter, then tanh."""
 
 import torch
 import torch.nn as nn

@@ -1,5 +1,4 @@
-"""Grouped 1-D conv (groups=4, dilation 2, 'same' padding) gated by a sigmoid of itself,
-as in WaveNet-style blocks written with F.conv1d."""
+"""WaveNet-style gate: grouped dilated Conv1d(padding='same'), chunked into tanh(a) * sigmoid(b)."""
 
 import torch
 import torch.nn as nn

@@ -1,6 +1,4 @@
-"""Pooling options in one feature extractor: MaxPool2d(3, 2, ceil_mode=True),
-dilated max pooling, AvgPool2d(count_include_pad=False, ceil_mode=True) and an adaptive
-average pool to 4x4, each followed by a pointwise op."""
+"""Pooling options: ceil_mode max / avg pools, a dilated max pool and an adaptive 4x4 average pool."""
 
 import torch
 import torch.nn as nn
