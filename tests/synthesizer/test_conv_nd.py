@@ -1,6 +1,7 @@
 """The convnd family: transposed convolution (1-D / 2-D / 3-D, stride, padding,
 output_padding, dilation, groups), conv3d, grouped and depthwise convolution,
-padding='same' / 'valid' and half-precision inputs are lowered to Triton (no library call
+padding='same' / 'valid', reflect / replicate / circular padding and half-precision
+inputs are lowered to Triton (no library call
 for the convolution), alone and with a fused pointwise epilogue, and stay correct in every
 kernel form (implicit GEMM, direct, zero-insertion transposed)."""
 
@@ -60,6 +61,12 @@ CASES: dict[str, str] = {
                             "torch.randn(2, 4, 6, 5).half()", tolerance=HALF_TOLERANCE),
     "convt2d_half": _spec(["self.c = nn.ConvTranspose2d(3, 2, 2, stride=2).half()"], "self.c(x)",
                           "torch.randn(1, 3, 3, 5).half()", tolerance=HALF_TOLERANCE),
+    "conv2d_reflect_relu": _spec(["self.c = nn.Conv2d(3, 4, 3, padding=(2, 1), dilation=(1, 2), padding_mode='reflect')"],
+                                 "torch.relu(self.c(x))", "torch.randn(2, 3, 5, 7)"),
+    "conv1d_circular_grouped": _spec(["self.c = nn.Conv1d(4, 4, 5, stride=2, padding=3, groups=2, "
+                                      "padding_mode='circular')"], "self.c(x)", "torch.randn(2, 4, 7)"),
+    "depthwise3d_replicate_same": _spec(["self.c = nn.Conv3d(3, 3, (1, 3, 2), padding='same', groups=3, "
+                                         "padding_mode='replicate')"], "self.c(x)", "torch.randn(1, 3, 2, 5, 3)"),
 }
 # (case, genome): every kernel form of the family
 FORMS = [
@@ -68,6 +75,7 @@ FORMS = [
     ("convt1d_groups_dilated", {"g0.transposed": "zero_insert", "g0.form": "gemm"}),
     ("depthwise2d_mult2", {"g0.form": "gemm"}),
     ("conv3d_dilated_gelu", {"g0.form": "direct"}),
+    ("conv2d_reflect_relu", {"g0.form": "direct"}),
 ]
 SLOW_FORMS = [(name, genome) for name in CASES for genome in (
     {"g0.form": "gemm"}, {"g0.form": "direct"}, {"g0.transposed": "zero_insert", "g0.form": "gemm"},

@@ -32,8 +32,9 @@ def _spec(init: list[str], body: str, inputs: str, extra: str | None = None, tol
 # name -> (spec, number of pool kernels)
 CASES: dict[str, tuple[str, int]] = {
     "ceil_mode_2d": (_spec([], "F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), "
-                               "F.avg_pool2d(x, (2, 3), 2, (1, 0), ceil_mode=True, count_include_pad=False)",
-                           "torch.randn(2, 3, 7, 8)", "torch.randn(1, 2, 5, 6)"), 3),
+                               "F.avg_pool2d(x, (2, 3), 2, (1, 0), ceil_mode=True, count_include_pad=False), "
+                               "torch.max_pool2d(x, 2, 1, 0, 1, True)",
+                           "torch.randn(2, 3, 7, 8)", "torch.randn(1, 2, 5, 6)"), 4),
     "dilated_max_3d_1d": (_spec(["self.m = nn.MaxPool3d(2, stride=1, dilation=(1, 2, 2), padding=1)"],
                                 "self.m(x) + 1.0, F.max_pool1d(x.flatten(2), 3, 2, 1, dilation=3)",
                                 "torch.randn(2, 3, 4, 6, 7)"), 2),

@@ -60,6 +60,8 @@ FORMS = ("auto", "gemm", "direct")  # knob ``form``
 TRANSPOSED_FORMS = ("gather", "zero_insert")  # knob ``transposed``
 # auto: direct when a group has at most this many input channels (depthwise and nearly so)
 DIRECT_MAX_CIN_G = 2
+# padding_mode: out-of-range taps read zeros, or the input index is folded back inside
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 _GEMM_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "precision")
 
 
@@ -84,11 +86,13 @@ def convnd_op(node: torch.fx.Node, gm: torch.fx.GraphModule,
         a.update(node.kwargs)
         weight = a.get("weight")
         wshape = shape_of(weight)
+        mode = "zeros"
     elif node.op == "call_module" and type(gm.get_submodule(str(node.target))) in _MODULES:
         mod: Any = gm.get_submodule(str(node.target))
         nd, transposed = _MODULES[type(mod)]
-        if mod.padding_mode != "zeros" or len(node.args) != 1 or node.kwargs:
-            return None  # reflect / replicate / circular padding, or an explicit output_size
+        if len(node.args) != 1 or node.kwargs:
+            return None  # an explicit output_size
+        mode = mod.padding_mode
         t = str(node.target)
         a = {"input": node.args[0], "bias": f"@{t}.bias" if mod.bias is not None else None,
              "stride": mod.stride, "padding": mod.padding, "dilation": mod.dilation, "groups": mod.groups,
@@ -102,12 +106,14 @@ def convnd_op(node: torch.fx.Node, gm: torch.fx.GraphModule,
     groups = a.get("groups", 1)
     if xs is None or wshape is None or len(xs) != nd + 2 or len(wshape) != nd + 2 or dtype_of(x) not in _FLOATS:
         return None  # unbatched inputs stay library calls
-    if not isinstance(groups, int) or groups < 1:
+    if not isinstance(groups, int) or groups < 1 or mode not in PADDING_MODES:
         return None
     pad: Any = a.get("padding", 0)
     if pad == "valid":
         pad = 0
     same = pad == "same" and not transposed
+    if transposed and mode != "zeros":
+        return None  # torch accepts only zeros there
     s, d = _tuple(a.get("stride", 1), nd), _tuple(a.get("dilation", 1), nd)
     p = (0,) * nd if same else _tuple(pad, nd)
     op_ = _tuple(a.get("output_padding", 0), nd) if transposed else (0,) * nd
@@ -117,7 +123,7 @@ def convnd_op(node: torch.fx.Node, gm: torch.fx.GraphModule,
     bias = a.get("bias")
     what = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
     return NormOp(what, {"input": x, "weight": weight, "bias": bias},
-                  extra={"nd": nd, "transposed": transposed, "same": same, "groups": groups,
+                  extra={"nd": nd, "transposed": transposed, "same": same, "groups": groups, "mode": mode,
                          "s": _pad3(s, 1), "p": _pad3(p, 0), "d": _pad3(d, 1), "op": _pad3(op_, 0),
                          "cin_g": cin_g})
 
@@ -204,8 +210,19 @@ def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tupl
                           f"{ind}i_{c} = t_{c} // {sc}",
                           f"{ind}ok = ok & (t_{c} >= 0) & (t_{c} % {sc} == 0) & (i_{c} < {size})"]
         else:
-            lines += [f"{ind}i_{c} = {oc} * {sc} - {pad} + {tap}" if sc != 1 else f"{ind}i_{c} = {oc} - {pad} + {tap}",
-                      f"{ind}ok = ok & (i_{c} >= 0) & (i_{c} < {size})"]
+            lines.append(f"{ind}i_{c} = {oc} * {sc} - {pad} + {tap}" if sc != 1 else f"{ind}i_{c} = {oc} - {pad} + {tap}")
+            mode = e.get("mode", "zeros")
+            # padding_mode: torch requires padding < size (reflect) / <= size (circular), so
+            # one fold brings every tap inside
+            if mode == "reflect":
+                lines += [f"{ind}i_{c} = tl.where(i_{c} < 0, 0 - i_{c}, i_{c})",
+                          f"{ind}i_{c} = tl.where(i_{c} >= {size}, 2 * ({size} - 1) - i_{c}, i_{c})"]
+            elif mode == "replicate":
+                lines.append(f"{ind}i_{c} = tl.minimum(tl.maximum(i_{c}, 0), {size} - 1)")
+            elif mode == "circular":
+                lines.append(f"{ind}i_{c} = (i_{c} + {size}) % {size}")
+            else:
+                lines.append(f"{ind}ok = ok & (i_{c} >= 0) & (i_{c} < {size})")
     return lines
 
 
