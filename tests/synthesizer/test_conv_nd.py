@@ -61,7 +61,8 @@ CASES: dict[str, str] = {
                             "torch.randn(2, 4, 6, 5).half()", tolerance=HALF_TOLERANCE),
     "convt2d_half": _spec(["self.c = nn.ConvTranspose2d(3, 2, 2, stride=2).half()"], "self.c(x)",
                           "torch.randn(1, 3, 3, 5).half()", tolerance=HALF_TOLERANCE),
-    "conv2d_reflect_relu": _spec(["self.c = nn.Conv2d(3, 4, 3, padding=(2, 1), dilation=(1, 2), padding_mode='reflect')"],
+    "conv2d_reflect_relu": _spec(["self.c = nn.Conv2d(3, 4, 3, padding=(2, 1), dilation=(1, 2), "
+                                  "padding_mode='reflect')"],
                                  "torch.relu(self.c(x))", "torch.randn(2, 3, 5, 7)"),
     "conv1d_circular_grouped": _spec(["self.c = nn.Conv1d(4, 4, 5, stride=2, padding=3, groups=2, "
                                       "padding_mode='circular')"], "self.c(x)", "torch.randn(2, 4, 7)"),

@@ -210,7 +210,8 @@ def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tupl
                           f"{ind}i_{c} = t_{c} // {sc}",
                           f"{ind}ok = ok & (t_{c} >= 0) & (t_{c} % {sc} == 0) & (i_{c} < {size})"]
         else:
-            lines.append(f"{ind}i_{c} = {oc} * {sc} - {pad} + {tap}" if sc != 1 else f"{ind}i_{c} = {oc} - {pad} + {tap}")
+            scaled = f"{oc} * {sc}" if sc != 1 else oc
+            lines.append(f"{ind}i_{c} = {scaled} - {pad} + {tap}")
             mode = e.get("mode", "zeros")
             # padding_mode: torch requires padding < size (reflect) / <= size (circular), so
             # one fold brings every tap inside
