@@ -3,7 +3,7 @@ output_padding, dilation, groups), conv3d, grouped and depthwise convolution,
 padding='same' / 'valid', reflect / replicate / circular padding and half-precision
 inputs are lowered to Triton (no library call
 for the convolution), alone and with a fused pointwise epilogue, and stay correct in every
-kernel form (implicit GEMM, direct, zero-insertion transposed)."""
+kernel form (implicit GEMM, direct; transposed: gather, zero-insertion, per-phase GEMM)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ CASES: dict[str, str] = {
                                        "F.conv_transpose2d(x, self.w, None, 2, 1, 1, 2, 1)", "torch.randn(2, 4, 5, 5)"),
     "convt2d_1x1_nobias": _spec(["self.c = nn.ConvTranspose2d(5, 3, 1, stride=3, bias=False)"], "self.c(x)",
                                 "torch.randn(1, 5, 3, 2)"),
+    "convt2d_wide_pad_groups": _spec(["self.c = nn.ConvTranspose2d(4, 6, (5, 2), stride=(3, 2), padding=(4, 1), "
+                                      "output_padding=(2, 0), groups=2)"], "self.c(x) + 1.0",
+                                     "torch.randn(2, 4, 4, 3)", "torch.randn(1, 4, 3, 2)"),
     "conv3d_dilated_gelu": _spec(["self.c = nn.Conv3d(3, 5, 3, stride=(1, 2, 1), padding=1, dilation=(1, 1, 2))"],
                                  "F.gelu(self.c(x))", "torch.randn(2, 3, 5, 6, 7)"),
     "depthwise2d_mult2": _spec(["self.c = nn.Conv2d(6, 12, (3, 2), padding=(1, 0), groups=6)"], "self.c(x)",
@@ -77,10 +80,14 @@ FORMS = [
     ("depthwise2d_mult2", {"g0.form": "gemm"}),
     ("conv3d_dilated_gelu", {"g0.form": "direct"}),
     ("conv2d_reflect_relu", {"g0.form": "direct"}),
+    ("convt2d_s2_p1_op1_relu", {"g0.transposed": "phase"}),
+    ("convt2d_wide_pad_groups", {"g0.transposed": "phase", "g0.form": "gemm"}),
 ]
 SLOW_FORMS = [(name, genome) for name in CASES for genome in (
     {"g0.form": "gemm"}, {"g0.form": "direct"}, {"g0.transposed": "zero_insert", "g0.form": "gemm"},
-    {"g0.transposed": "zero_insert", "g0.form": "direct"}) if "g0.transposed" not in genome or "convt" in name]
+    {"g0.transposed": "zero_insert", "g0.form": "direct"}, {"g0.transposed": "phase", "g0.form": "gemm"})
+    if "g0.transposed" not in genome or ("convt" in name and not (genome["g0.transposed"] == "phase"
+                                                                  and "dilated" in name))]
 JUDGED = ["convt3d_nonsquare_scale", "depthwise2d_mult2", "grouped2d_half"]
 
 
@@ -136,7 +143,7 @@ def test_knobs_follow_the_form(synth: OfflineSynthesizer) -> None:
     assert dw["g0.form"] == ["auto", "gemm"]  # auto is direct for depthwise
     assert "g0.BLOCK_SIZE" in dw and "g0.BLOCK_K" not in dw and "g0.transposed" not in dw
     ct = dict(synth.space(CASES["convt2d_s2_p1_op1_relu"], "convt2d_s2_p1_op1_relu"))
-    assert ct["g0.form"] == ["auto", "direct"] and ct["g0.transposed"] == ["gather", "zero_insert"]
+    assert ct["g0.form"] == ["auto", "direct"] and ct["g0.transposed"] == ["gather", "zero_insert", "phase"]
     assert "g0.BLOCK_K" in ct and "g0.BLOCK_SIZE" not in ct
     assert ct["impl.c"] == ["triton", "library"]  # the relu keeps a Triton kernel either way
 

@@ -57,7 +57,7 @@ _MODULES: dict[type, tuple[int, bool]] = {
 }
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 FORMS = ("auto", "gemm", "direct")  # knob ``form``
-TRANSPOSED_FORMS = ("gather", "zero_insert")  # knob ``transposed``
+TRANSPOSED_FORMS = ("gather", "zero_insert", "phase")  # knob ``transposed``
 # auto: direct when a group has at most this many input channels (depthwise and nearly so)
 DIRECT_MAX_CIN_G = 2
 # padding_mode: out-of-range taps read zeros, or the input index is folded back inside
@@ -227,6 +227,82 @@ def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tupl
     return lines
 
 
+def phase_applies(e: dict[str, Any], form: str) -> bool:
+    """The phase form: transposed, GEMM form, dilation 1 (tap k of output o is valid iff
+    k = (o + pad) % stride + j * stride)."""
+    return bool(e["transposed"]) and form == "gemm" and tuple(e["d"]) == (1, 1, 1)
+
+
+def _kernel_body_phase(e: dict[str, Any], x_cast: str, w_cast: str, precision: str, note: list[str]) -> list[str]:
+    """Transposed conv as one implicit GEMM per output phase r = (o + pad) % stride: the
+    outputs o = r - pad + stride * b of a phase all use taps k = r + j * stride, reading
+    input b - j, so the reduction walks only valid taps (1 / stride^nd of the gather's)."""
+    sd, sh, sw = e["s"]
+    lines = [
+        "    pid_m = tl.program_id(0)",
+        "    pid_n = tl.program_id(1)",
+        "    pid_z = tl.program_id(2)",
+        f"    g = pid_z // {sd * sh * sw}",
+        f"    ph = pid_z % {sd * sh * sw}",
+        f"    r_w = ph % {sw}",
+        f"    r_h = (ph // {sw}) % {sh}",
+        f"    r_d = ph // {sw * sh}",
+    ]
+    for c, sc, size in zip("dhw", (sd, sh, sw), ("OD", "OH", "OW"), strict=True):
+        pad = f"P{c.upper()}"
+        k = f"K{c.upper()}"
+        # b of the phase's outputs: from ceil((pad - r) / s) (numerator > -s) to
+        # floor((O - 1 - r + pad) / s), written with non-negative numerators (integer
+        # division truncates); taps per output: ceil((K - r) / s)
+        lines += [f"    b0_{c} = ({pad} - r_{c} + {sc - 1}) // {sc}",
+                  f"    nb_{c} = tl.maximum(({size} - 1 - r_{c} + {pad} + {sc}) // {sc} - 1 - b0_{c} + 1, 0)",
+                  f"    j_{c} = ({k} - r_{c} + {sc - 1}) // {sc}"]
+    lines += [
+        "    rows = nb_d * nb_h * nb_w",
+        "    M = NB * rows",
+        "    JV = tl.maximum(j_d * j_h * j_w, 1)",
+        "    K = CIN_G * j_d * j_h * j_w",
+        "    KV = KD * KH * KW",
+        "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "    n_idx = rm // tl.maximum(rows, 1)",
+        "    b_d = b0_d + (rm // tl.maximum(nb_h * nb_w, 1)) % tl.maximum(nb_d, 1)",
+        "    b_h = b0_h + (rm // tl.maximum(nb_w, 1)) % tl.maximum(nb_h, 1)",
+        "    b_w = b0_w + rm % tl.maximum(nb_w, 1)",
+        "    co = g * COUT_G + rn",
+        "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        "    for k0 in range(0, K, BLOCK_K):",
+        "        rk = k0 + tl.arange(0, BLOCK_K)",
+        "        ci = rk // JV",
+        "        jr = rk % JV",
+        "        jd = jr // tl.maximum(j_h * j_w, 1)",
+        "        jh = (jr // tl.maximum(j_w, 1)) % tl.maximum(j_h, 1)",
+        "        jw = jr % tl.maximum(j_w, 1)",
+        "        i_d = b_d[:, None] - jd[None, :]",
+        "        i_h = b_h[:, None] - jh[None, :]",
+        "        i_w = b_w[:, None] - jw[None, :]",
+        "        ok = (rm[:, None] < M) & (rk[None, :] < K) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H)",
+        "        ok = ok & (i_w >= 0) & (i_w < W)",
+        "        cin = g * CIN_G + ci[None, :]",
+        "        a = tl.load(x_ptr + (((n_idx[:, None] * (G * CIN_G) + cin) * D + i_d) * H + i_h) * W + i_w,",
+        f"                    mask=ok, other=0.0){x_cast}",
+        f"        kr = ((r_d + jd * {sd}) * KH + r_h + jh * {sh}) * KW + r_w + jw * {sw}",
+        "        w_off = ((g * CIN_G + ci[:, None]) * COUT_G + rn[None, :]) * KV + kr[:, None]",
+        "        b = tl.load(w_ptr + w_off, mask=(rk[:, None] < K) & (rn[None, :] < COUT_G), other=0.0)"
+        f"{w_cast}",
+        *("        " + line for line in note),
+        f'        acc += tl.dot(a, b, input_precision="{precision}")',
+        "    mask = (rm[:, None] < M) & (rn[None, :] < COUT_G)",
+        "    cols = co[None, :]",
+        "    n_i = n_idx[:, None]",
+        "    od_i = (r_d - PD + b_d * " + str(sd) + ")[:, None]",
+        "    oh_i = (r_h - PH + b_h * " + str(sh) + ")[:, None]",
+        "    ow_i = (r_w - PW + b_w * " + str(sw) + ")[:, None]",
+        "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i",
+    ]
+    return lines
+
+
 def _kernel_body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
     s = e["s"] if gather else (1, 1, 1)
     lines = [
@@ -272,6 +348,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         raise LoweringError(f"unknown transposed-conv form {tform!r}")
     zero_insert = e["transposed"] and tform == "zero_insert"
     gather = not zero_insert
+    phase = e["transposed"] and tform == "phase" and phase_applies(e, form)
     warps = int(ConvNdFamily.value(genome, group, "num_warps"))
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
@@ -317,9 +394,14 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", consts, "):",
              f"    # Fuses {fused}: {how};", f"    # {desc}."]
     if e["transposed"]:
-        lines.append("    # transposed: gather form, each output reads the inputs that map to it" if gather else
+        lines.append("    # transposed: phase form, one GEMM per output phase (o + pad) % stride over its own taps"
+                     if phase else
+                     "    # transposed: gather form, each output reads the inputs that map to it" if gather else
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
-    if form == "gemm":
+    if phase:
+        precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
+        lines += _kernel_body_phase(e, x_cast, w_cast, precision, note)
+    elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
         lines += _kernel_body_gemm(e, gather, x_cast, w_cast, precision, note)
     else:
@@ -344,11 +426,12 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     for j, m in enumerate(outs):
         lines.append(f"    tl.store(out{j}_ptr + out_off, v_{m.name}, mask=mask)")
     kernel = "\n".join(lines) + "\n"
-    launcher = _launcher(name, e, form, zero_insert, has_bias, ext, full, bcast, scalars, outs, genome, group, warps)
+    launcher = _launcher(name, e, form, zero_insert, phase, has_bias, ext, full, bcast, scalars, outs, genome, group,
+                         warps)
     return kernel, launcher, f"launch_{name}"
 
 
-def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, has_bias: bool, ext: list[Any],
+def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, has_bias: bool, ext: list[Any],
               full: list[bool], bcast: list[int], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
@@ -390,8 +473,16 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, has_bi
     ll.append("    n = nb * cout_g * " + str(groups) + " * osz[0] * osz[1] * osz[2]")
     if form == "gemm":
         bm, bn = (int(ConvNdFamily.value(genome, group, k)) for k in ("BLOCK_M", "BLOCK_N"))
-        ll += ["    m = nb * osz[0] * osz[1] * osz[2]",
-               f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups}) if n > 0 else None",
+        if phase:  # rows of the largest phase, one grid slice per (group, phase)
+            sd, sh, sw = e["s"]
+            per = " * ".join(f"((osz[{j}] + {st - 1}) // {st})" for j, st in enumerate(e["s"]))
+            ll += [f"    m = nb * {per}",
+                   f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups * sd * sh * sw}) "
+                   "if n > 0 else None"]
+        else:
+            ll += ["    m = nb * osz[0] * osz[1] * osz[2]",
+                   f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups}) if n > 0 else None"]
+        ll += [
                f"    tail = (nb, {groups}, cin_g, *xsz, cout_g, kd, kh, kw, *osz, *pads)",
                "    consts = {}"]
     else:
@@ -488,6 +579,8 @@ class ConvNdFamily(KernelFamily):
         for name, choices in super().group_knobs(plan, group, genome):
             if name == "transposed" and not e["transposed"]:
                 continue
+            if name == "transposed" and not phase_applies(e, form):
+                choices = tuple(c for c in choices if c != "phase")
             if (name in _GEMM_KNOBS and form != "gemm") or (name == "BLOCK_SIZE" and form != "direct"):
                 continue  # cannot change the code of the other form
             if name == "form":  # the explicit twin of what auto resolves to gives the same code
