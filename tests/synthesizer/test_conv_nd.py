@@ -1,7 +1,7 @@
 """The convnd family: transposed convolution (1-D / 2-D / 3-D, stride, padding,
 output_padding, dilation, groups), conv3d, grouped and depthwise convolution,
-padding='same' / 'valid', reflect / replicate / circular padding and half-precision
-inputs are lowered to Triton (no library call
+padding='same' / 'valid', reflect / replicate / circular padding, unbatched and
+half-precision inputs are lowered to Triton (no library call
 for the convolution), alone and with a fused pointwise epilogue, and stay correct in every
 kernel form (implicit GEMM, direct; transposed: gather, zero-insertion, per-phase GEMM)."""
 
@@ -71,6 +71,10 @@ CASES: dict[str, str] = {
                                       "padding_mode='circular')"], "self.c(x)", "torch.randn(2, 4, 7)"),
     "depthwise3d_replicate_same": _spec(["self.c = nn.Conv3d(3, 3, (1, 3, 2), padding='same', groups=3, "
                                          "padding_mode='replicate')"], "self.c(x)", "torch.randn(1, 3, 2, 5, 3)"),
+    "unbatched_convt1d_and_conv2d": _spec(
+        ["self.t = nn.ConvTranspose1d(3, 4, 3, stride=2)", "self.c = nn.Conv2d(4, 2, 2, groups=2)",
+         "self.s = nn.Parameter(torch.randn(4, 1))"],
+        "torch.relu(self.t(x) * self.s), self.c(self.t(x).reshape(4, 3, 5) + 0.5)", "torch.randn(3, 7)"),
 }
 # (case, genome): every kernel form of the family
 FORMS = [
@@ -82,6 +86,7 @@ FORMS = [
     ("conv2d_reflect_relu", {"g0.form": "direct"}),
     ("convt2d_s2_p1_op1_relu", {"g0.transposed": "phase"}),
     ("convt2d_wide_pad_groups", {"g0.transposed": "phase", "g0.form": "gemm"}),
+    ("unbatched_convt1d_and_conv2d", {"g0.transposed": "zero_insert"}),
 ]
 SLOW_FORMS = [(name, genome) for name in CASES for genome in (
     {"g0.form": "gemm"}, {"g0.form": "direct"}, {"g0.transposed": "zero_insert", "g0.form": "gemm"},
@@ -106,7 +111,8 @@ def _assert_lowered(source: str, fallback: tuple[str, ...]) -> None:
 def test_convolution_is_lowered_to_triton(name: str, synth: OfflineSynthesizer) -> None:
     prop = _propose(synth, name)
     _assert_lowered(prop.source, prop.fallback_nodes)
-    assert prop.source.count("def launch_") == 1  # the epilogue is fused into the conv kernel
+    if name != "unbatched_convt1d_and_conv2d":  # one conv and its epilogue: one kernel
+        assert prop.source.count("def launch_") == 1
 
 
 def test_seed_candidates_are_correct(synth: OfflineSynthesizer) -> None:

@@ -104,8 +104,9 @@ def convnd_op(node: torch.fx.Node, gm: torch.fx.GraphModule,
     x = a.get("input")
     xs = shape_of(x)
     groups = a.get("groups", 1)
-    if xs is None or wshape is None or len(xs) != nd + 2 or len(wshape) != nd + 2 or dtype_of(x) not in _FLOATS:
-        return None  # unbatched inputs stay library calls
+    if xs is None or wshape is None or len(xs) not in (nd + 1, nd + 2) or len(wshape) != nd + 2 \
+            or dtype_of(x) not in _FLOATS:
+        return None
     if not isinstance(groups, int) or groups < 1 or mode not in PADDING_MODES:
         return None
     pad: Any = a.get("padding", 0)
@@ -124,6 +125,8 @@ def convnd_op(node: torch.fx.Node, gm: torch.fx.GraphModule,
     what = f"conv_transpose{nd}d" if transposed else f"conv{nd}d"
     return NormOp(what, {"input": x, "weight": weight, "bias": bias},
                   extra={"nd": nd, "transposed": transposed, "same": same, "groups": groups, "mode": mode,
+                         # [C, *spatial]: the same memory as a batch of one
+                         "unbatched": len(xs) == nd + 1,
                          "s": _pad3(s, 1), "p": _pad3(p, 0), "d": _pad3(d, 1), "op": _pad3(op_, 0),
                          "cin_g": cin_g})
 
@@ -372,7 +375,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
 
     full = [operand_shape(plan, v) == group.shape for v in ext]
     bcast = [i for i in range(len(ext)) if not full[i]]
-    rank = nd + 2
+    rank = nd + 1 if e["unbatched"] else nd + 2
     sig = ["x_ptr", "w_ptr"] + (["bias_ptr"] if has_bias else []) + [f"e{i}_ptr" for i in range(len(ext))]
     sig += [f"out{j}_ptr" for j in range(len(outs))]
     sig += (["NB"] if form == "gemm" else ["n_out"]) + ["G", "CIN_G", "D", "H", "W", "COUT_G"]
@@ -413,7 +416,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     lines.append(f"    v_{conv.name} = {head}")
     # epilogue operands of the output's shape share its offsets; broadcast ones (a per-channel
     # scale, ...) are read through the strides of their expanded view
-    idx = ["n_i", "cols"] + ["od_i", "oh_i", "ow_i"][3 - nd:]
+    idx = ([] if e["unbatched"] else ["n_i"]) + ["cols"] + ["od_i", "oh_i", "ow_i"][3 - nd:]
     for i, v in enumerate(ext):
         dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
         addr = "out_off" if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
@@ -439,8 +442,8 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     params = ["x", "w"] + (["bias"] if has_bias else []) + [f"e{i}" for i in range(len(ext))]
     ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", "",
           f"def _plan_{name}({', '.join(params)}):",
-          "    nb, cin = x.shape[0], x.shape[1]",
-          f"    d, h, w_in = {pad_front}tuple(x.shape[2:])",
+          *(["    nb, cin = 1, x.shape[0]", f"    d, h, w_in = {pad_front}tuple(x.shape[1:])"] if e["unbatched"] else
+            ["    nb, cin = x.shape[0], x.shape[1]", f"    d, h, w_in = {pad_front}tuple(x.shape[2:])"]),
           f"    kd, kh, kw = {pad_front}tuple(w.shape[2:])",
           f"    cin_g = cin // {groups}",
           f"    cout_g = {'w.shape[1]' if e['transposed'] else f'w.shape[0] // {groups}'}",
@@ -464,7 +467,8 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                "    pads = tuple(dl[j] * (k - 1) - plo[j] for j, k in enumerate((kd, kh, kw)))"]
     else:
         ll += ["    xsz = (d, h, w_in)", "    pads = plo"]
-    ll += [f"    shape = (nb, {groups} * cout_g, *osz[{3 - nd}:])",
+    lead = "" if e["unbatched"] else "nb, "
+    ll += [f"    shape = ({lead}{groups} * cout_g, *osz[{3 - nd}:])",
            "    if min(osz) < 1 or cin_g * " + str(groups) + " != cin:",
            f"        raise RuntimeError(f'{name}: input {{tuple(x.shape)}} does not fit weight {{tuple(w.shape)}}')"]
     ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
@@ -509,8 +513,8 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
         k_dims = tuple(range(2, nd + 2))
         ll += ["    # zero_insert: the input spread over zeros (stride - 1 between elements) ...",
-               f"    xz = x.new_zeros((x.shape[0], x.shape[1], *xsz[{3 - nd}:]))",
-               f"    xz[:, :, {sl}] = x",
+               f"    xz = x.new_zeros((*x.shape[:{1 if e['unbatched'] else 2}], *xsz[{3 - nd}:]))",
+               f"    xz[{':, ' * (1 if e['unbatched'] else 2)}{sl}] = x",
                "    x = xz",
                "    # ... and the weight [CIN, COUT_G, k...] regrouped to [COUT, CIN_G, k...], flipped",
                f"    cin_g = w.shape[0] // {groups}",
