@@ -71,6 +71,9 @@ CASES: dict[str, str] = {
                                       "padding_mode='circular')"], "self.c(x)", "torch.randn(2, 4, 7)"),
     "depthwise3d_replicate_same": _spec(["self.c = nn.Conv3d(3, 3, (1, 3, 2), padding='same', groups=3, "
                                          "padding_mode='replicate')"], "self.c(x)", "torch.randn(1, 3, 2, 5, 3)"),
+    "depthwise_convt2d_bf16": _spec(["self.c = nn.ConvTranspose2d(4, 4, 3, stride=2, groups=4).bfloat16()"],
+                                    "F.gelu(self.c(x))", "torch.randn(2, 4, 5, 6).bfloat16()",
+                                    tolerance='{"atol": 5e-2, "rtol": 5e-2}'),
     "unbatched_convt1d_and_conv2d": _spec(
         ["self.t = nn.ConvTranspose1d(3, 4, 3, stride=2)", "self.c = nn.Conv2d(4, 2, 2, groups=2)",
          "self.s = nn.Parameter(torch.randn(4, 1))"],
