@@ -1,8 +1,9 @@
 """Convolutions the plain conv family (``kernel_conv.py``: conv1d / conv2d, groups = 1,
-numeric padding, fp32) does not take: conv3d, grouped and depthwise convolution,
-``padding='same'``, fp16 / bf16 inputs, and transposed convolution (1-D / 2-D / 3-D, any
-stride / padding / output_padding / dilation / groups), with bias and a fused pointwise
-epilogue.
+numeric zero padding, fp32, batched) does not take: conv3d, grouped and depthwise
+convolution, ``padding='same'``, reflect / replicate / circular padding modes, unbatched
+and fp16 / bf16 inputs, and transposed convolution (1-D / 2-D / 3-D, any stride /
+padding / output_padding / dilation / groups), with bias and a fused pointwise epilogue.
+Kernel bodies live in ``convnd_bodies.py``.
 
 Every case is addressed as 3-D: a 1-D or 2-D convolution has leading spatial sizes of 1
 (stride 1, padding 0), so one generator covers all ranks. Two kernel forms (knob ``form``):
@@ -20,7 +21,9 @@ nothing is scattered and no atomics are needed. Knob ``transposed``: ``gather`` 
 or ``zero_insert``: the launcher spreads the input over a zero-filled buffer (stride - 1
 zeros between elements) and flips / regroups the weight, and the kernel runs an ordinary
 stride-1 convolution with padding ``dil * (k - 1) - pad`` (more memory traffic, no
-divisibility tests in the inner loop).
+divisibility tests in the inner loop); or ``phase`` (GEMM form, dilation 1): one implicit
+GEMM per output phase ``(o + pad) % stride``, whose reduction walks only that phase's
+valid taps.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
 from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
@@ -142,204 +146,6 @@ def _auto_form(e: dict[str, Any]) -> str:
     return "direct" if e["cin_g"] <= DIRECT_MAX_CIN_G else "gemm"
 
 
-def _kernel_body_gemm(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, precision: str,
-                      note: list[str]) -> list[str]:
-    sd, sh, sw = e["s"] if gather else (1, 1, 1)
-    dd, dh, dw = e["d"]
-    lines = [
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
-        "    g = tl.program_id(2)",
-        "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "    M = NB * OD * OH * OW",
-        "    KV = KD * KH * KW",
-        "    K = CIN_G * KV",
-        "    n_idx = rm // (OD * OH * OW)",
-        "    od = (rm // (OH * OW)) % OD",
-        "    oh = (rm // OW) % OH",
-        "    ow = rm % OW",
-        "    co = g * COUT_G + rn",
-        "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
-        "    for k0 in range(0, K, BLOCK_K):",
-        "        rk = k0 + tl.arange(0, BLOCK_K)",
-        "        ci = rk // KV",
-        "        kr = rk % KV",
-        "        kd = kr // (KH * KW)",
-        "        kh = (kr // KW) % KH",
-        "        kw = kr % KW",
-        "        ok = (rm[:, None] < M) & (rk[None, :] < K)",
-    ]
-    lines += _taps(e, gather, "        ", ("od[:, None]", "oh[:, None]", "ow[:, None]"),
-                   ("kd[None, :]", "kh[None, :]", "kw[None, :]"), (sd, sh, sw), (dd, dh, dw))
-    lines += [
-        "        cin = g * CIN_G + ci[None, :]",
-        "        a = tl.load(x_ptr + (((n_idx[:, None] * (G * CIN_G) + cin) * D + i_d) * H + i_h) * W + i_w,",
-        f"                    mask=ok, other=0.0){x_cast}",
-        "        b_mask = (rk[:, None] < K) & (rn[None, :] < COUT_G)",
-    ]
-    if e["transposed"] and gather:
-        # weight [CIN, COUT_G, KD, KH, KW]: (g * CIN_G + ci, rn, kr)
-        lines.append("        w_off = ((g * CIN_G + ci[:, None]) * COUT_G + rn[None, :]) * KV + kr[:, None]")
-    else:
-        # weight [COUT, CIN_G, KD, KH, KW]: row co holds its reduction contiguously
-        lines.append("        w_off = co[None, :] * K + rk[:, None]")
-    lines += [f"        b = tl.load(w_ptr + w_off, mask=b_mask, other=0.0){w_cast}",
-              *("        " + line for line in note),
-              f'        acc += tl.dot(a, b, input_precision="{precision}")',
-              "    mask = (rm[:, None] < M) & (rn[None, :] < COUT_G)",
-              "    cols = co[None, :]",
-              "    n_i = n_idx[:, None]",
-              "    od_i = od[:, None]",
-              "    oh_i = oh[:, None]",
-              "    ow_i = ow[:, None]",
-              "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i"]
-    return lines
-
-
-def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tuple[str, ...],
-          s: tuple[int, ...], d: tuple[int, ...]) -> list[str]:
-    """Input coordinates i_d / i_h / i_w of the taps and their validity, and-ed into ``ok``."""
-    lines: list[str] = []
-    for c, oc, kc, sc, dc, size, pad in zip("dhw", o, k, s, d, "DHW", ("PD", "PH", "PW"), strict=True):
-        tap = f"{kc} * {dc}" if dc != 1 else kc
-        if e["transposed"] and gather:
-            # output o reads input (o + pad - k * dil) / stride when that is a whole index
-            lines.append(f"{ind}t_{c} = {oc} + {pad} - {tap}")
-            if sc == 1:
-                lines += [f"{ind}i_{c} = t_{c}", f"{ind}ok = ok & (t_{c} >= 0) & (t_{c} < {size})"]
-            else:
-                lines += [f"{ind}t_{c} = tl.where(t_{c} >= 0, t_{c}, 0 - {sc})  # negative: never a tap",
-                          f"{ind}i_{c} = t_{c} // {sc}",
-                          f"{ind}ok = ok & (t_{c} >= 0) & (t_{c} % {sc} == 0) & (i_{c} < {size})"]
-        else:
-            scaled = f"{oc} * {sc}" if sc != 1 else oc
-            lines.append(f"{ind}i_{c} = {scaled} - {pad} + {tap}")
-            mode = e.get("mode", "zeros")
-            # padding_mode: torch requires padding < size (reflect) / <= size (circular), so
-            # one fold brings every tap inside
-            if mode == "reflect":
-                lines += [f"{ind}i_{c} = tl.where(i_{c} < 0, 0 - i_{c}, i_{c})",
-                          f"{ind}i_{c} = tl.where(i_{c} >= {size}, 2 * ({size} - 1) - i_{c}, i_{c})"]
-            elif mode == "replicate":
-                lines.append(f"{ind}i_{c} = tl.minimum(tl.maximum(i_{c}, 0), {size} - 1)")
-            elif mode == "circular":
-                lines.append(f"{ind}i_{c} = (i_{c} + {size}) % {size}")
-            else:
-                lines.append(f"{ind}ok = ok & (i_{c} >= 0) & (i_{c} < {size})")
-    return lines
-
-
-def phase_applies(e: dict[str, Any], form: str) -> bool:
-    """The phase form: transposed, GEMM form, dilation 1 (tap k of output o is valid iff
-    k = (o + pad) % stride + j * stride)."""
-    return bool(e["transposed"]) and form == "gemm" and tuple(e["d"]) == (1, 1, 1)
-
-
-def _kernel_body_phase(e: dict[str, Any], x_cast: str, w_cast: str, precision: str, note: list[str]) -> list[str]:
-    """Transposed conv as one implicit GEMM per output phase r = (o + pad) % stride: the
-    outputs o = r - pad + stride * b of a phase all use taps k = r + j * stride, reading
-    input b - j, so the reduction walks only valid taps (1 / stride^nd of the gather's)."""
-    sd, sh, sw = e["s"]
-    lines = [
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
-        "    pid_z = tl.program_id(2)",
-        f"    g = pid_z // {sd * sh * sw}",
-        f"    ph = pid_z % {sd * sh * sw}",
-        f"    r_w = ph % {sw}",
-        f"    r_h = (ph // {sw}) % {sh}",
-        f"    r_d = ph // {sw * sh}",
-    ]
-    for c, sc, size in zip("dhw", (sd, sh, sw), ("OD", "OH", "OW"), strict=True):
-        pad = f"P{c.upper()}"
-        k = f"K{c.upper()}"
-        # b of the phase's outputs: from ceil((pad - r) / s) (numerator > -s) to
-        # floor((O - 1 - r + pad) / s), written with non-negative numerators (integer
-        # division truncates); taps per output: ceil((K - r) / s)
-        lines += [f"    b0_{c} = ({pad} - r_{c} + {sc - 1}) // {sc}",
-                  f"    nb_{c} = tl.maximum(({size} - 1 - r_{c} + {pad} + {sc}) // {sc} - 1 - b0_{c} + 1, 0)",
-                  f"    j_{c} = ({k} - r_{c} + {sc - 1}) // {sc}"]
-    lines += [
-        "    rows = nb_d * nb_h * nb_w",
-        "    M = NB * rows",
-        "    JV = tl.maximum(j_d * j_h * j_w, 1)",
-        "    K = CIN_G * j_d * j_h * j_w",
-        "    KV = KD * KH * KW",
-        "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
-        "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "    n_idx = rm // tl.maximum(rows, 1)",
-        "    b_d = b0_d + (rm // tl.maximum(nb_h * nb_w, 1)) % tl.maximum(nb_d, 1)",
-        "    b_h = b0_h + (rm // tl.maximum(nb_w, 1)) % tl.maximum(nb_h, 1)",
-        "    b_w = b0_w + rm % tl.maximum(nb_w, 1)",
-        "    co = g * COUT_G + rn",
-        "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
-        "    for k0 in range(0, K, BLOCK_K):",
-        "        rk = k0 + tl.arange(0, BLOCK_K)",
-        "        ci = rk // JV",
-        "        jr = rk % JV",
-        "        jd = jr // tl.maximum(j_h * j_w, 1)",
-        "        jh = (jr // tl.maximum(j_w, 1)) % tl.maximum(j_h, 1)",
-        "        jw = jr % tl.maximum(j_w, 1)",
-        "        i_d = b_d[:, None] - jd[None, :]",
-        "        i_h = b_h[:, None] - jh[None, :]",
-        "        i_w = b_w[:, None] - jw[None, :]",
-        "        ok = (rm[:, None] < M) & (rk[None, :] < K) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H)",
-        "        ok = ok & (i_w >= 0) & (i_w < W)",
-        "        cin = g * CIN_G + ci[None, :]",
-        "        a = tl.load(x_ptr + (((n_idx[:, None] * (G * CIN_G) + cin) * D + i_d) * H + i_h) * W + i_w,",
-        f"                    mask=ok, other=0.0){x_cast}",
-        f"        kr = ((r_d + jd * {sd}) * KH + r_h + jh * {sh}) * KW + r_w + jw * {sw}",
-        "        w_off = ((g * CIN_G + ci[:, None]) * COUT_G + rn[None, :]) * KV + kr[:, None]",
-        "        b = tl.load(w_ptr + w_off, mask=(rk[:, None] < K) & (rn[None, :] < COUT_G), other=0.0)"
-        f"{w_cast}",
-        *("        " + line for line in note),
-        f'        acc += tl.dot(a, b, input_precision="{precision}")',
-        "    mask = (rm[:, None] < M) & (rn[None, :] < COUT_G)",
-        "    cols = co[None, :]",
-        "    n_i = n_idx[:, None]",
-        "    od_i = (r_d - PD + b_d * " + str(sd) + ")[:, None]",
-        "    oh_i = (r_h - PH + b_h * " + str(sh) + ")[:, None]",
-        "    ow_i = (r_w - PW + b_w * " + str(sw) + ")[:, None]",
-        "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i",
-    ]
-    return lines
-
-
-def _kernel_body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
-    s = e["s"] if gather else (1, 1, 1)
-    lines = [
-        "    pid = tl.program_id(0)",
-        "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
-        "    mask = offs < n_out",
-        "    ow_i = offs % OW",
-        "    oh_i = (offs // OW) % OH",
-        "    od_i = (offs // (OW * OH)) % OD",
-        "    cols = (offs // (OD * OH * OW)) % (G * COUT_G)",
-        "    n_i = offs // (G * COUT_G * OD * OH * OW)",
-        "    g = cols // COUT_G",
-        "    rn = cols % COUT_G",
-        "    out_off = offs",
-        "    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)",
-        "    for ci in range(0, CIN_G):",
-        "        cin = g * CIN_G + ci",
-        "        x_base = (n_i * (G * CIN_G) + cin) * D",
-        ("        w_base = (cin * COUT_G + rn) * (KD * KH * KW)" if e["transposed"] and gather else
-         "        w_base = (cols * CIN_G + ci) * (KD * KH * KW)"),
-        "        for kd in tl.static_range(KD):",
-        "            for kh in tl.static_range(KH):",
-        "                for kw in tl.static_range(KW):",
-        "                    ok = mask",
-    ]
-    lines += _taps(e, gather, "                    ", ("od_i", "oh_i", "ow_i"), ("kd", "kh", "kw"), s, e["d"])
-    lines += ["                    xv = tl.load(x_ptr + ((x_base + i_d) * H + i_h) * W + i_w, mask=ok, "
-              f"other=0.0){x_cast}",
-              "                    wv = tl.load(w_ptr + w_base + (kd * KH + kh) * KW + kw, mask=mask, "
-              f"other=0.0){w_cast}",
-              "                    acc += xv * wv"]
-    return lines
-
-
 def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
     conv = group.members[0]
     op = group.ops[conv]
@@ -403,12 +209,12 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase:
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += _kernel_body_phase(e, x_cast, w_cast, precision, note)
+        lines += body_phase(e, x_cast, w_cast, precision, note)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += _kernel_body_gemm(e, gather, x_cast, w_cast, precision, note)
+        lines += body_gemm(e, gather, x_cast, w_cast, precision, note)
     else:
-        lines += _kernel_body_direct(e, gather, x_cast, w_cast)
+        lines += body_direct(e, gather, x_cast, w_cast)
     head = "acc"
     if has_bias:
         lines.append(f"    bias = tl.load(bias_ptr + cols, mask=mask, other=0.0){w_cast}")
