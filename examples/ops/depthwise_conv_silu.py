@@ -1,4 +1,4 @@
-"""Depthwise conv2d (groups = channels) and silu: the conv stays a library call."""
+"""Depthwise conv2d (groups = channels) and silu: one direct conv kernel with the silu as its epilogue."""
 
 import torch
 import torch.nn as nn

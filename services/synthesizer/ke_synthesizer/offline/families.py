@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from .family import KernelFamily
 from .kernel_attention import AttentionFamily
 from .kernel_conv import ConvFamily
+from .kernel_convnd import ConvNdFamily
 from .kernel_matmul import MatmulFamily
 from .kernel_pointwise import PointwiseFamily
 from .kernel_pool import PoolFamily
@@ -23,6 +24,7 @@ FAMILIES: tuple[KernelFamily, ...] = (
     MatmulFamily(),
     PoolFamily(),
     ConvFamily(),
+    ConvNdFamily(),  # after ConvFamily: takes the convolutions it declines
     AttentionFamily(),
 )
 

@@ -25,11 +25,21 @@ from .plan import Group, Plan, PlanContext
 from .plan_outputs import group_outputs
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
-          F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3)}
+          F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3),
+          # torch.max_pool*d are the ATen ops behind F.max_pool*d's indices switch (no indices)
+          torch.max_pool1d: ("max", 1), torch.max_pool2d: ("max", 2), torch.max_pool3d: ("max", 3)}
 _MODULES = {nn.MaxPool1d: ("max", 1), nn.MaxPool2d: ("max", 2), nn.MaxPool3d: ("max", 3),
             nn.AvgPool1d: ("avg", 1), nn.AvgPool2d: ("avg", 2), nn.AvgPool3d: ("avg", 3)}
+# adaptive pools: windows [floor(o * in / out), ceil((o + 1) * in / out)) of varying size
+_ADAPTIVE_FUNCS = {F.adaptive_max_pool1d: ("max", 1), F.adaptive_max_pool2d: ("max", 2),
+                   F.adaptive_max_pool3d: ("max", 3), F.adaptive_avg_pool1d: ("avg", 1),
+                   F.adaptive_avg_pool2d: ("avg", 2), F.adaptive_avg_pool3d: ("avg", 3)}
+_ADAPTIVE_MODULES = {nn.AdaptiveMaxPool1d: ("max", 1), nn.AdaptiveMaxPool2d: ("max", 2),
+                     nn.AdaptiveMaxPool3d: ("max", 3), nn.AdaptiveAvgPool1d: ("avg", 1),
+                     nn.AdaptiveAvgPool2d: ("avg", 2), nn.AdaptiveAvgPool3d: ("avg", 3)}
 # spatial dims, outermost first: input sizes, output sizes, output / window / input coordinates
 _DIMS = ("D", "H", "W")
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _ARGS = {
     "max": ["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"],
     "avg": ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"],
@@ -42,6 +52,29 @@ def _pair(v: Any, nd: int) -> tuple[int, ...] | None:
     if isinstance(v, (list, tuple)) and len(v) == nd and all(isinstance(i, int) for i in v):
         return tuple(v)
     return None
+
+
+def _adaptive_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
+    if node.op == "call_function" and node.target in _ADAPTIVE_FUNCS:
+        kind, nd = _ADAPTIVE_FUNCS[node.target]  # type: ignore[index]
+        args: dict[str, Any] = dict(zip(["input", "output_size", "return_indices"], node.args, strict=False))
+        args.update(node.kwargs)
+    elif node.op == "call_module" and type(gm.get_submodule(str(node.target))) in _ADAPTIVE_MODULES:
+        mod: Any = gm.get_submodule(str(node.target))
+        kind, nd = _ADAPTIVE_MODULES[type(mod)]
+        args = {"input": node.args[0], "output_size": mod.output_size,
+                "return_indices": getattr(mod, "return_indices", False)}
+    else:
+        return None
+    x, size = args.get("input"), args.get("output_size")
+    shape = shape_of(x)
+    if shape is None or len(shape) not in (nd + 1, nd + 2) or dtype_of(x) not in _FLOATS or args.get("return_indices"):
+        return None
+    out = (size,) * nd if isinstance(size, int) or size is None else tuple(size)
+    if len(out) != nd or not all(o is None or (isinstance(o, int) and o > 0) for o in out):
+        return None
+    # None keeps the input's size; window bounds are computed per output element at run time
+    return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "adaptive": out})
 
 
 def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
@@ -57,29 +90,33 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
         args = {n: getattr(mod, n) for n in _ARGS[kind][1:] if hasattr(mod, n)}
         args["input"] = node.args[0]
     else:
-        return None
+        return _adaptive_op(node, gm)
     x = args.get("input")
     shape = shape_of(x)
-    if shape is None or len(shape) not in (nd + 1, nd + 2) or dtype_of(x) not in (torch.float32, torch.float16,
-                                                                                   torch.bfloat16):
+    if shape is None or len(shape) not in (nd + 1, nd + 2) or dtype_of(x) not in _FLOATS:
         return None
     k = _pair(args.get("kernel_size"), nd)
     s = _pair(args.get("stride") or args.get("kernel_size"), nd)
     p = _pair(args.get("padding", 0), nd)
-    if k is None or s is None or p is None or args.get("ceil_mode", False) or args.get("return_indices", False):
+    d = _pair(args.get("dilation", 1), nd) if kind == "max" else (1,) * nd
+    div = args.get("divisor_override") if kind == "avg" else None
+    if k is None or s is None or p is None or d is None or args.get("return_indices", False):
         return None
-    if kind == "max" and _pair(args.get("dilation", 1), nd) != (1,) * nd:
+    if div is not None and not (isinstance(div, int) and div != 0):
         return None
-    if kind == "avg" and args.get("divisor_override") is not None:
-        return None
-    return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "k": k, "s": s, "p": p,
+    return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "k": k, "s": s, "p": p, "d": d,
+                                               "ceil": bool(args.get("ceil_mode", False)), "div": div,
                                                "count_include_pad": bool(args.get("count_include_pad", True))})
 
 
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     pool = group.members[0]
     e = group.ops[pool].extra
-    nd, ks, ss, ps = e["nd"], e["k"], e["s"], e["p"]
+    nd = e["nd"]
+    adaptive = e.get("adaptive")
+    # adaptive: window extents are constexprs (the launcher's largest window); else literals
+    ks = [f"K{d}" for d in _DIMS[3 - nd:]] if adaptive else e["k"]
+    ss, ps, ds = (e.get(k, (1,) * nd) if not adaptive else (1,) * nd for k in ("s", "p", "d"))
     dims = _DIMS[3 - nd:]  # input sizes D, H, W (innermost nd of them)
     lo = [d.lower() for d in dims]  # coordinate suffixes d, h, w
     ins = [f"i{c}_" if c == "d" else f"i{c}" for c in lo]  # input coordinates (id_: not the builtin)
@@ -111,11 +148,17 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     sig += [f"d{k}" for k in range(1, rank - nd) if bcast]  # leading output dims (unravel)
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
     sig += [f"s{i}" for i in range(len(scalars))]
-    fused = " -> ".join(f"{e['kind']}_pool{nd}d" if m is pool else group.ops[m].op for m in group.members)
+    what = f"adaptive_{e['kind']}_pool{nd}d" if adaptive else f"{e['kind']}_pool{nd}d"
+    fused = " -> ".join(what if m is pool else group.ops[m].op for m in group.members)
     x_ = "x".join
-    lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", "    BLOCK_SIZE: tl.constexpr,", "):",
-             f"    # Fuses {fused}: each lane reduces one window of size {x_(map(str, ks))} "
-             f"(stride {x_(map(str, ss))}, padding {x_(map(str, ps))}).",
+    consts = "".join(f"{k}: tl.constexpr, " for k in ks) if adaptive else ""
+    window = ("its adaptive window [o * in // out, ceil((o + 1) * in / out)) (at most "
+              f"{x_(ks)} taps)" if adaptive else
+              f"one window of size {x_(map(str, ks))} (stride {x_(map(str, ss))}, padding {x_(map(str, ps))}"
+              + (f", dilation {x_(map(str, ds))}" if any(v != 1 for v in ds) else "")
+              + (", ceil_mode" if e.get("ceil") else "") + ")")
+    lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", f"    {consts}BLOCK_SIZE: tl.constexpr,", "):",
+             f"    # Fuses {fused}: each lane reduces {window}.",
              "    pid = tl.program_id(0)",
              "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
              "    mask = offs < n_out"]
@@ -132,7 +175,12 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     for j in range(1, nd):
         addr = f"{addr} * {dims[j]} + {ins[j]}" if j == 1 else f"({addr}) * {dims[j]} + {ins[j]}"
     inside = " & ".join(["mask"] + [f"({c} >= 0) & ({c} < {d})" for c, d in zip(ins, dims, strict=True)])
-    counted = not is_max and not e["count_include_pad"]  # divisor: the in-bounds elements of the window
+    if adaptive:
+        inside += " & " + " & ".join(f"({c} < en_{c2})" for c, c2 in zip(ins, lo, strict=True))
+        for c, dim in zip(lo, dims, strict=True):
+            lines += [f"    st_{c} = (o{c} * {dim}) // O{dim}",
+                      f"    en_{c} = ((o{c} + 1) * {dim} + O{dim} - 1) // O{dim}"]
+    counted = not is_max and not adaptive and not e["count_include_pad"] and e["div"] is None
     lines += [f"    acc = tl.full([BLOCK_SIZE], {init}, tl.float32)"]
     if counted:
         lines.append("    count = tl.zeros([BLOCK_SIZE], dtype=tl.float32)")
@@ -140,7 +188,11 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     for j in range(nd):
         lines.append(f"{ind}for k{lo[j]} in tl.static_range({ks[j]}):")
         ind += "    "
-    lines += [f"{ind}{ins[j]} = o{lo[j]} * {ss[j]} - {ps[j]} + k{lo[j]}" for j in range(nd)]
+    if adaptive:
+        lines += [f"{ind}{ins[j]} = st_{lo[j]} + k{lo[j]}" for j in range(nd)]
+    else:
+        lines += [f"{ind}{ins[j]} = o{lo[j]} * {ss[j]} - {ps[j]} + k{lo[j]}" + (f" * {ds[j]}" if ds[j] != 1 else "")
+                  for j in range(nd)]
     lines += [f"{ind}inside = {inside}",
               f"{ind}v = tl.load(x_ptr + base + {addr}, mask=inside, other={init})"
               f"{load_cast(dtype_of(group.ops[pool].args['input']))}",
@@ -149,9 +201,19 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         lines.append(f"{ind}count += tl.where(inside, 1.0, 0.0)")
     if is_max:
         lines.append(f"    v_{pool.name} = acc")
-    elif e["count_include_pad"]:
+    elif adaptive:
+        size = " * ".join(f"(en_{c} - st_{c})" for c in lo)
+        lines.append(f"    v_{pool.name} = acc / ({size}).to(tl.float32)")
+    elif e["div"] is not None:
+        lines.append(f"    v_{pool.name} = acc / {float(e['div'])!r}  # divisor_override")
+    elif e["count_include_pad"] and not e["ceil"]:
         # windows never leave the padded input (no ceil_mode): the divisor is the window size
         lines.append(f"    v_{pool.name} = acc / {float(math.prod(ks))!r}")
+    elif e["count_include_pad"]:
+        # ceil_mode: the last window may end past the padded input; it counts up to its end
+        size = " * ".join(f"(tl.minimum(o{c} * {ss[j]} - {ps[j]} + {ks[j]}, {dims[j]} + {ps[j]}) - "
+                          f"(o{c} * {ss[j]} - {ps[j]}))" for j, c in enumerate(lo))
+        lines.append(f"    v_{pool.name} = acc / ({size}).to(tl.float32)")
     else:
         lines.append(f"    v_{pool.name} = acc / tl.maximum(count, 1.0)")
     # epilogue operands of the output's shape are read flat; broadcast ones (a per-channel
@@ -179,7 +241,17 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     params = ["x"] + [f"e{i}" for i in range(len(ext))]
     ll.append(f"def _plan_{name}({', '.join(params)}):")
     ll.append("    w = x.shape[-1]" if nd == 1 else f"    {', '.join(lo)} = x.shape[-{nd}:]")
-    ll += [f"    o{c} = ({c} + 2 * {ps[j]} - {ks[j]}) // {ss[j]} + 1" for j, c in enumerate(lo)]
+    if adaptive:
+        ll += [f"    o{c} = {c}" if adaptive[j] is None else f"    o{c} = {adaptive[j]}" for j, c in enumerate(lo)]
+        # the widest window: ceil(in / out) + 1 taps at most, never more than the input
+        ll += [f"    k{c} = min({c}, ({c} + o{c} - 1) // o{c} + 1)" for c in lo]
+    elif e["ceil"]:
+        # torch's rule: round up, but the last window must start inside the input or left padding
+        for j, c in enumerate(lo):
+            ll += [f"    o{c} = ({c} + 2 * {ps[j]} - {ds[j]} * ({ks[j]} - 1) - 1 + {ss[j] - 1}) // {ss[j]} + 1",
+                   f"    if (o{c} - 1) * {ss[j]} >= {c} + {ps[j]}:", f"        o{c} -= 1"]
+    else:
+        ll += [f"    o{c} = ({c} + 2 * {ps[j]} - {ds[j]} * ({ks[j]} - 1) - 1) // {ss[j]} + 1" for j, c in enumerate(lo)]
     ll.append(f"    shape = (*x.shape[:-{nd}], {', '.join(f'o{c}' for c in lo)})")
     ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
            f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
@@ -191,7 +263,9 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
            + (f" + shape[1:{rank - nd}]" if bcast else "")]
     ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
     ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in range(len(ext)) if full[i]) or 'False'}",
-           "    return shape, materialise, grid, block, tail", "", ""]
+           "    consts = {" + ", ".join(f"'{k}': k{c}" for k, c in zip(ks, lo, strict=True)) + "}" if adaptive
+           else "    consts = {}",
+           "    return shape, materialise, grid, block, tail, consts", "", ""]
     key = tuple_source(["x.shape"] + [p for i in range(len(ext)) for p in ([f"e{i}.shape"] if full[i] else
                                                                          [f"e{i}.shape", f"e{i}.stride()"])])
     ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
@@ -199,7 +273,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
            f"    plan = _plans_{name}.get(key)",
            "    if plan is None:",
            f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
-           "    shape, materialise, grid, block, tail = plan",
+           "    shape, materialise, grid, block, tail, consts = plan",
            "    x = x.contiguous()"]
     fulls = [i for i in range(len(ext)) if full[i]]
     if fulls:
@@ -212,7 +286,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         call.append(f"out{j}")
     call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
     ll += ["    if grid is not None:",
-           f"        {name}[grid]({', '.join(call)}, BLOCK_SIZE=block, num_warps={warps})",
+           f"        {name}[grid]({', '.join(call)}, BLOCK_SIZE=block, **consts, num_warps={warps})",
            f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"]
     return kernel, "\n".join(ll) + "\n", f"launch_{name}"
 

@@ -24,6 +24,7 @@ import torch.fx
 from kernelevolve.errors import LoweringError
 
 from .kernel_conv import conv_op
+from .kernel_convnd import convnd_op
 from .kernel_matmul import matmul_info
 from .ops import NormOp
 from .plan import Plan
@@ -44,7 +45,10 @@ def library_chosen(node: torch.fx.Node, op: NormOp | None, gm: torch.fx.GraphMod
     tried on unnormalised nodes) or a matmul group is a library call under ``genome``.
     Records the node's knob in ``impl_knobs`` (genome key -> node name) either way."""
     try:
-        candidate = conv_op(node, gm) is not None if op is None else matmul_info(node, op, pshape) is not None
+        if op is None:
+            candidate = conv_op(node, gm) is not None or convnd_op(node, gm, pshape) is not None
+        else:
+            candidate = matmul_info(node, op, pshape) is not None
     except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError):
         return False  # graph._safe treats the same failures as "not lowerable"
     if not candidate:
