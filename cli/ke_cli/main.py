@@ -7,6 +7,7 @@
     kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
     kernelevolve export RUN_DIR [--as module|torch-library] [--name NS::op] [--out DIR] [--json]
     kernelevolve config show [--json]
+    kernelevolve agent next [--session ID] [--json] / agent submit --request ID FILE [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -23,6 +24,7 @@ import shutil
 import signal
 import sys
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
                    "local cluster's own token)")
     o.add_argument("--tls", action="store_true", help="connect to --gateway over TLS")
     o.add_argument("--tls-ca", default="", help="CA certificate (PEM) that signed the gateway's certificate")
+    o.add_argument("--synthesizer", default="", help="who writes candidates in the embedded stack: offline "
+                   "(default) or agent (answered with `kernelevolve agent next/submit`)")
 
     e = sub.add_parser("eval", help="judge one candidate file against one spec")
     e.add_argument("spec", type=Path)
@@ -104,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_cluster_commands(sub)
     commands.add_commands(sub)
+    from ke_cli.agent_cli import add_agent_commands
+
+    add_agent_commands(sub)
     return p
 
 
@@ -122,6 +129,10 @@ def main(argv: list[str] | None = None) -> None:
             from ke_cli.cluster_cli import run_cluster_command
 
             code = run_cluster_command(args, settings)
+        elif args.command == "agent":
+            from ke_cli.agent_cli import run_agent_command
+
+            code = run_agent_command(args, settings)
         elif args.command in commands.COMMANDS:
             code = commands.run(args, settings)
         else:
@@ -218,6 +229,11 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
         raise UsageError("--budget must be at least 1")
     if args.max_inflight < 0:
         raise UsageError("--max-inflight must be positive")
+    if args.synthesizer:
+        if args.gateway:
+            raise UsageError("--synthesizer chooses the embedded stack's synthesizer; a cluster's is set in its "
+                             "configuration (KE_SYNTHESIZER_KIND)")
+        settings = replace(settings, synthesizer=replace(settings.synthesizer, kind=args.synthesizer))
     session_id = new_session_id()
     run_dir, created = _prepare_run_dir(args.out, session_id)
     started = False
@@ -230,6 +246,10 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
 
                 handles = await start_embedded(settings, run_dir, stack)
                 target = handles.gateway.target
+                if settings.synthesizer.kind == "agent":
+                    from ke_cli.agent_cli import register_embedded
+
+                    stack.callback(register_embedded(session_id, target, run_dir))
             from ke_cli.credentials import client_options
 
             creds = client_options(settings, args.gateway, token=args.token, tls=args.tls, tls_ca=args.tls_ca)
@@ -239,6 +259,9 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,
                                                  max_inflight=args.max_inflight)
             started = True
+            if settings.synthesizer.kind == "agent" and not args.gateway and not args.json:
+                sys.stderr.write(f"kernelevolve: candidates come from outside: answer with `kernelevolve agent next "
+                                 f"--session {session_id}` and `kernelevolve agent submit`\n")
             return await _follow(args, client, session, run_dir, budget, stop)
     finally:
         if not started and created:

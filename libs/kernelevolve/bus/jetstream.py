@@ -131,18 +131,33 @@ class JetStreamBus:
 
     async def _pull_loop(self, sub: object, durable: str, handler: Handler, ack_wait_s: float,
                          concurrency: int) -> None:
-        while True:
-            try:
-                msgs = await sub.fetch(batch=concurrency, timeout=1.0)  # type: ignore[attr-defined]
-            except (TimeoutError, nats.errors.TimeoutError):
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # connection blips: nats reconnects; keep the loop alive
-                log.warning("fetch failed", extra={"durable": durable, "error": str(exc)})
-                await asyncio.sleep(0.5)
-                continue
-            await asyncio.gather(*(self._handle(m, durable, handler, ack_wait_s) for m in msgs))
+        # Rolling window: a new message is fetched as soon as any handler finishes, so one
+        # slow handler (a synthesis request waiting for an outside answer) holds up no other.
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                free = max(1, concurrency) - len(running)
+                if free <= 0:
+                    await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                try:
+                    msgs = await sub.fetch(batch=free, timeout=1.0)  # type: ignore[attr-defined]
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # connection blips: nats reconnects; keep the loop alive
+                    log.warning("fetch failed", extra={"durable": durable, "error": str(exc)})
+                    await asyncio.sleep(0.5)
+                    continue
+                for m in msgs:
+                    task = asyncio.create_task(self._handle(m, durable, handler, ack_wait_s))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+        finally:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
 
     async def _handle(self, msg: Msg, durable: str, handler: Handler, ack_wait_s: float) -> None:
         env = Envelope()

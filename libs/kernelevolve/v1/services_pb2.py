@@ -26,7 +26,7 @@ from kernelevolve.v1 import common_pb2 as kernelevolve_dot_v1_dot_common__pb2
 from kernelevolve.v1 import events_pb2 as kernelevolve_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ekernelevolve/v1/services.proto\x12\x0fkernelevolve.v1\x1a\x1ckernelevolve/v1/common.proto\x1a\x1ckernelevolve/v1/events.proto\"\xa5\x01\n\x13StartSessionRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\x12\x10\n\x08strategy\x18\x03 \x01(\t\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x14\n\x0cmax_inflight\x18\x06 \x01(\x05\"A\n\x14StartSessionResponse\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\" \n\nSessionRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\"U\n\x13WatchSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nfrom_start\x18\x02 \x01(\x08\x12\x16\n\x0e\x61\x66ter_sequence\x18\x03 \x01(\x04\">\n\x16ListCandidatesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"8\n\x0c\x43\x61ndidateRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\"\xc2\x01\n\x14GetCandidateResponse\x12-\n\tcandidate\x18\x01 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12#\n\x04node\x18\x02 \x01(\x0b\x32\x15.kernelevolve.v1.Node\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x31\n\x06result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12\x13\n\x0breport_json\x18\x05 \x01(\t\"5\n\x11GetReportResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04html\x18\x02 \x01(\t\"n\n\x0f\x45valuateRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x18\n\x10\x63\x61ndidate_source\x18\x02 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x03 \x01(\t\"D\n\x14ValidateSpecResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\"\x83\x03\n\x0eProposeRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x34\n\x07request\x18\x02 \x01(\x0b\x32#.kernelevolve.v1.CandidateRequested\x12\x15\n\rparent_source\x18\x03 \x01(\t\x12\x38\n\rparent_result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12>\n\x15parent_transformation\x18\x05 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12H\n\rparent_genome\x18\x06 \x03(\x0b\x32\x31.kernelevolve.v1.ProposeRequest.ParentGenomeEntry\x1a\x33\n\x11ParentGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xe6\x01\n\x08Proposal\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x37\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x16\n\x0e\x66\x61llback_nodes\x18\x03 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x35\n\x06genome\x18\x05 \x03(\x0b\x32%.kernelevolve.v1.Proposal.GenomeEntry\x1a-\n\x0bGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x0fProposeResponse\x12,\n\tproposals\x18\x01 \x03(\x0b\x32\x19.kernelevolve.v1.Proposal\"@\n\x04Tree\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x05nodes\x18\x02 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"L\n\x13\x41\x64\x64\x44ocumentsRequest\x12\x35\n\tdocuments\x18\x01 \x03(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\"%\n\x14\x41\x64\x64\x44ocumentsResponse\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\x05\"}\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12.\n\x05level\x18\x03 \x01(\x0e\x32\x1f.kernelevolve.v1.KnowledgeLevel\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\"U\n\x0eScoredDocument\x12\x34\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\x12\r\n\x05score\x18\x02 \x01(\x01\"K\n\x17SearchKnowledgeResponse\x12\x30\n\x07results\x18\x01 \x03(\x0b\x32\x1f.kernelevolve.v1.ScoredDocument2\xc2\x04\n\x07Gateway\x12[\n\x0cStartSession\x12$.kernelevolve.v1.StartSessionRequest\x1a%.kernelevolve.v1.StartSessionResponse\x12Q\n\x0cWatchSession\x12$.kernelevolve.v1.WatchSessionRequest\x1a\x19.kernelevolve.v1.Envelope0\x01\x12\x43\n\nGetSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12V\n\x0eListCandidates\x12\x1b.kernelevolve.v1.SessionRef\x1a\'.kernelevolve.v1.ListCandidatesResponse\x12T\n\x0cGetCandidate\x12\x1d.kernelevolve.v1.CandidateRef\x1a%.kernelevolve.v1.GetCandidateResponse\x12\x46\n\rCancelSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12L\n\tGetReport\x12\x1b.kernelevolve.v1.SessionRef\x1a\".kernelevolve.v1.GetReportResponse2\xb2\x01\n\tEvaluator\x12O\n\x08\x45valuate\x12 .kernelevolve.v1.EvaluateRequest\x1a!.kernelevolve.v1.EvaluationResult\x12T\n\x0cValidateSpec\x12\x1d.kernelevolve.v1.OperatorSpec\x1a%.kernelevolve.v1.ValidateSpecResponse2[\n\x0bSynthesizer\x12L\n\x07Propose\x12\x1f.kernelevolve.v1.ProposeRequest\x1a .kernelevolve.v1.ProposeResponse2G\n\x06Search\x12=\n\x07GetTree\x12\x1b.kernelevolve.v1.SessionRef\x1a\x15.kernelevolve.v1.Tree2\xc5\x01\n\tKnowledge\x12[\n\x0c\x41\x64\x64\x44ocuments\x12$.kernelevolve.v1.AddDocumentsRequest\x1a%.kernelevolve.v1.AddDocumentsResponse\x12[\n\x06Search\x12\'.kernelevolve.v1.SearchKnowledgeRequest\x1a(.kernelevolve.v1.SearchKnowledgeResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ekernelevolve/v1/services.proto\x12\x0fkernelevolve.v1\x1a\x1ckernelevolve/v1/common.proto\x1a\x1ckernelevolve/v1/events.proto\"\xa5\x01\n\x13StartSessionRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\x12\x10\n\x08strategy\x18\x03 \x01(\t\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x14\n\x0cmax_inflight\x18\x06 \x01(\x05\"A\n\x14StartSessionResponse\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\" \n\nSessionRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\"U\n\x13WatchSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nfrom_start\x18\x02 \x01(\x08\x12\x16\n\x0e\x61\x66ter_sequence\x18\x03 \x01(\x04\">\n\x16ListCandidatesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"8\n\x0c\x43\x61ndidateRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\"\xc2\x01\n\x14GetCandidateResponse\x12-\n\tcandidate\x18\x01 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12#\n\x04node\x18\x02 \x01(\x0b\x32\x15.kernelevolve.v1.Node\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x31\n\x06result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12\x13\n\x0breport_json\x18\x05 \x01(\t\"5\n\x11GetReportResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04html\x18\x02 \x01(\t\"n\n\x0f\x45valuateRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x18\n\x10\x63\x61ndidate_source\x18\x02 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x03 \x01(\t\"D\n\x14ValidateSpecResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\"\x8e\x03\n\x0c\x41gentRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07slot_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06prompt\x18\x04 \x01(\t\x12+\n\x04spec\x18\x05 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x11\n\tparent_id\x18\x06 \x01(\t\x12\x15\n\rparent_source\x18\x07 \x01(\t\x12\x31\n\x05state\x18\x08 \x01(\x0e\x32\".kernelevolve.v1.AgentRequestState\x12\r\n\x05offer\x18\t \x01(\x05\x12\x12\n\nmax_offers\x18\n \x01(\x05\x12\x10\n\x08\x64\x65\x61\x64line\x18\x0b \x01(\x01\x12\x11\n\ttimeout_s\x18\x0c \x01(\x01\x12\x10\n\x08taken_by\x18\r \x01(\t\x12\x13\n\x0b\x61nswered_by\x18\x0e \x01(\t\x12\x15\n\ranswer_source\x18\x0f \x01(\t\x12\x0e\n\x06reason\x18\x10 \x01(\t\x12\x15\n\rhardware_kind\x18\x11 \x01(\t\"E\n\x10\x41gentNextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x0e\n\x06wait_s\x18\x03 \x01(\x01\"G\n\x12\x41gentSubmitRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\"S\n\x13\x41gentSubmitResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x03 \x01(\t\"\x83\x03\n\x0eProposeRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x34\n\x07request\x18\x02 \x01(\x0b\x32#.kernelevolve.v1.CandidateRequested\x12\x15\n\rparent_source\x18\x03 \x01(\t\x12\x38\n\rparent_result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12>\n\x15parent_transformation\x18\x05 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12H\n\rparent_genome\x18\x06 \x03(\x0b\x32\x31.kernelevolve.v1.ProposeRequest.ParentGenomeEntry\x1a\x33\n\x11ParentGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xe6\x01\n\x08Proposal\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x37\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x16\n\x0e\x66\x61llback_nodes\x18\x03 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x35\n\x06genome\x18\x05 \x03(\x0b\x32%.kernelevolve.v1.Proposal.GenomeEntry\x1a-\n\x0bGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x0fProposeResponse\x12,\n\tproposals\x18\x01 \x03(\x0b\x32\x19.kernelevolve.v1.Proposal\"@\n\x04Tree\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x05nodes\x18\x02 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"L\n\x13\x41\x64\x64\x44ocumentsRequest\x12\x35\n\tdocuments\x18\x01 \x03(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\"%\n\x14\x41\x64\x64\x44ocumentsResponse\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\x05\"}\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12.\n\x05level\x18\x03 \x01(\x0e\x32\x1f.kernelevolve.v1.KnowledgeLevel\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\"U\n\x0eScoredDocument\x12\x34\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\x12\r\n\x05score\x18\x02 \x01(\x01\"K\n\x17SearchKnowledgeResponse\x12\x30\n\x07results\x18\x01 \x03(\x0b\x32\x1f.kernelevolve.v1.ScoredDocument*\xba\x01\n\x11\x41gentRequestState\x12#\n\x1f\x41GENT_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41GENT_REQUEST_STATE_OPEN\x10\x01\x12\x1d\n\x19\x41GENT_REQUEST_STATE_TAKEN\x10\x02\x12 \n\x1c\x41GENT_REQUEST_STATE_ANSWERED\x10\x03\x12!\n\x1d\x41GENT_REQUEST_STATE_ABANDONED\x10\x04\x32\xeb\x05\n\x07Gateway\x12[\n\x0cStartSession\x12$.kernelevolve.v1.StartSessionRequest\x1a%.kernelevolve.v1.StartSessionResponse\x12Q\n\x0cWatchSession\x12$.kernelevolve.v1.WatchSessionRequest\x1a\x19.kernelevolve.v1.Envelope0\x01\x12\x43\n\nGetSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12V\n\x0eListCandidates\x12\x1b.kernelevolve.v1.SessionRef\x1a\'.kernelevolve.v1.ListCandidatesResponse\x12T\n\x0cGetCandidate\x12\x1d.kernelevolve.v1.CandidateRef\x1a%.kernelevolve.v1.GetCandidateResponse\x12\x46\n\rCancelSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12L\n\tGetReport\x12\x1b.kernelevolve.v1.SessionRef\x1a\".kernelevolve.v1.GetReportResponse\x12M\n\tAgentNext\x12!.kernelevolve.v1.AgentNextRequest\x1a\x1d.kernelevolve.v1.AgentRequest\x12X\n\x0b\x41gentSubmit\x12#.kernelevolve.v1.AgentSubmitRequest\x1a$.kernelevolve.v1.AgentSubmitResponse2\xb2\x01\n\tEvaluator\x12O\n\x08\x45valuate\x12 .kernelevolve.v1.EvaluateRequest\x1a!.kernelevolve.v1.EvaluationResult\x12T\n\x0cValidateSpec\x12\x1d.kernelevolve.v1.OperatorSpec\x1a%.kernelevolve.v1.ValidateSpecResponse2[\n\x0bSynthesizer\x12L\n\x07Propose\x12\x1f.kernelevolve.v1.ProposeRequest\x1a .kernelevolve.v1.ProposeResponse2G\n\x06Search\x12=\n\x07GetTree\x12\x1b.kernelevolve.v1.SessionRef\x1a\x15.kernelevolve.v1.Tree2\xc5\x01\n\tKnowledge\x12[\n\x0c\x41\x64\x64\x44ocuments\x12$.kernelevolve.v1.AddDocumentsRequest\x1a%.kernelevolve.v1.AddDocumentsResponse\x12[\n\x06Search\x12\'.kernelevolve.v1.SearchKnowledgeRequest\x1a(.kernelevolve.v1.SearchKnowledgeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_options = b'8\001'
   _globals['_PROPOSAL_GENOMEENTRY']._loaded_options = None
   _globals['_PROPOSAL_GENOMEENTRY']._serialized_options = b'8\001'
+  _globals['_AGENTREQUESTSTATE']._serialized_start=2816
+  _globals['_AGENTREQUESTSTATE']._serialized_end=3002
   _globals['_STARTSESSIONREQUEST']._serialized_start=112
   _globals['_STARTSESSIONREQUEST']._serialized_end=277
   _globals['_STARTSESSIONRESPONSE']._serialized_start=279
@@ -57,36 +59,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATEREQUEST']._serialized_end=951
   _globals['_VALIDATESPECRESPONSE']._serialized_start=953
   _globals['_VALIDATESPECRESPONSE']._serialized_end=1021
-  _globals['_PROPOSEREQUEST']._serialized_start=1024
-  _globals['_PROPOSEREQUEST']._serialized_end=1411
-  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_start=1360
-  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_end=1411
-  _globals['_PROPOSAL']._serialized_start=1414
-  _globals['_PROPOSAL']._serialized_end=1644
-  _globals['_PROPOSAL_GENOMEENTRY']._serialized_start=1599
-  _globals['_PROPOSAL_GENOMEENTRY']._serialized_end=1644
-  _globals['_PROPOSERESPONSE']._serialized_start=1646
-  _globals['_PROPOSERESPONSE']._serialized_end=1709
-  _globals['_TREE']._serialized_start=1711
-  _globals['_TREE']._serialized_end=1775
-  _globals['_ADDDOCUMENTSREQUEST']._serialized_start=1777
-  _globals['_ADDDOCUMENTSREQUEST']._serialized_end=1853
-  _globals['_ADDDOCUMENTSRESPONSE']._serialized_start=1855
-  _globals['_ADDDOCUMENTSRESPONSE']._serialized_end=1892
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=1894
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=2019
-  _globals['_SCOREDDOCUMENT']._serialized_start=2021
-  _globals['_SCOREDDOCUMENT']._serialized_end=2106
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=2108
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=2183
-  _globals['_GATEWAY']._serialized_start=2186
-  _globals['_GATEWAY']._serialized_end=2764
-  _globals['_EVALUATOR']._serialized_start=2767
-  _globals['_EVALUATOR']._serialized_end=2945
-  _globals['_SYNTHESIZER']._serialized_start=2947
-  _globals['_SYNTHESIZER']._serialized_end=3038
-  _globals['_SEARCH']._serialized_start=3040
-  _globals['_SEARCH']._serialized_end=3111
-  _globals['_KNOWLEDGE']._serialized_start=3114
-  _globals['_KNOWLEDGE']._serialized_end=3311
+  _globals['_AGENTREQUEST']._serialized_start=1024
+  _globals['_AGENTREQUEST']._serialized_end=1422
+  _globals['_AGENTNEXTREQUEST']._serialized_start=1424
+  _globals['_AGENTNEXTREQUEST']._serialized_end=1493
+  _globals['_AGENTSUBMITREQUEST']._serialized_start=1495
+  _globals['_AGENTSUBMITREQUEST']._serialized_end=1566
+  _globals['_AGENTSUBMITRESPONSE']._serialized_start=1568
+  _globals['_AGENTSUBMITRESPONSE']._serialized_end=1651
+  _globals['_PROPOSEREQUEST']._serialized_start=1654
+  _globals['_PROPOSEREQUEST']._serialized_end=2041
+  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_start=1990
+  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_end=2041
+  _globals['_PROPOSAL']._serialized_start=2044
+  _globals['_PROPOSAL']._serialized_end=2274
+  _globals['_PROPOSAL_GENOMEENTRY']._serialized_start=2229
+  _globals['_PROPOSAL_GENOMEENTRY']._serialized_end=2274
+  _globals['_PROPOSERESPONSE']._serialized_start=2276
+  _globals['_PROPOSERESPONSE']._serialized_end=2339
+  _globals['_TREE']._serialized_start=2341
+  _globals['_TREE']._serialized_end=2405
+  _globals['_ADDDOCUMENTSREQUEST']._serialized_start=2407
+  _globals['_ADDDOCUMENTSREQUEST']._serialized_end=2483
+  _globals['_ADDDOCUMENTSRESPONSE']._serialized_start=2485
+  _globals['_ADDDOCUMENTSRESPONSE']._serialized_end=2522
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=2524
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=2649
+  _globals['_SCOREDDOCUMENT']._serialized_start=2651
+  _globals['_SCOREDDOCUMENT']._serialized_end=2736
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=2738
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=2813
+  _globals['_GATEWAY']._serialized_start=3005
+  _globals['_GATEWAY']._serialized_end=3752
+  _globals['_EVALUATOR']._serialized_start=3755
+  _globals['_EVALUATOR']._serialized_end=3933
+  _globals['_SYNTHESIZER']._serialized_start=3935
+  _globals['_SYNTHESIZER']._serialized_end=4026
+  _globals['_SEARCH']._serialized_start=4028
+  _globals['_SEARCH']._serialized_end=4099
+  _globals['_KNOWLEDGE']._serialized_start=4102
+  _globals['_KNOWLEDGE']._serialized_end=4299
 # @@protoc_insertion_point(module_scope)

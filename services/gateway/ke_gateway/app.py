@@ -34,7 +34,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     hw = default_hardware or (settings.evaluator.hardware_kind if settings.evaluator.hardware_kind != "auto"
                               else "cpu")
     service = GatewayService(bus, store, Subjects(settings.bus.subject_prefix), validator, settings.search,
-                             settings.store.session_prefix, hw, settings.gateway)
+                             settings.store.session_prefix, hw, settings.gateway, agent=settings.agent)
     server = await start_server(
         settings.grpc.host, settings.grpc.gateway_port if port is None else port,
         [lambda s: sgrpc.add_GatewayServicer_to_server(GatewayServicer(service), s)],

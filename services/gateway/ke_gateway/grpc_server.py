@@ -44,3 +44,10 @@ class GatewayServicer(sgrpc.GatewayServicer):
     async def GetReport(self, request: spb.SessionRef, context: grpc.aio.ServicerContext) -> spb.GetReportResponse:
         return spb.GetReportResponse(session_id=request.session_id,
                                      html=await self._service.get_report(request.session_id))
+
+    async def AgentNext(self, request: spb.AgentNextRequest, context: grpc.aio.ServicerContext) -> spb.AgentRequest:
+        return await self._service.agent_next(request, deadline_s=context.time_remaining())
+
+    async def AgentSubmit(self, request: spb.AgentSubmitRequest,
+                          context: grpc.aio.ServicerContext) -> spb.AgentSubmitResponse:
+        return await self._service.agent_submit(request)

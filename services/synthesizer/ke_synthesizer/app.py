@@ -22,7 +22,17 @@ def make_synthesizer(settings: SynthesizerSettings) -> CandidateSynthesizer:
         from ke_synthesizer.offline import OfflineSynthesizer
 
         return OfflineSynthesizer()
-    raise ConfigError(f"unknown synthesizer kind {settings.kind!r} (available: offline)")
+    raise ConfigError(f"unknown synthesizer kind {settings.kind!r} (available: offline, agent)")
+
+
+def make_agent_synthesizer(settings: Settings, bus: Any) -> CandidateSynthesizer:
+    """``agent``: requests answered from outside through the ledger on this bus."""
+    import asyncio
+
+    from ke_synthesizer.agent import AgentSynthesizer
+    from kernelevolve.agent_ledger import AgentLedger
+
+    return AgentSynthesizer(AgentLedger(bus), settings.agent, loop=asyncio.get_running_loop())
 
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
@@ -31,8 +41,11 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
+    concurrency = 1
+    if synthesizer is None and settings.synthesizer.kind == "agent":
+        synthesizer, concurrency = make_agent_synthesizer(settings, bus), settings.agent.concurrency
     service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix),
-                                 synthesizer or make_synthesizer(settings.synthesizer))
+                                 synthesizer or make_synthesizer(settings.synthesizer), concurrency=concurrency)
     server = await start_server(
         settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
         [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],

@@ -20,7 +20,14 @@ from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import NotFoundError
-from kernelevolve.ports.synthesis import CandidateSynthesizer, ParentInfo, Proposal, ProposalRequest, Transformation
+from kernelevolve.ports.synthesis import (
+    AsyncProposer,
+    CandidateSynthesizer,
+    ParentInfo,
+    Proposal,
+    ProposalRequest,
+    Transformation,
+)
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -57,6 +64,8 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
         parent=parent,
         tried=tuple(Transformation(t.name, dict(t.params)) for t in req.tried),
         hardware_kind=req.hardware.kind or "cpu",
+        session_id=req.session_id,
+        request_id=req.request_id,
     )
 
 
@@ -72,17 +81,22 @@ def to_proposal_pb(p: Proposal) -> spb.Proposal:
 
 class SynthesizerService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects,
-                 synthesizer: CandidateSynthesizer) -> None:
+                 synthesizer: CandidateSynthesizer, concurrency: int = 1) -> None:
         self._bus = bus
+        # Requests handled at once; >1 for a synthesizer that waits on answers from outside.
+        self._concurrency = concurrency
         self._store = store
         self._subjects = subjects
         self._synth = synthesizer
 
     async def subscribe(self) -> None:
         # ack_wait from the bus settings: a slow proposal (an LLM call) sends heartbeats.
-        await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request)
+        await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request,
+                                concurrency=self._concurrency)
 
     async def propose(self, msg: spb.ProposeRequest) -> list[Proposal]:
+        if isinstance(self._synth, AsyncProposer):
+            return await self._synth.apropose(to_request(msg))
         return await asyncio.to_thread(self._synth.propose, to_request(msg))
 
     async def on_request(self, env: ev.Envelope) -> None:
@@ -121,9 +135,16 @@ class SynthesizerService:
         if len(proposals) < req.count:
             ex = ev.CandidateRequestExhausted(
                 session_id=sid, request_id=req.request_id, parent_id=req.parent_id,
-                reason=f"{self._synth.name} synthesizer offered {len(proposals)} of {req.count} candidates")
+                reason=f"{self._synth.name} synthesizer offered {len(proposals)} of {req.count} candidates"
+                       + self._shortfall(sid, req.request_id))
             await self._bus.publish(self._subjects.exhausted(sid), envelope(sid, candidate_request_exhausted=ex),
                                     dedup_id=f"exh-{sid}-{req.request_id}")
+
+    def _shortfall(self, sid: str, request_id: str) -> str:
+        """Why, when the synthesizer can say (the agent one: a request nobody answered)."""
+        explain = getattr(self._synth, "shortfall", None)
+        reason = explain(sid, request_id) if callable(explain) else ""
+        return f": {reason}" if reason else ""
 
     async def _session(self, sid: str) -> pb.Session:
         return await load_session(self._bus, sid)
