@@ -190,7 +190,7 @@ def _write_files(folder: Path, rec: spb.AgentRequest) -> dict[str, str]:
     if rec.parent_id:
         files["parent"] = folder / "parent.py"
         files["parent"].write_text(rec.parent_source, encoding="utf-8")
-    return {k: str(v) for k, v in files.items()}
+    return {k: str(v.resolve()) for k, v in files.items()}
 
 
 async def _next(args: argparse.Namespace, settings: Settings) -> int:

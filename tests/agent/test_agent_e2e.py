@@ -117,12 +117,20 @@ def test_cli_agent_answers_a_running_embedded_optimize(tmp_path: Path) -> None:
     assert none.returncode == 3 and json.loads(none.stdout)["status"] == "none_pending"
 
     optimize = subprocess.Popen([*CLI, "optimize", str(SPEC), "--synthesizer", "agent", "--budget", "2",
-                                 "--max-inflight", "1", "--json", "--out", "run"], cwd=tmp_path, env=env,
+                                 "--max-inflight", "1", "--json", "--out", "run", "--timeout", "400"], cwd=tmp_path, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     answered: list[dict[str, object]] = []
     errors: list[str] = []
 
     def scripted_agent() -> None:
+        try:
+            answer_all()
+        except Exception as exc:  # noqa: BLE001 - reported by the test, and the session stopped
+            errors.append(repr(exc))
+        if errors:
+            optimize.terminate()
+
+    def answer_all() -> None:
         while optimize.poll() is None:
             nxt = _cli(["agent", "next", "--json", "--wait", "5", "--as", "cli-agent", "--dir", "req"], env, tmp_path)
             if nxt.returncode == 3:
