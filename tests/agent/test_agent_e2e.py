@@ -70,9 +70,8 @@ async def _check_best(client: KernelEvolveClient, final: pb.Session) -> None:
     assert "_clamp_scale" in best.source
 
 
-async def test_embedded_agent_loop_over_grpc_with_refusals_and_an_abandoned_request(tmp_path: Path) -> None:
-    settings = load_settings(env={**FAST, "KE_SYNTHESIZER_KIND": "agent", "KE_AGENT_TIMEOUT_S": "3",
-                                  "KE_AGENT_MAX_OFFERS": "2"})
+async def test_embedded_agent_loop_over_grpc_with_refusals(tmp_path: Path) -> None:
+    settings = load_settings(env={**FAST, "KE_SYNTHESIZER_KIND": "agent"})
     async with AsyncExitStack() as stack:
         handles = await start_embedded(settings, tmp_path, stack)
         client = KernelEvolveClient(handles.gateway.target)
@@ -87,8 +86,17 @@ async def test_embedded_agent_loop_over_grpc_with_refusals_and_an_abandoned_requ
         with pytest.raises(ConflictError, match="already answered"):
             await client.agent_submit(answered[0], answer(""))
 
+
+async def test_an_unanswered_request_is_re_offered_then_abandoned_and_the_session_ends(tmp_path: Path) -> None:
+    settings = load_settings(env={**FAST, "KE_SYNTHESIZER_KIND": "agent", "KE_AGENT_TIMEOUT_S": "3",
+                                  "KE_AGENT_MAX_OFFERS": "2"})
+    async with AsyncExitStack() as stack:
+        handles = await start_embedded(settings, tmp_path, stack)
+        client = KernelEvolveClient(handles.gateway.target)
+        stack.push_async_callback(client.close)
+        await client.wait_ready()
         # Nobody answers this session: each offer times out (3 s), is re-offered once, then
-        # the node is abandoned and the session still ends, naming why in the synthesizer log.
+        # the node is abandoned and the session still ends, the exhausted event naming why.
         lonely = await client.start_session(load_spec_file(SPEC), budget=1)
         taken = await client.agent_next(lonely.session_id, agent="too-slow", wait_s=10.0)
         with pytest.raises(InvalidArgumentError, match="defining ModelNew"):
@@ -97,8 +105,10 @@ async def test_embedded_agent_loop_over_grpc_with_refusals_and_an_abandoned_requ
         with pytest.raises(ConflictError, match="expired"):
             await client.agent_submit(taken.request_id, answer(""))
         async with asyncio.timeout(60):
-            async for _ in client.watch(lonely.session_id):
-                pass
+            events = [env async for env in client.watch(lonely.session_id)]
+        reasons = [e.candidate_request_exhausted.reason for e in events
+                   if e.WhichOneof("payload") == "candidate_request_exhausted"]
+        assert reasons and "after 2 offer(s) of 3s each: node abandoned" in reasons[0], reasons
         ended = await client.get_session(lonely.session_id)
         assert ended.status == pb.SESSION_STATUS_COMPLETED and not ended.best_candidate_id
         with pytest.raises(NotFoundError):
