@@ -25,8 +25,10 @@ import time
 from collections.abc import Callable
 
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.subjects import check_token
+from kernelevolve.bus.records import get_record
+from kernelevolve.bus.subjects import Keys, check_token
 from kernelevolve.errors import ConflictError, InvalidArgumentError, NotFoundError
+from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2 as spb
 
 log = logging.getLogger(__name__)
@@ -95,6 +97,16 @@ def expire(rec: spb.AgentRequest, now: float) -> spb.AgentRequest | None:
         out.state = ABANDONED
         out.reason = (f"no answer to agent request {rec.request_id} after {rec.max_offers} offer(s) of "
                       f"{rec.timeout_s:g}s each: node abandoned")
+    return out
+
+
+def abandon(rec: spb.AgentRequest, reason: str) -> spb.AgentRequest | None:
+    """Give an unanswered request up (its session ended); None when it is already settled."""
+    if rec.state not in (OPEN, TAKEN):
+        return None
+    out = spb.AgentRequest()
+    out.CopyFrom(rec)
+    out.state, out.reason = ABANDONED, reason
     return out
 
 
@@ -202,15 +214,34 @@ class AgentLedger:
         """The record, re-offered or abandoned first when its deadline passed."""
         return await self._update(session_id, slot_id, lambda r: expire(r, self._clock()))
 
-    async def wait(self, session_id: str, slot_id: str, poll_s: float) -> spb.AgentRequest:
-        """Until the request is answered or abandoned (re-offering it on each timeout)."""
+    async def wait(self, session_id: str, slot_id: str, poll_s: float,
+                   session_check_s: float = 2.0) -> spb.AgentRequest:
+        """Until the request is answered or abandoned (re-offering it on each timeout, and
+        giving it up when its session ended, so no one is offered dead work)."""
+        checked = self._clock()
         while True:
             rec = await self.refresh(session_id, slot_id)
             if rec is None:
                 raise NotFoundError(f"agent request slot {session_id}.{slot_id} vanished from the ledger")
             if rec.state in (ANSWERED, ABANDONED):
                 return rec
+            if self._clock() - checked >= session_check_s:
+                checked = self._clock()
+                ended = await self._session_ended(session_id)
+                if ended:
+                    reason = f"session {session_id} ended ({ended}) before agent request {rec.request_id} was answered"
+                    done = await self._update(session_id, slot_id, lambda r, why=reason: abandon(r, why))
+                    assert done is not None
+                    if done.state in (ANSWERED, ABANDONED):
+                        return done
             await asyncio.sleep(poll_s)
+
+    async def _session_ended(self, session_id: str) -> str:
+        """The status of an ended session, "" while it runs (or outside any session)."""
+        session = await get_record(self._bus, Keys.session(session_id), pb.Session)
+        if session is None or session.status in (pb.SESSION_STATUS_RUNNING, pb.SESSION_STATUS_UNSPECIFIED):
+            return ""
+        return pb.SessionStatus.Name(session.status).removeprefix("SESSION_STATUS_").lower()
 
     async def pending(self, session_id: str = "") -> list[spb.AgentRequest]:
         """Open and taken requests (deadlines applied), oldest deadline first."""

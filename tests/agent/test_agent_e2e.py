@@ -114,6 +114,17 @@ async def test_an_unanswered_request_is_re_offered_then_abandoned_and_the_sessio
         with pytest.raises(NotFoundError):
             await client.agent_next(lonely.session_id)
 
+        # A cancelled session's requests are given up: no one is offered dead work.
+        dropped = await client.start_session(load_spec_file(SPEC), budget=1)
+        held = await client.agent_next(dropped.session_id, agent="late", wait_s=10.0)
+        await client.cancel(dropped.session_id)
+        async with asyncio.timeout(60):
+            async for _ in client.watch(dropped.session_id):
+                pass
+        await asyncio.sleep(2.5)  # the waiting synthesizer looks at its session every 2 s
+        with pytest.raises(ConflictError, match=f"session {dropped.session_id} ended"):
+            await client.agent_submit(held.request_id, answer(""))
+
 
 async def _acli(*args: str, env: dict[str, str], cwd: Path) -> tuple[int, dict[str, object]]:
     proc = await asyncio.create_subprocess_exec(*CLI, *args, cwd=cwd, env=env, stdout=asyncio.subprocess.PIPE,

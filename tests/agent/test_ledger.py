@@ -138,3 +138,18 @@ def test_request_ids_and_answers_are_checked() -> None:
     check_answer("ModelNew = object\n")  # an alias counts
     with pytest.raises(InvalidArgumentError, match="larger than"):
         check_answer("#" * (2 << 20))
+
+
+async def test_a_request_of_an_ended_session_is_abandoned(bus: object) -> None:
+    from kernelevolve.bus.subjects import Keys
+    from kernelevolve.v1 import common_pb2 as pb
+
+    clock = Clock()
+    ledger = AgentLedger(bus, clock)  # type: ignore[arg-type]
+    session = pb.Session(session_id="s1", status=pb.SESSION_STATUS_CANCELLED)
+    await bus.kv_put(Keys.session("s1"), session.SerializeToString())  # type: ignore[attr-defined]
+    taken = await (ledger.post(_record(clock)))
+    gone = await ledger.wait("s1", "r1-1", poll_s=0.01, session_check_s=0.0)
+    assert gone.state == ABANDONED and "session s1 ended (cancelled)" in gone.reason
+    with pytest.raises(ConflictError, match="expired"):
+        await ledger.submit(taken.request_id, GOOD)
