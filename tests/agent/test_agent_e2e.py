@@ -245,3 +245,19 @@ async def test_distributed_agent_loop_over_grpc(tmp_path: Path) -> None:
             assert len(answered) == 2
     finally:
         cluster.stop()
+
+
+async def test_agent_rpcs_need_the_token_like_every_gateway_call(tmp_path: Path) -> None:
+    from ke_cli.client import AuthenticationError
+
+    settings = load_settings(env={**FAST, "KE_SYNTHESIZER_KIND": "agent", "KE_AUTH_TOKENS": "sekret"})
+    async with AsyncExitStack() as stack:
+        handles = await start_embedded(settings, tmp_path, stack)
+        async with KernelEvolveClient(handles.gateway.target) as anonymous:
+            with pytest.raises(AuthenticationError):
+                await anonymous.agent_next()
+            with pytest.raises(AuthenticationError):
+                await anonymous.agent_submit("s.r1-1.1", answer(""))
+        async with KernelEvolveClient(handles.gateway.target, token="sekret") as client:
+            with pytest.raises(NotFoundError, match="no agent request pending"):
+                await client.agent_next()
