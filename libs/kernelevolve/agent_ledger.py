@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -229,8 +230,9 @@ class AgentLedger:
                 checked = self._clock()
                 ended = await self._session_ended(session_id)
                 if ended:
-                    reason = f"session {session_id} ended ({ended}) before agent request {rec.request_id} was answered"
-                    done = await self._update(session_id, slot_id, lambda r, why=reason: abandon(r, why))
+                    done = await self._update(session_id, slot_id, functools.partial(
+                        abandon, reason=f"session {session_id} ended ({ended}) before agent request "
+                                        f"{rec.request_id} was answered"))
                     assert done is not None
                     if done.state in (ANSWERED, ABANDONED):
                         return done
