@@ -49,6 +49,9 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
                 "reason": r.reason,
                 "bound": pb.BoundClass.Name(r.diagnosis.bound).removeprefix("BOUND_CLASS_").lower(),
                 "roofline_fraction": r.diagnosis.roofline_fraction,
+                "candidate_ms": r.candidate_timing.median_ms,
+                "baseline_ms": r.baseline_timing.median_ms,
+                "notes": list(r.diagnosis.notes),
             }
         parent = ParentInfo(
             candidate_id=req.parent_id,
@@ -162,5 +165,21 @@ class SynthesizerService:
                     msg.parent_result.CopyFrom(pb.EvaluationResult(
                         candidate_id=parent_id, status=n.status, speedup=n.fitness,
                         reason=str(report.get("reason", ""))))
+                    _add_timing_and_diagnosis(msg.parent_result, report)
                 except NotFoundError:
                     pass
+
+
+def _add_timing_and_diagnosis(result: pb.EvaluationResult, report: dict[str, object]) -> None:
+    """What a synthesizer that writes prompts tells of the parent: its timings and diagnosis."""
+    for key, field in (("candidate_timing", result.candidate_timing), ("baseline_timing", result.baseline_timing)):
+        timing = report.get(key)
+        if isinstance(timing, dict) and timing.get("median_ms"):
+            field.median_ms = float(timing["median_ms"])
+    diag = report.get("diagnosis")
+    if isinstance(diag, dict):
+        bound = f"BOUND_CLASS_{str(diag.get('bound', '')).upper()}"
+        if bound in pb.BoundClass.keys():
+            result.diagnosis.bound = pb.BoundClass.Value(bound)
+        result.diagnosis.roofline_fraction = float(diag.get("roofline_fraction") or 0.0)
+        result.diagnosis.notes.extend(str(n) for n in diag.get("notes") or [])

@@ -65,11 +65,11 @@ def _parent_section(request: ProposalRequest) -> str:
             facts.append(f"- reason: {r['reason']}")
         if r.get("speedup"):
             facts.append(f"- speedup over eager PyTorch: {float(r['speedup']):.3f}x")
-        for key in ("candidate_ms", "baseline_ms"):
-            if r.get(key):
-                facts.append(f"- {key.replace('_', ' ')}: {r[key]}")
+        if r.get("candidate_ms") and r.get("baseline_ms"):
+            facts.append(f"- timing: {float(r['candidate_ms']):.4g} ms, eager PyTorch {float(r['baseline_ms']):.4g} ms")
         if r.get("bound") and r.get("bound") != "unspecified":
             facts.append(f"- diagnosis: {r['bound']}-bound, {float(r.get('roofline_fraction') or 0):.1%} of roofline")
+        facts.extend(f"- note: {n}" for n in r.get("notes") or [])
     else:
         facts.append("- not evaluated yet")
     tried = ", ".join(f"{t.name}{dict(t.params) or ''}" for t in request.tried) or "none"
