@@ -9,8 +9,9 @@ Which gateway is asked, first found: ``--gateway`` → the embedded stack of a r
 one, else the newest) → the local cluster of ``kernelevolve up``.
 
 Exit codes: 0 a request handed out / an answer accepted; 1 an answer refused (unknown,
-expired or already answered request); 2 bad input (the file is not a module defining
-``ModelNew``); 3 no request pending (or no running session to ask).
+expired or already answered request) or a gateway that cannot be reached; 2 bad input
+(the file is not a module defining ``ModelNew``); 3 no request pending (or no running
+session to ask).
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ def run_agent_command(args: argparse.Namespace, settings: Settings) -> int:
         if args.agent_command == "next":
             return _error(args, "none_pending", str(exc), NONE_PENDING)
         return _error(args, "refused", str(exc), 1)
+    except KernelEvolveError as exc:  # the gateway is unreachable or went away (its session ended)
+        return _error(args, "error", f"gateway: {exc}", 1)
 
 
 def _error(args: argparse.Namespace, status: str, message: str, code: int) -> int:
