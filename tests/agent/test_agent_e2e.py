@@ -267,3 +267,39 @@ async def test_agent_rpcs_need_the_token_like_every_gateway_call(tmp_path: Path)
         async with KernelEvolveClient(handles.gateway.target, token="sekret") as client:
             with pytest.raises(NotFoundError, match="no agent request pending"):
                 await client.agent_next()
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_cli_agent_finds_the_local_cluster_and_its_token(tmp_path: Path) -> None:
+    """`kernelevolve up` with the agent synthesizer: `agent next/submit` with no --gateway ask
+    the local cluster's gateway with the cluster's own token."""
+    env = dict(os.environ, **FAST, KE_CLUSTER_STATE_DIR=str(tmp_path / "cluster"), KE_CLIENT_TOKEN="",
+               KE_SYNTHESIZER_KIND="agent", XDG_STATE_HOME=str(tmp_path / "xdg"))
+    up = _cli(["up", "--json"], env, tmp_path, timeout=400)
+    assert up.returncode == 0, up.stderr
+    gateway = json.loads(up.stdout)["gateway"]
+    try:
+        optimize = subprocess.Popen([*CLI, "optimize", str(SPEC), "--gateway", gateway, "--budget", "1", "--json",
+                                     "--out", "run", "--timeout", "300"], cwd=tmp_path, env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline:
+                nxt = _cli(["agent", "next", "--json", "--wait", "5"], env, tmp_path)
+                if nxt.returncode == 0:
+                    break
+                assert nxt.returncode == 3, nxt.stdout + nxt.stderr
+            req = json.loads(nxt.stdout)
+            cand = tmp_path / "cand.py"
+            cand.write_text(answer(""))
+            sub = _cli(["agent", "submit", "--request", req["request_id"], str(cand), "--json"], env, tmp_path)
+            assert sub.returncode == 0 and json.loads(sub.stdout)["status"] == "accepted", sub.stdout + sub.stderr
+            out, err = optimize.communicate(timeout=300)
+        finally:
+            if optimize.poll() is None:
+                optimize.kill()
+        assert optimize.returncode == 0, err[-2000:]
+        assert json.loads(out)["best"]["candidate_id"] == req["candidate_id"]
+    finally:
+        _cli(["down"], env, tmp_path, timeout=120)
