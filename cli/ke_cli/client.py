@@ -157,6 +157,21 @@ class KernelEvolveClient:
         except grpc.aio.AioRpcError as exc:
             raise _mapped(exc) from exc
 
+    async def agent_next(self, session_id: str = "", *, agent: str = "", wait_s: float = 0.0) -> spb.AgentRequest:
+        """Take the oldest open agent synthesis request (of one session, or any); NotFoundError
+        when none opens within ``wait_s``."""
+        req = spb.AgentNextRequest(session_id=session_id, agent=agent, wait_s=wait_s)
+        try:
+            return await self._stub.AgentNext(req, metadata=self._md, timeout=wait_s + 30.0)
+        except grpc.aio.AioRpcError as exc:
+            raise _mapped(exc) from exc
+
+    async def agent_submit(self, request_id: str, source: str, *, agent: str = "") -> spb.AgentSubmitResponse:
+        """Answer an agent request with a whole module defining ModelNew; refused
+        (NotFoundError / ConflictError naming why) for an unknown or expired request."""
+        req = spb.AgentSubmitRequest(request_id=request_id, source=source, agent=agent)
+        return await self._call(self._stub.AgentSubmit, req)
+
     async def export(self, session_id: str, out_dir: Path) -> Path:
         """Write a run folder (candidates, reports, lineage, best kernel) from the API alone,
         for sessions whose artifacts live in a remote store."""

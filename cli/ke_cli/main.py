@@ -11,6 +11,7 @@
     kernelevolve skills list|show|retire
     kernelevolve resume RUN_DIR [--budget N] [--json]
     kernelevolve sessions list|show|cancel ... [--json]
+    kernelevolve agent next [--session ID] [--json] / agent submit --request ID FILE [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
@@ -107,7 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--token", default="", help="bearer token for --gateway (default: $KE_CLIENT_TOKEN, or the "
                    "local cluster's own token)")
     o.add_argument("--tls", action="store_true", help="connect to --gateway over TLS")
-    o.add_argument("--synthesizer", default="", help="offline (default), llm or offline+llm (embedded stack)")
+    o.add_argument("--synthesizer", default="", help="who writes candidates in the embedded stack: offline "
+                   "(default), llm, offline+llm, or agent (answered with `kernelevolve agent next/submit`)")
     o.add_argument("--llm-base-url", default="", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1; "
                    "the key comes from $KERNELEVOLVE_LLM_API_KEY (llm.api_key_env)")
     o.add_argument("--model", action="append", default=[], help="LLM model name; repeat for several models "
@@ -130,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     from ke_cli.sessions import add_session_commands
 
     add_session_commands(sub)
+    from ke_cli.agent_cli import add_agent_commands
+
+    add_agent_commands(sub)
     return p
 
 
@@ -152,6 +157,10 @@ def main(argv: list[str] | None = None) -> None:
             from ke_cli.sessions import Follow, run_session_command
 
             code = run_session_command(args, settings, Follow(follow=_follow, make_stop=_Stop))
+        elif args.command == "agent":
+            from ke_cli.agent_cli import run_agent_command
+
+            code = run_agent_command(args, settings)
         elif args.command in commands.COMMANDS:
             code = commands.run(args, settings)
         elif args.command in knowledge_cli.COMMANDS:
@@ -255,6 +264,11 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             raise UsageError(f"{flag} must be positive")
     if not 0 <= args.target_roofline <= 1:
         raise UsageError("--target-roofline must be a fraction in (0, 1]")
+    if args.synthesizer:
+        if args.gateway:
+            raise UsageError("--synthesizer chooses the embedded stack's synthesizer; a cluster's is set in its "
+                             "configuration (KE_SYNTHESIZER_KIND)")
+        settings = replace(settings, synthesizer=replace(settings.synthesizer, kind=args.synthesizer))
     session_id = new_session_id()
     run_dir, created = _prepare_run_dir(args.out, session_id)
     started = False
@@ -274,6 +288,10 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
 
                 handles = await start_embedded(synthesizer_settings(args, settings), run_dir, stack)
                 target = handles.gateway.target
+                if settings.synthesizer.kind == "agent":
+                    from ke_cli.agent_cli import register_embedded
+
+                    stack.callback(register_embedded(session_id, target, run_dir))
             from ke_cli.credentials import client_options
 
             creds = client_options(settings, args.gateway, token=args.token, tls=args.tls, tls_ca=args.tls_ca)
@@ -285,6 +303,9 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
                                                  time_limit_s=args.time_limit, plateau=args.plateau,
                                                  target_roofline=args.target_roofline, baseline=args.baseline)
             started = True
+            if settings.synthesizer.kind == "agent" and not args.gateway and not args.json:
+                sys.stderr.write(f"kernelevolve: candidates come from outside: answer with `kernelevolve agent next "
+                                 f"--session {session_id}` and `kernelevolve agent submit`\n")
             return await _follow(args, client, session, run_dir, budget, stop)
     finally:
         if not started and created:

@@ -260,6 +260,22 @@ class ClusterSettings:
 
 
 @dataclass(frozen=True)
+class AgentSettings:
+    # The `agent` synthesizer (`--synthesizer agent`): requests answered by an external
+    # coding agent or a person through `kernelevolve agent next/submit` or the gateway.
+    # Seconds an offer stays open (and an answerer holds a taken one) before it is re-offered.
+    timeout_s: float = 600.0
+    # Offers per request before its node is abandoned.
+    max_offers: int = 3
+    # How often a waiting synthesizer looks at its requests in the ledger (seconds).
+    poll_s: float = 0.25
+    # Requests waited for at once (all sessions together): one slow answer holds up no other.
+    concurrency: int = 32
+    # Longest AgentNext wait the gateway grants one call (seconds).
+    max_wait_s: float = 30.0
+
+
+@dataclass(frozen=True)
 class Settings:
     bus: BusSettings = field(default_factory=BusSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -275,6 +291,7 @@ class Settings:
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
     llm: LlmSettings = field(default_factory=lambda: LlmSettings())
     learning: LearningSettings = field(default_factory=lambda: LearningSettings())
+    agent: AgentSettings = field(default_factory=AgentSettings)
     log_format: str = "json"
     log_level: str = "INFO"
 

@@ -105,7 +105,9 @@ async def test_a_refused_reply_is_a_failed_node_that_costs_no_evaluation(fake: F
 
 async def test_a_spent_token_budget_ends_the_session_with_its_verified_best(fake: FakeOpenAI,
                                                                              judge: CountingJudge) -> None:
-    fake.responder = lambda body: Text(fenced(CORRECT), prompt_tokens=900, completion_tokens=300)
+    replies = iter(range(100))  # each reply a distinct module: twins are de-duplicated, not evaluated
+    fake.responder = lambda body: Text(fenced(CORRECT + f"\n_VARIANT = {next(replies)}\n"), prompt_tokens=900,
+                                       completion_tokens=300)
     result = await run_session(SPEC, "affine_relu", synthesizer=_llm(fake, session_token_budget=2000),
                                judge=judge, budget=6, settings=_settings())
     assert len(fake.requests) == 2  # 1200 tokens, then 2400 >= 2000: nothing more is asked

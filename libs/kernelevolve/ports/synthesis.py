@@ -7,7 +7,7 @@ Plain dataclasses so that an offline compiler and an LLM client implement the sa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,10 @@ class ProposalRequest:
     # Edges already taken from this parent, so proposals do not repeat them.
     tried: tuple[Transformation, ...] = ()
     hardware_kind: str = "cpu"
+    # Where the request comes from (empty outside a session): lets a synthesizer that waits
+    # for answers from outside (the agent synthesizer) name its requests durably.
     session_id: str = ""
+    request_id: str = ""
     # > 0: repair the failed parent; counts attempts on the same original node.
     repair_attempt: int = 0
     # The parent's other children, for prompts that should not repeat them.
@@ -89,3 +92,11 @@ class CandidateSynthesizer(Protocol):
         Raises ``kernelevolve.errors.InvalidSpecError`` for a spec it cannot even load.
         """
         ...
+
+
+@runtime_checkable
+class AsyncProposer(Protocol):
+    """A synthesizer that waits on I/O for a long time (answers from outside) also offers
+    ``apropose``; the service awaits it on its event loop instead of holding a thread."""
+
+    async def apropose(self, request: ProposalRequest) -> list[Proposal]: ...

@@ -26,7 +26,7 @@ from kernelevolve.v1 import common_pb2 as kernelevolve_dot_v1_dot_common__pb2
 from kernelevolve.v1 import events_pb2 as kernelevolve_dot_v1_dot_events__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ekernelevolve/v1/services.proto\x12\x0fkernelevolve.v1\x1a\x1ckernelevolve/v1/common.proto\x1a\x1ckernelevolve/v1/events.proto\"\x8b\x02\n\x13StartSessionRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\x12\x10\n\x08strategy\x18\x03 \x01(\t\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x14\n\x0cmax_inflight\x18\x06 \x01(\x05\x12\x0e\n\x05seeds\x18\x96\x01 \x01(\x05\x12\x15\n\x0ctime_limit_s\x18\x97\x01 \x01(\x01\x12\x10\n\x07plateau\x18\x98\x01 \x01(\x05\x12\x18\n\x0ftarget_roofline\x18\x99\x01 \x01(\x01\x12\x11\n\x08\x62\x61seline\x18\x9a\x01 \x01(\t\"A\n\x14StartSessionResponse\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\" \n\nSessionRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\"U\n\x13WatchSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nfrom_start\x18\x02 \x01(\x08\x12\x16\n\x0e\x61\x66ter_sequence\x18\x03 \x01(\x04\">\n\x16ListCandidatesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"8\n\x0c\x43\x61ndidateRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\"\xc2\x01\n\x14GetCandidateResponse\x12-\n\tcandidate\x18\x01 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12#\n\x04node\x18\x02 \x01(\x0b\x32\x15.kernelevolve.v1.Node\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x31\n\x06result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12\x13\n\x0breport_json\x18\x05 \x01(\t\"5\n\x11GetReportResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04html\x18\x02 \x01(\t\":\n\x14ResumeSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\"E\n\x13ListSessionsRequest\x12.\n\x06status\x18\x01 \x01(\x0e\x32\x1e.kernelevolve.v1.SessionStatus\"B\n\x14ListSessionsResponse\x12*\n\x08sessions\x18\x01 \x03(\x0b\x32\x18.kernelevolve.v1.Session\"n\n\x0f\x45valuateRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x18\n\x10\x63\x61ndidate_source\x18\x02 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x03 \x01(\t\"D\n\x14ValidateSpecResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\"\xd4\x03\n\x0eProposeRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x34\n\x07request\x18\x02 \x01(\x0b\x32#.kernelevolve.v1.CandidateRequested\x12\x15\n\rparent_source\x18\x03 \x01(\t\x12\x38\n\rparent_result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12>\n\x15parent_transformation\x18\x05 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12H\n\rparent_genome\x18\x06 \x03(\x0b\x32\x31.kernelevolve.v1.ProposeRequest.ParentGenomeEntry\x12\x1b\n\x12parent_report_json\x18\x82\x01 \x01(\t\x12\x32\n\x08siblings\x18\x83\x01 \x03(\x0b\x32\x1f.kernelevolve.v1.AttemptSummary\x1a\x33\n\x11ParentGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb3\x01\n\x0e\x41ttemptSummary\x12\x14\n\x0c\x63\x61ndidate_id\x18\x01 \x01(\t\x12\x37\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32!.kernelevolve.v1.EvaluationStatus\x12\x0f\n\x07speedup\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xe6\x01\n\x08Proposal\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x37\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x16\n\x0e\x66\x61llback_nodes\x18\x03 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x35\n\x06genome\x18\x05 \x03(\x0b\x32%.kernelevolve.v1.Proposal.GenomeEntry\x1a-\n\x0bGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x0fProposeResponse\x12,\n\tproposals\x18\x01 \x03(\x0b\x32\x19.kernelevolve.v1.Proposal\"@\n\x04Tree\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x05nodes\x18\x02 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"L\n\x13\x41\x64\x64\x44ocumentsRequest\x12\x35\n\tdocuments\x18\x01 \x03(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\"%\n\x14\x41\x64\x64\x44ocumentsResponse\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\x05\"\x91\x01\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12.\n\x05level\x18\x03 \x01(\x0e\x32\x1f.kernelevolve.v1.KnowledgeLevel\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\x12\x12\n\top_family\x18\xaa\x01 \x01(\t\"U\n\x0eScoredDocument\x12\x34\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\x12\r\n\x05score\x18\x02 \x01(\x01\"K\n\x17SearchKnowledgeResponse\x12\x30\n\x07results\x18\x01 \x03(\x0b\x32\x1f.kernelevolve.v1.ScoredDocument\"e\n\x11ListSkillsRequest\x12\x15\n\rhardware_kind\x18\x01 \x01(\t\x12\x11\n\top_family\x18\x02 \x01(\t\x12\x17\n\x0finclude_retired\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\x05\"<\n\x12ListSkillsResponse\x12&\n\x06skills\x18\x01 \x03(\x0b\x32\x16.kernelevolve.v1.Skill\"\x1c\n\x08SkillRef\x12\x10\n\x08skill_id\x18\x01 \x01(\t\"6\n\x12RetireSkillRequest\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xf1\x05\n\x07Gateway\x12[\n\x0cStartSession\x12$.kernelevolve.v1.StartSessionRequest\x1a%.kernelevolve.v1.StartSessionResponse\x12Q\n\x0cWatchSession\x12$.kernelevolve.v1.WatchSessionRequest\x1a\x19.kernelevolve.v1.Envelope0\x01\x12\x43\n\nGetSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12V\n\x0eListCandidates\x12\x1b.kernelevolve.v1.SessionRef\x1a\'.kernelevolve.v1.ListCandidatesResponse\x12T\n\x0cGetCandidate\x12\x1d.kernelevolve.v1.CandidateRef\x1a%.kernelevolve.v1.GetCandidateResponse\x12\x46\n\rCancelSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12L\n\tGetReport\x12\x1b.kernelevolve.v1.SessionRef\x1a\".kernelevolve.v1.GetReportResponse\x12P\n\rResumeSession\x12%.kernelevolve.v1.ResumeSessionRequest\x1a\x18.kernelevolve.v1.Session\x12[\n\x0cListSessions\x12$.kernelevolve.v1.ListSessionsRequest\x1a%.kernelevolve.v1.ListSessionsResponse2\xb2\x01\n\tEvaluator\x12O\n\x08\x45valuate\x12 .kernelevolve.v1.EvaluateRequest\x1a!.kernelevolve.v1.EvaluationResult\x12T\n\x0cValidateSpec\x12\x1d.kernelevolve.v1.OperatorSpec\x1a%.kernelevolve.v1.ValidateSpecResponse2[\n\x0bSynthesizer\x12L\n\x07Propose\x12\x1f.kernelevolve.v1.ProposeRequest\x1a .kernelevolve.v1.ProposeResponse2G\n\x06Search\x12=\n\x07GetTree\x12\x1b.kernelevolve.v1.SessionRef\x1a\x15.kernelevolve.v1.Tree2\xa7\x03\n\tKnowledge\x12[\n\x0c\x41\x64\x64\x44ocuments\x12$.kernelevolve.v1.AddDocumentsRequest\x1a%.kernelevolve.v1.AddDocumentsResponse\x12[\n\x06Search\x12\'.kernelevolve.v1.SearchKnowledgeRequest\x1a(.kernelevolve.v1.SearchKnowledgeResponse\x12U\n\nListSkills\x12\".kernelevolve.v1.ListSkillsRequest\x1a#.kernelevolve.v1.ListSkillsResponse\x12=\n\x08GetSkill\x12\x19.kernelevolve.v1.SkillRef\x1a\x16.kernelevolve.v1.Skill\x12J\n\x0bRetireSkill\x12#.kernelevolve.v1.RetireSkillRequest\x1a\x16.kernelevolve.v1.Skillb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ekernelevolve/v1/services.proto\x12\x0fkernelevolve.v1\x1a\x1ckernelevolve/v1/common.proto\x1a\x1ckernelevolve/v1/events.proto\"\x8b\x02\n\x13StartSessionRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\x12\x10\n\x08strategy\x18\x03 \x01(\t\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\x12\x14\n\x0cmax_inflight\x18\x06 \x01(\x05\x12\x0e\n\x05seeds\x18\x96\x01 \x01(\x05\x12\x15\n\x0ctime_limit_s\x18\x97\x01 \x01(\x01\x12\x10\n\x07plateau\x18\x98\x01 \x01(\x05\x12\x18\n\x0ftarget_roofline\x18\x99\x01 \x01(\x01\x12\x11\n\x08\x62\x61seline\x18\x9a\x01 \x01(\t\"A\n\x14StartSessionResponse\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\" \n\nSessionRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\"U\n\x13WatchSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nfrom_start\x18\x02 \x01(\x08\x12\x16\n\x0e\x61\x66ter_sequence\x18\x03 \x01(\x04\">\n\x16ListCandidatesResponse\x12$\n\x05nodes\x18\x01 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"8\n\x0c\x43\x61ndidateRef\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\t\"\xc2\x01\n\x14GetCandidateResponse\x12-\n\tcandidate\x18\x01 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12#\n\x04node\x18\x02 \x01(\x0b\x32\x15.kernelevolve.v1.Node\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x31\n\x06result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12\x13\n\x0breport_json\x18\x05 \x01(\t\"5\n\x11GetReportResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0c\n\x04html\x18\x02 \x01(\t\":\n\x14ResumeSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\"E\n\x13ListSessionsRequest\x12.\n\x06status\x18\x01 \x01(\x0e\x32\x1e.kernelevolve.v1.SessionStatus\"B\n\x14ListSessionsResponse\x12*\n\x08sessions\x18\x01 \x03(\x0b\x32\x18.kernelevolve.v1.Session\"n\n\x0f\x45valuateRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x18\n\x10\x63\x61ndidate_source\x18\x02 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x03 \x01(\t\"D\n\x14ValidateSpecResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08warnings\x18\x03 \x03(\t\"\x8e\x03\n\x0c\x41gentRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07slot_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0e\n\x06prompt\x18\x04 \x01(\t\x12+\n\x04spec\x18\x05 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x11\n\tparent_id\x18\x06 \x01(\t\x12\x15\n\rparent_source\x18\x07 \x01(\t\x12\x31\n\x05state\x18\x08 \x01(\x0e\x32\".kernelevolve.v1.AgentRequestState\x12\r\n\x05offer\x18\t \x01(\x05\x12\x12\n\nmax_offers\x18\n \x01(\x05\x12\x10\n\x08\x64\x65\x61\x64line\x18\x0b \x01(\x01\x12\x11\n\ttimeout_s\x18\x0c \x01(\x01\x12\x10\n\x08taken_by\x18\r \x01(\t\x12\x13\n\x0b\x61nswered_by\x18\x0e \x01(\t\x12\x15\n\ranswer_source\x18\x0f \x01(\t\x12\x0e\n\x06reason\x18\x10 \x01(\t\x12\x15\n\rhardware_kind\x18\x11 \x01(\t\"E\n\x10\x41gentNextRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05\x61gent\x18\x02 \x01(\t\x12\x0e\n\x06wait_s\x18\x03 \x01(\x01\"G\n\x12\x41gentSubmitRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\r\n\x05\x61gent\x18\x03 \x01(\t\"S\n\x13\x41gentSubmitResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x14\n\x0c\x63\x61ndidate_id\x18\x03 \x01(\t\"\xd4\x03\n\x0eProposeRequest\x12+\n\x04spec\x18\x01 \x01(\x0b\x32\x1d.kernelevolve.v1.OperatorSpec\x12\x34\n\x07request\x18\x02 \x01(\x0b\x32#.kernelevolve.v1.CandidateRequested\x12\x15\n\rparent_source\x18\x03 \x01(\t\x12\x38\n\rparent_result\x18\x04 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\x12>\n\x15parent_transformation\x18\x05 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12H\n\rparent_genome\x18\x06 \x03(\x0b\x32\x31.kernelevolve.v1.ProposeRequest.ParentGenomeEntry\x12\x1b\n\x12parent_report_json\x18\x82\x01 \x01(\t\x12\x32\n\x08siblings\x18\x83\x01 \x03(\x0b\x32\x1f.kernelevolve.v1.AttemptSummary\x1a\x33\n\x11ParentGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb3\x01\n\x0e\x41ttemptSummary\x12\x14\n\x0c\x63\x61ndidate_id\x18\x01 \x01(\t\x12\x37\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32!.kernelevolve.v1.EvaluationStatus\x12\x0f\n\x07speedup\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xe6\x01\n\x08Proposal\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x37\n\x0etransformation\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x16\n\x0e\x66\x61llback_nodes\x18\x03 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x35\n\x06genome\x18\x05 \x03(\x0b\x32%.kernelevolve.v1.Proposal.GenomeEntry\x1a-\n\x0bGenomeEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"?\n\x0fProposeResponse\x12,\n\tproposals\x18\x01 \x03(\x0b\x32\x19.kernelevolve.v1.Proposal\"@\n\x04Tree\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x05nodes\x18\x02 \x03(\x0b\x32\x15.kernelevolve.v1.Node\"L\n\x13\x41\x64\x64\x44ocumentsRequest\x12\x35\n\tdocuments\x18\x01 \x03(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\"%\n\x14\x41\x64\x64\x44ocumentsResponse\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\x05\"\x91\x01\n\x16SearchKnowledgeRequest\x12\r\n\x05query\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\x05\x12.\n\x05level\x18\x03 \x01(\x0e\x32\x1f.kernelevolve.v1.KnowledgeLevel\x12\x15\n\rhardware_kind\x18\x04 \x01(\t\x12\x12\n\top_family\x18\xaa\x01 \x01(\t\"U\n\x0eScoredDocument\x12\x34\n\x08\x64ocument\x18\x01 \x01(\x0b\x32\".kernelevolve.v1.KnowledgeDocument\x12\r\n\x05score\x18\x02 \x01(\x01\"K\n\x17SearchKnowledgeResponse\x12\x30\n\x07results\x18\x01 \x03(\x0b\x32\x1f.kernelevolve.v1.ScoredDocument\"e\n\x11ListSkillsRequest\x12\x15\n\rhardware_kind\x18\x01 \x01(\t\x12\x11\n\top_family\x18\x02 \x01(\t\x12\x17\n\x0finclude_retired\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\x05\"<\n\x12ListSkillsResponse\x12&\n\x06skills\x18\x01 \x03(\x0b\x32\x16.kernelevolve.v1.Skill\"\x1c\n\x08SkillRef\x12\x10\n\x08skill_id\x18\x01 \x01(\t\"6\n\x12RetireSkillRequest\x12\x10\n\x08skill_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t*\xba\x01\n\x11\x41gentRequestState\x12#\n\x1f\x41GENT_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x41GENT_REQUEST_STATE_OPEN\x10\x01\x12\x1d\n\x19\x41GENT_REQUEST_STATE_TAKEN\x10\x02\x12 \n\x1c\x41GENT_REQUEST_STATE_ANSWERED\x10\x03\x12!\n\x1d\x41GENT_REQUEST_STATE_ABANDONED\x10\x04\x32\x9a\x07\n\x07Gateway\x12[\n\x0cStartSession\x12$.kernelevolve.v1.StartSessionRequest\x1a%.kernelevolve.v1.StartSessionResponse\x12Q\n\x0cWatchSession\x12$.kernelevolve.v1.WatchSessionRequest\x1a\x19.kernelevolve.v1.Envelope0\x01\x12\x43\n\nGetSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12V\n\x0eListCandidates\x12\x1b.kernelevolve.v1.SessionRef\x1a\'.kernelevolve.v1.ListCandidatesResponse\x12T\n\x0cGetCandidate\x12\x1d.kernelevolve.v1.CandidateRef\x1a%.kernelevolve.v1.GetCandidateResponse\x12\x46\n\rCancelSession\x12\x1b.kernelevolve.v1.SessionRef\x1a\x18.kernelevolve.v1.Session\x12L\n\tGetReport\x12\x1b.kernelevolve.v1.SessionRef\x1a\".kernelevolve.v1.GetReportResponse\x12P\n\rResumeSession\x12%.kernelevolve.v1.ResumeSessionRequest\x1a\x18.kernelevolve.v1.Session\x12[\n\x0cListSessions\x12$.kernelevolve.v1.ListSessionsRequest\x1a%.kernelevolve.v1.ListSessionsResponse\x12M\n\tAgentNext\x12!.kernelevolve.v1.AgentNextRequest\x1a\x1d.kernelevolve.v1.AgentRequest\x12X\n\x0b\x41gentSubmit\x12#.kernelevolve.v1.AgentSubmitRequest\x1a$.kernelevolve.v1.AgentSubmitResponse2\xb2\x01\n\tEvaluator\x12O\n\x08\x45valuate\x12 .kernelevolve.v1.EvaluateRequest\x1a!.kernelevolve.v1.EvaluationResult\x12T\n\x0cValidateSpec\x12\x1d.kernelevolve.v1.OperatorSpec\x1a%.kernelevolve.v1.ValidateSpecResponse2[\n\x0bSynthesizer\x12L\n\x07Propose\x12\x1f.kernelevolve.v1.ProposeRequest\x1a .kernelevolve.v1.ProposeResponse2G\n\x06Search\x12=\n\x07GetTree\x12\x1b.kernelevolve.v1.SessionRef\x1a\x15.kernelevolve.v1.Tree2\xa7\x03\n\tKnowledge\x12[\n\x0c\x41\x64\x64\x44ocuments\x12$.kernelevolve.v1.AddDocumentsRequest\x1a%.kernelevolve.v1.AddDocumentsResponse\x12[\n\x06Search\x12\'.kernelevolve.v1.SearchKnowledgeRequest\x1a(.kernelevolve.v1.SearchKnowledgeResponse\x12U\n\nListSkills\x12\".kernelevolve.v1.ListSkillsRequest\x1a#.kernelevolve.v1.ListSkillsResponse\x12=\n\x08GetSkill\x12\x19.kernelevolve.v1.SkillRef\x1a\x16.kernelevolve.v1.Skill\x12J\n\x0bRetireSkill\x12#.kernelevolve.v1.RetireSkillRequest\x1a\x16.kernelevolve.v1.Skillb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,6 +37,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_options = b'8\001'
   _globals['_PROPOSAL_GENOMEENTRY']._loaded_options = None
   _globals['_PROPOSAL_GENOMEENTRY']._serialized_options = b'8\001'
+  _globals['_AGENTREQUESTSTATE']._serialized_start=3652
+  _globals['_AGENTREQUESTSTATE']._serialized_end=3838
   _globals['_STARTSESSIONREQUEST']._serialized_start=112
   _globals['_STARTSESSIONREQUEST']._serialized_end=379
   _globals['_STARTSESSIONRESPONSE']._serialized_start=381
@@ -63,46 +65,54 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATEREQUEST']._serialized_end=1252
   _globals['_VALIDATESPECRESPONSE']._serialized_start=1254
   _globals['_VALIDATESPECRESPONSE']._serialized_end=1322
-  _globals['_PROPOSEREQUEST']._serialized_start=1325
-  _globals['_PROPOSEREQUEST']._serialized_end=1793
-  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_start=1742
-  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_end=1793
-  _globals['_ATTEMPTSUMMARY']._serialized_start=1796
-  _globals['_ATTEMPTSUMMARY']._serialized_end=1975
-  _globals['_PROPOSAL']._serialized_start=1978
-  _globals['_PROPOSAL']._serialized_end=2208
-  _globals['_PROPOSAL_GENOMEENTRY']._serialized_start=2163
-  _globals['_PROPOSAL_GENOMEENTRY']._serialized_end=2208
-  _globals['_PROPOSERESPONSE']._serialized_start=2210
-  _globals['_PROPOSERESPONSE']._serialized_end=2273
-  _globals['_TREE']._serialized_start=2275
-  _globals['_TREE']._serialized_end=2339
-  _globals['_ADDDOCUMENTSREQUEST']._serialized_start=2341
-  _globals['_ADDDOCUMENTSREQUEST']._serialized_end=2417
-  _globals['_ADDDOCUMENTSRESPONSE']._serialized_start=2419
-  _globals['_ADDDOCUMENTSRESPONSE']._serialized_end=2456
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=2459
-  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=2604
-  _globals['_SCOREDDOCUMENT']._serialized_start=2606
-  _globals['_SCOREDDOCUMENT']._serialized_end=2691
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=2693
-  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=2768
-  _globals['_LISTSKILLSREQUEST']._serialized_start=2770
-  _globals['_LISTSKILLSREQUEST']._serialized_end=2871
-  _globals['_LISTSKILLSRESPONSE']._serialized_start=2873
-  _globals['_LISTSKILLSRESPONSE']._serialized_end=2933
-  _globals['_SKILLREF']._serialized_start=2935
-  _globals['_SKILLREF']._serialized_end=2963
-  _globals['_RETIRESKILLREQUEST']._serialized_start=2965
-  _globals['_RETIRESKILLREQUEST']._serialized_end=3019
-  _globals['_GATEWAY']._serialized_start=3022
-  _globals['_GATEWAY']._serialized_end=3775
-  _globals['_EVALUATOR']._serialized_start=3778
-  _globals['_EVALUATOR']._serialized_end=3956
-  _globals['_SYNTHESIZER']._serialized_start=3958
-  _globals['_SYNTHESIZER']._serialized_end=4049
-  _globals['_SEARCH']._serialized_start=4051
-  _globals['_SEARCH']._serialized_end=4122
-  _globals['_KNOWLEDGE']._serialized_start=4125
-  _globals['_KNOWLEDGE']._serialized_end=4548
+  _globals['_AGENTREQUEST']._serialized_start=1325
+  _globals['_AGENTREQUEST']._serialized_end=1723
+  _globals['_AGENTNEXTREQUEST']._serialized_start=1725
+  _globals['_AGENTNEXTREQUEST']._serialized_end=1794
+  _globals['_AGENTSUBMITREQUEST']._serialized_start=1796
+  _globals['_AGENTSUBMITREQUEST']._serialized_end=1867
+  _globals['_AGENTSUBMITRESPONSE']._serialized_start=1869
+  _globals['_AGENTSUBMITRESPONSE']._serialized_end=1952
+  _globals['_PROPOSEREQUEST']._serialized_start=1955
+  _globals['_PROPOSEREQUEST']._serialized_end=2423
+  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_start=2372
+  _globals['_PROPOSEREQUEST_PARENTGENOMEENTRY']._serialized_end=2423
+  _globals['_ATTEMPTSUMMARY']._serialized_start=2426
+  _globals['_ATTEMPTSUMMARY']._serialized_end=2605
+  _globals['_PROPOSAL']._serialized_start=2608
+  _globals['_PROPOSAL']._serialized_end=2838
+  _globals['_PROPOSAL_GENOMEENTRY']._serialized_start=2793
+  _globals['_PROPOSAL_GENOMEENTRY']._serialized_end=2838
+  _globals['_PROPOSERESPONSE']._serialized_start=2840
+  _globals['_PROPOSERESPONSE']._serialized_end=2903
+  _globals['_TREE']._serialized_start=2905
+  _globals['_TREE']._serialized_end=2969
+  _globals['_ADDDOCUMENTSREQUEST']._serialized_start=2971
+  _globals['_ADDDOCUMENTSREQUEST']._serialized_end=3047
+  _globals['_ADDDOCUMENTSRESPONSE']._serialized_start=3049
+  _globals['_ADDDOCUMENTSRESPONSE']._serialized_end=3086
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_start=3089
+  _globals['_SEARCHKNOWLEDGEREQUEST']._serialized_end=3234
+  _globals['_SCOREDDOCUMENT']._serialized_start=3236
+  _globals['_SCOREDDOCUMENT']._serialized_end=3321
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_start=3323
+  _globals['_SEARCHKNOWLEDGERESPONSE']._serialized_end=3398
+  _globals['_LISTSKILLSREQUEST']._serialized_start=3400
+  _globals['_LISTSKILLSREQUEST']._serialized_end=3501
+  _globals['_LISTSKILLSRESPONSE']._serialized_start=3503
+  _globals['_LISTSKILLSRESPONSE']._serialized_end=3563
+  _globals['_SKILLREF']._serialized_start=3565
+  _globals['_SKILLREF']._serialized_end=3593
+  _globals['_RETIRESKILLREQUEST']._serialized_start=3595
+  _globals['_RETIRESKILLREQUEST']._serialized_end=3649
+  _globals['_GATEWAY']._serialized_start=3841
+  _globals['_GATEWAY']._serialized_end=4763
+  _globals['_EVALUATOR']._serialized_start=4766
+  _globals['_EVALUATOR']._serialized_end=4944
+  _globals['_SYNTHESIZER']._serialized_start=4946
+  _globals['_SYNTHESIZER']._serialized_end=5037
+  _globals['_SEARCH']._serialized_start=5039
+  _globals['_SEARCH']._serialized_end=5110
+  _globals['_KNOWLEDGE']._serialized_start=5113
+  _globals['_KNOWLEDGE']._serialized_end=5536
 # @@protoc_insertion_point(module_scope)

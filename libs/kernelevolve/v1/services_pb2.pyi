@@ -1,12 +1,26 @@
 from kernelevolve.v1 import common_pb2 as _common_pb2
 from kernelevolve.v1 import events_pb2 as _events_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AgentRequestState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AGENT_REQUEST_STATE_UNSPECIFIED: _ClassVar[AgentRequestState]
+    AGENT_REQUEST_STATE_OPEN: _ClassVar[AgentRequestState]
+    AGENT_REQUEST_STATE_TAKEN: _ClassVar[AgentRequestState]
+    AGENT_REQUEST_STATE_ANSWERED: _ClassVar[AgentRequestState]
+    AGENT_REQUEST_STATE_ABANDONED: _ClassVar[AgentRequestState]
+AGENT_REQUEST_STATE_UNSPECIFIED: AgentRequestState
+AGENT_REQUEST_STATE_OPEN: AgentRequestState
+AGENT_REQUEST_STATE_TAKEN: AgentRequestState
+AGENT_REQUEST_STATE_ANSWERED: AgentRequestState
+AGENT_REQUEST_STATE_ABANDONED: AgentRequestState
 
 class StartSessionRequest(_message.Message):
     __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline")
@@ -131,6 +145,74 @@ class ValidateSpecResponse(_message.Message):
     reason: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AgentRequest(_message.Message):
+    __slots__ = ("request_id", "slot_id", "session_id", "prompt", "spec", "parent_id", "parent_source", "state", "offer", "max_offers", "deadline", "timeout_s", "taken_by", "answered_by", "answer_source", "reason", "hardware_kind")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    OFFER_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFERS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_BY_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_BY_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    slot_id: str
+    session_id: str
+    prompt: str
+    spec: _common_pb2.OperatorSpec
+    parent_id: str
+    parent_source: str
+    state: AgentRequestState
+    offer: int
+    max_offers: int
+    deadline: float
+    timeout_s: float
+    taken_by: str
+    answered_by: str
+    answer_source: str
+    reason: str
+    hardware_kind: str
+    def __init__(self, request_id: _Optional[str] = ..., slot_id: _Optional[str] = ..., session_id: _Optional[str] = ..., prompt: _Optional[str] = ..., spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., parent_id: _Optional[str] = ..., parent_source: _Optional[str] = ..., state: _Optional[_Union[AgentRequestState, str]] = ..., offer: _Optional[int] = ..., max_offers: _Optional[int] = ..., deadline: _Optional[float] = ..., timeout_s: _Optional[float] = ..., taken_by: _Optional[str] = ..., answered_by: _Optional[str] = ..., answer_source: _Optional[str] = ..., reason: _Optional[str] = ..., hardware_kind: _Optional[str] = ...) -> None: ...
+
+class AgentNextRequest(_message.Message):
+    __slots__ = ("session_id", "agent", "wait_s")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    agent: str
+    wait_s: float
+    def __init__(self, session_id: _Optional[str] = ..., agent: _Optional[str] = ..., wait_s: _Optional[float] = ...) -> None: ...
+
+class AgentSubmitRequest(_message.Message):
+    __slots__ = ("request_id", "source", "agent")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    source: str
+    agent: str
+    def __init__(self, request_id: _Optional[str] = ..., source: _Optional[str] = ..., agent: _Optional[str] = ...) -> None: ...
+
+class AgentSubmitResponse(_message.Message):
+    __slots__ = ("request_id", "session_id", "candidate_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    session_id: str
+    candidate_id: str
+    def __init__(self, request_id: _Optional[str] = ..., session_id: _Optional[str] = ..., candidate_id: _Optional[str] = ...) -> None: ...
 
 class ProposeRequest(_message.Message):
     __slots__ = ("spec", "request", "parent_source", "parent_result", "parent_transformation", "parent_genome", "parent_report_json", "siblings")

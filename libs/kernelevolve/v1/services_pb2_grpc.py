@@ -81,6 +81,16 @@ class GatewayStub:
                 request_serializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsRequest.SerializeToString,
                 response_deserializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsResponse.FromString,
                 _registered_method=True)
+        self.AgentNext = channel.unary_unary(
+                '/kernelevolve.v1.Gateway/AgentNext',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.AgentNextRequest.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_services__pb2.AgentRequest.FromString,
+                _registered_method=True)
+        self.AgentSubmit = channel.unary_unary(
+                '/kernelevolve.v1.Gateway/AgentSubmit',
+                request_serializer=kernelevolve_dot_v1_dot_services__pb2.AgentSubmitRequest.SerializeToString,
+                response_deserializer=kernelevolve_dot_v1_dot_services__pb2.AgentSubmitResponse.FromString,
+                _registered_method=True)
 
 
 class GatewayServicer:
@@ -142,6 +152,19 @@ class GatewayServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AgentNext(self, request, context):
+        """The agent synthesizer's open requests, answered by an external coding agent or a person.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AgentSubmit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +212,16 @@ def add_GatewayServicer_to_server(servicer, server):
                     servicer.ListSessions,
                     request_deserializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsRequest.FromString,
                     response_serializer=kernelevolve_dot_v1_dot_services__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'AgentNext': grpc.unary_unary_rpc_method_handler(
+                    servicer.AgentNext,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.AgentNextRequest.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_services__pb2.AgentRequest.SerializeToString,
+            ),
+            'AgentSubmit': grpc.unary_unary_rpc_method_handler(
+                    servicer.AgentSubmit,
+                    request_deserializer=kernelevolve_dot_v1_dot_services__pb2.AgentSubmitRequest.FromString,
+                    response_serializer=kernelevolve_dot_v1_dot_services__pb2.AgentSubmitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +467,60 @@ class Gateway:
             '/kernelevolve.v1.Gateway/ListSessions',
             kernelevolve_dot_v1_dot_services__pb2.ListSessionsRequest.SerializeToString,
             kernelevolve_dot_v1_dot_services__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AgentNext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Gateway/AgentNext',
+            kernelevolve_dot_v1_dot_services__pb2.AgentNextRequest.SerializeToString,
+            kernelevolve_dot_v1_dot_services__pb2.AgentRequest.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AgentSubmit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kernelevolve.v1.Gateway/AgentSubmit',
+            kernelevolve_dot_v1_dot_services__pb2.AgentSubmitRequest.SerializeToString,
+            kernelevolve_dot_v1_dot_services__pb2.AgentSubmitResponse.FromString,
             options,
             channel_credentials,
             insecure,

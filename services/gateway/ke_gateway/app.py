@@ -35,7 +35,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     hw = default_hardware or (settings.evaluator.hardware_kind if settings.evaluator.hardware_kind != "auto"
                               else "cpu")
     service = GatewayService(bus, store, Subjects(settings.bus.subject_prefix), validator, settings.search,
-                             settings.store.session_prefix, hw, settings.gateway)
+                             settings.store.session_prefix, hw, settings.gateway, agent=settings.agent)
     k_target = (knowledge_target or settings.learning.knowledge_target
                 or f"127.0.0.1:{settings.grpc.knowledge_port}")
     tokens = settings.auth.token_list

@@ -115,3 +115,13 @@ def check_candidate_id(cid: str) -> str:
     if not cid:
         raise InvalidArgumentError("candidate_id is required")
     return check_token(cid, "candidate id")
+
+
+_AGENT_NAME = re.compile(r"^[\w .@:+-]{0,64}$")
+
+
+def check_agent_name(name: str) -> str:
+    """Who answers agent requests: shown in candidate descriptions, so short and printable."""
+    if not _AGENT_NAME.match(name):
+        raise InvalidArgumentError("agent name must be at most 64 letters, digits, spaces or . @ : + - _")
+    return name

@@ -52,3 +52,10 @@ class GatewayServicer(sgrpc.GatewayServicer):
     async def ListSessions(self, request: spb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> spb.ListSessionsResponse:
         return spb.ListSessionsResponse(sessions=await self._service.list_sessions(request.status))
+
+    async def AgentNext(self, request: spb.AgentNextRequest, context: grpc.aio.ServicerContext) -> spb.AgentRequest:
+        return await self._service.agent_next(request, deadline_s=context.time_remaining())
+
+    async def AgentSubmit(self, request: spb.AgentSubmitRequest,
+                          context: grpc.aio.ServicerContext) -> spb.AgentSubmitResponse:
+        return await self._service.agent_submit(request)

@@ -6,15 +6,16 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from ke_gateway.checks import check_candidate_id, check_session_id, check_start
+from ke_gateway.checks import check_agent_name, check_candidate_id, check_session_id, check_start
 from ke_gateway.validator import SpecValidator
 from kernelevolve import metrics
+from kernelevolve.agent_ledger import AgentLedger
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
 from kernelevolve.bus.subjects import Keys, Subjects
-from kernelevolve.config import GatewaySettings, SearchSettings
+from kernelevolve.config import AgentSettings, GatewaySettings, SearchSettings
 from kernelevolve.errors import ConflictError, DependencyTimeout, InvalidArgumentError, InvalidSpecError, NotFoundError
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import make_spec
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 class GatewayService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, validator: SpecValidator,
                  search: SearchSettings, session_prefix: str, default_hardware: str,
-                 limits: GatewaySettings | None = None) -> None:
+                 limits: GatewaySettings | None = None, agent_ledger: AgentLedger | None = None,
+                 agent: AgentSettings | None = None) -> None:
         self._bus = bus
         self._store = store
         self._subjects = subjects
@@ -38,6 +40,8 @@ class GatewayService:
         self._session_prefix = session_prefix
         self._default_hardware = default_hardware
         self._limits = limits or GatewaySettings()
+        self._agent_ledger = agent_ledger or AgentLedger(bus)
+        self._agent = agent or AgentSettings()
 
     async def start_session(self, req: spb.StartSessionRequest, deadline_s: float | None = None) -> pb.Session:
         """``deadline_s``: seconds left of the caller's deadline (None: none was set); spec
@@ -186,6 +190,28 @@ class GatewayService:
             sessions.append(session)
         sessions.sort(key=lambda s: (s.created_at.seconds, s.created_at.nanos, s.session_id), reverse=True)
         return sessions
+
+    # -- the agent synthesizer's requests (answered by an external agent or a person) -------
+
+    async def agent_next(self, req: spb.AgentNextRequest, deadline_s: float | None = None) -> spb.AgentRequest:
+        """Hand out the oldest open request; NotFoundError when none opens within the wait."""
+        sid = check_session_id(req.session_id) if req.session_id else ""
+        wait_s = min(max(0.0, req.wait_s), self._agent.max_wait_s)
+        if deadline_s is not None:
+            wait_s = min(wait_s, max(0.0, deadline_s - 1.0))
+        rec = await self._agent_ledger.next(sid, check_agent_name(req.agent), wait_s, self._agent.poll_s)
+        log.info("agent request handed out", extra={"session_id": rec.session_id, "agent_request": rec.request_id,
+                                                    "agent": rec.taken_by})
+        return rec
+
+    async def agent_submit(self, req: spb.AgentSubmitRequest) -> spb.AgentSubmitResponse:
+        if not req.request_id:
+            raise InvalidArgumentError("request_id is required")
+        rec = await self._agent_ledger.submit(req.request_id, req.source, check_agent_name(req.agent))
+        log.info("agent answer accepted", extra={"session_id": rec.session_id, "agent_request": rec.request_id,
+                                                 "agent": rec.answered_by})
+        return spb.AgentSubmitResponse(request_id=rec.request_id, session_id=rec.session_id,
+                                       candidate_id=rec.slot_id)
 
 
 def _with_lineage(get: Callable[[str], Awaitable[bytes | None]], prefix: str,

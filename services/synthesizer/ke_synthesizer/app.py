@@ -19,6 +19,16 @@ from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 
+def make_agent_synthesizer(settings: Settings, bus: Any) -> CandidateSynthesizer:
+    """``agent``: requests answered from outside through the ledger on this bus."""
+    import asyncio
+
+    from ke_synthesizer.agent import AgentSynthesizer
+    from kernelevolve.agent_ledger import AgentLedger
+
+    return AgentSynthesizer(AgentLedger(bus), settings.agent, loop=asyncio.get_running_loop())
+
+
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
                 synthesizer: CandidateSynthesizer | None = None, knowledge: KnowledgeReader | None = None,
                 port: int | None = None, knowledge_target: str | None = None) -> ServiceHandle:
@@ -26,6 +36,9 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     if store is None:
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
+    concurrency = 1
+    if synthesizer is None and settings.synthesizer.kind == "agent":
+        synthesizer, concurrency = make_agent_synthesizer(settings, bus), settings.agent.concurrency
     if synthesizer is None:
         # the LLM's prompts retrieve documents and skills; the offline synthesizer reads
         # skills only when priors are on
@@ -37,7 +50,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
             stack.callback(reader.close)
             knowledge = reader
         synthesizer = make_synthesizer(settings, knowledge)
-    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix), synthesizer)
+    service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix), synthesizer,
+                                 concurrency=concurrency)
     server = await start_server(
         settings.grpc.host, settings.grpc.synthesizer_port if port is None else port,
         [lambda s: sgrpc.add_SynthesizerServicer_to_server(SynthesizerServicer(service), s)],

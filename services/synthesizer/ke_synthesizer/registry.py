@@ -45,5 +45,5 @@ def make_synthesizer(settings: Settings, knowledge: KnowledgeReader | None = Non
     factory = SYNTHESIZERS.get(settings.synthesizer.kind)
     if factory is None:
         raise ConfigError(f"unknown synthesizer kind {settings.synthesizer.kind!r} "
-                          f"(available: {', '.join(sorted(SYNTHESIZERS))})")
+                          f"(available: {', '.join(sorted([*SYNTHESIZERS, 'agent']))})")  # agent: needs the bus
     return factory(settings, knowledge or NoKnowledge())

@@ -22,6 +22,7 @@ from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import ConflictError, NotFoundError
 from kernelevolve.ports.synthesis import (
+    AsyncProposer,
     AttemptSummary,
     CandidateSynthesizer,
     ParentInfo,
@@ -55,6 +56,9 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
                 "reason": r.reason,
                 "bound": pb.BoundClass.Name(r.diagnosis.bound).removeprefix("BOUND_CLASS_").lower(),
                 "roofline_fraction": r.diagnosis.roofline_fraction,
+                "candidate_ms": r.candidate_timing.median_ms,
+                "baseline_ms": r.baseline_timing.median_ms,
+                "notes": list(r.diagnosis.notes),
             }
         parent = ParentInfo(
             candidate_id=req.parent_id,
@@ -76,6 +80,7 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
         siblings=tuple(AttemptSummary(a.candidate_id, Transformation(a.transformation.name,
                                                                      dict(a.transformation.params)),
                                       status_name(a.status), a.speedup, a.reason) for a in msg.siblings),
+        request_id=req.request_id,
     )
 
 
@@ -91,15 +96,18 @@ def to_proposal_pb(p: Proposal) -> spb.Proposal:
 
 class SynthesizerService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects,
-                 synthesizer: CandidateSynthesizer) -> None:
+                 synthesizer: CandidateSynthesizer, concurrency: int = 1) -> None:
         self._bus = bus
+        # Requests handled at once; >1 for a synthesizer that waits on answers from outside.
+        self._concurrency = concurrency
         self._store = store
         self._subjects = subjects
         self._synth = synthesizer
 
     async def subscribe(self) -> None:
         # ack_wait from the bus settings: a slow proposal (an LLM call) sends heartbeats.
-        await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request)
+        await self._bus.consume(self._subjects.request(), "synthesizer", self.on_request,
+                                concurrency=self._concurrency)
         if hasattr(self._synth, "observe"):
             # Measured outcomes of our candidates (the LLM synthesizer's model bandit).
             await self._bus.consume(self._subjects.evaluation(), "synthesizer-outcomes", self.on_evaluation)
@@ -114,6 +122,8 @@ class SynthesizerService:
             observe(self._synth, dict(cand.genome), status_name(result.status), result.speedup)
 
     async def propose(self, msg: spb.ProposeRequest) -> list[Proposal]:
+        if isinstance(self._synth, AsyncProposer):
+            return await self._synth.apropose(to_request(msg))
         return await asyncio.to_thread(self._synth.propose, to_request(msg))
 
     async def on_request(self, env: ev.Envelope) -> None:
@@ -164,7 +174,8 @@ class SynthesizerService:
         if len(proposals) < req.count:
             ex = ev.CandidateRequestExhausted(
                 session_id=sid, request_id=req.request_id, parent_id=req.parent_id,
-                reason=f"{self._synth.name} synthesizer offered {len(proposals)} of {req.count} candidates")
+                reason=f"{self._synth.name} synthesizer offered {len(proposals)} of {req.count} candidates"
+                       + self._shortfall(sid, req.request_id))
             await self._bus.publish(self._subjects.exhausted(sid), envelope(sid, candidate_request_exhausted=ex),
                                     dedup_id=f"exh-{sid}-{req.request_id}")
 
@@ -195,6 +206,12 @@ class SynthesizerService:
             first = entry.value.decode() if entry is not None else cid
             return "" if first == cid else first  # a replay of our own request is no twin
 
+    def _shortfall(self, sid: str, request_id: str) -> str:
+        """Why, when the synthesizer can say (the agent one: a request nobody answered)."""
+        explain = getattr(self._synth, "shortfall", None)
+        reason = explain(sid, request_id) if callable(explain) else ""
+        return f": {reason}" if reason else ""
+
     async def _session(self, sid: str) -> pb.Session:
         return await load_session(self._bus, sid)
 
@@ -213,9 +230,25 @@ class SynthesizerService:
                         candidate_id=parent_id, status=n.status, speedup=n.fitness,
                         reason=str(report.get("reason", ""))))
                     msg.parent_report_json = raw.decode()
+                    _add_timing_and_diagnosis(msg.parent_result, report)
                 except NotFoundError:
                     pass
         for s in await list_nodes(self._bus, sid):
             if s.parent_id == parent_id and s.evaluated:
                 msg.siblings.append(spb.AttemptSummary(candidate_id=s.node_id, transformation=s.transformation,
                                                        status=s.status, speedup=s.fitness, reason=s.reason[:300]))
+
+
+def _add_timing_and_diagnosis(result: pb.EvaluationResult, report: dict[str, object]) -> None:
+    """What a synthesizer that writes prompts tells of the parent: its timings and diagnosis."""
+    for key, field in (("candidate_timing", result.candidate_timing), ("baseline_timing", result.baseline_timing)):
+        timing = report.get(key)
+        if isinstance(timing, dict) and timing.get("median_ms"):
+            field.median_ms = float(timing["median_ms"])
+    diag = report.get("diagnosis")
+    if isinstance(diag, dict):
+        bound = f"BOUND_CLASS_{str(diag.get('bound', '')).upper()}"
+        if bound in pb.BoundClass.keys():
+            result.diagnosis.bound = pb.BoundClass.Value(bound)
+        result.diagnosis.roofline_fraction = float(diag.get("roofline_fraction") or 0.0)
+        result.diagnosis.notes.extend(str(n) for n in diag.get("notes") or [])
