@@ -19,14 +19,19 @@ from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
 
-def make_agent_synthesizer(settings: Settings, bus: Any) -> CandidateSynthesizer:
-    """``agent``: requests answered from outside through the ledger on this bus."""
+def make_agent_synthesizer(settings: Settings, bus: Any, knowledge: KnowledgeReader | None) -> CandidateSynthesizer:
+    """``agent``: requests answered from outside through the ledger on this bus, each asked
+    with the prompt the LLM synthesizer would send."""
     import asyncio
 
     from ke_synthesizer.agent import AgentSynthesizer
+    from ke_synthesizer.agent.prompt import llm_prompt
     from kernelevolve.agent_ledger import AgentLedger
+    from kernelevolve.ports.knowledge import NoKnowledge
 
-    return AgentSynthesizer(AgentLedger(bus), settings.agent, loop=asyncio.get_running_loop())
+    return AgentSynthesizer(AgentLedger(bus), settings.agent,
+                            prompt=llm_prompt(knowledge or NoKnowledge(), settings.llm.prompt_tokens),
+                            loop=asyncio.get_running_loop())
 
 
 async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, store: Any = None,
@@ -37,10 +42,8 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
     concurrency = 1
-    if synthesizer is None and settings.synthesizer.kind == "agent":
-        synthesizer, concurrency = make_agent_synthesizer(settings, bus), settings.agent.concurrency
     if synthesizer is None:
-        # the LLM's prompts retrieve documents and skills; the offline synthesizer reads
+        # prompts (LLM, agent) retrieve documents and skills; the offline synthesizer reads
         # skills only when priors are on
         if knowledge is None and (settings.learning.prior_skills > 0 or settings.synthesizer.kind != "offline"):
             tokens = settings.auth.token_list
@@ -49,7 +52,10 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
                                          token=tokens[0] if tokens else "")
             stack.callback(reader.close)
             knowledge = reader
-        synthesizer = make_synthesizer(settings, knowledge)
+        if settings.synthesizer.kind == "agent":
+            synthesizer, concurrency = make_agent_synthesizer(settings, bus, knowledge), settings.agent.concurrency
+        else:
+            synthesizer = make_synthesizer(settings, knowledge)
     service = SynthesizerService(bus, store, Subjects(settings.bus.subject_prefix), synthesizer,
                                  concurrency=concurrency)
     server = await start_server(

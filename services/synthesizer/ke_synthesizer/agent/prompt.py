@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from kernelevolve.errors import KernelEvolveError
+from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import ProposalRequest
 
 log = logging.getLogger(__name__)
@@ -83,3 +86,24 @@ def build_prompt(request: ProposalRequest) -> str:
             "## The operator (reference PyTorch spec)\n\n```python\n" + request.spec_source.rstrip() + "\n```\n\n"
             "Inputs:\n" + describe_inputs(request.spec_source, request.spec_name) + "\n\n"
             + _parent_section(request) + "\n" + _FORMAT)
+
+
+def llm_prompt(reader: KnowledgeReader, token_budget: int = 6000) -> Callable[[ProposalRequest], str]:
+    """The LLM synthesizer's own prompt (system and user message, with the documents and
+    skills retrieved for the request), so an agent is asked exactly what a model would be;
+    the spec's input shapes follow, since an agent may want to run it."""
+    from ke_synthesizer.llm.prompt import PromptContext, gather_context
+    from ke_synthesizer.llm.prompt import build_prompt as build_llm_prompt
+
+    def build(request: ProposalRequest) -> str:
+        try:
+            context = gather_context(request, reader)
+        except KernelEvolveError as exc:  # an agent can work without the knowledge base
+            log.warning("no knowledge for the agent's prompt", extra={"session_id": request.session_id,
+                                                                      "error": str(exc)})
+            context = PromptContext()
+        prompt = build_llm_prompt(request, context, token_budget=token_budget)
+        return (prompt.system.rstrip() + "\n\n" + prompt.user.rstrip() + "\n\n## Inputs of the spec\n\n"
+                + describe_inputs(request.spec_source, request.spec_name) + "\n")
+
+    return build

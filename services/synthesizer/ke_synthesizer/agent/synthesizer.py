@@ -65,7 +65,8 @@ class AgentSynthesizer:
             raise InvalidSpecError(f"{request.spec_name}: spec source is empty")
         sid = request.session_id or _NO_SESSION
         key = _request_key(request)
-        prompt = self._prompt(request)
+        # in a worker thread: the prompt may ask the knowledge service, which can share this loop
+        prompt = await asyncio.to_thread(self._prompt, request)
         s = self._settings
         slots = [f"{key}-{i}" for i in range(1, max(1, request.count) + 1)]
         for slot in slots:
