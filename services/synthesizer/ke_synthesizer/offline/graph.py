@@ -246,6 +246,13 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                         fusion_knobs[key] = node.name
                         if genome.get(key, "fused") != "fused":
                             break
+                        sib = _sibling_for(groups, rinfo, op, g, group_of, node, fusion_knobs, genome)
+                        if sib is not None:
+                            # another reduction over the same rows is open: the prologue and
+                            # this reduction join its kernel (one pass, one launch)
+                            _merge(g, sib, group_of, order, by_kind)
+                            target = sib
+                            break
                         # a pointwise prologue becomes part of the row kernel
                         g.kind = ROW_KIND
                         g.info["row"] = RowInfo(rinfo.full, rinfo.dims, "full")
@@ -257,6 +264,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                     break
                 if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of):
                     target = _sibling_row_group(groups, rinfo, x)
+                if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of
+                                                    and not group_of[x].sealed):
+                    target = _sibling_for(groups, rinfo, op, None, group_of, node, fusion_knobs, genome)
                 info = {"row": RowInfo(rinfo.full, rinfo.dims, "full"), "layouts": {}}
                 add(node, op, target, ROW_KIND, rinfo.full, info)
                 group_of[node].info["layouts"][node] = rinfo.layout
@@ -322,6 +332,33 @@ def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | N
             continue
         if any(op.args.get("input") is x for op in g.ops.values()):
             return g
+    return None
+
+
+def _sibling_for(groups: list[Group], rinfo: RowInfo, op: NormOp, prologue: Group | None,
+                 group_of: dict[torch.fx.Node, Group], node: torch.fx.Node, fusion_knobs: dict[str, str],
+                 genome: dict[str, str]) -> Group | None:
+    """An open row group over the same [M, N] view (same full shape, same reduced dims)
+    that the reduction at ``node`` (with its pointwise ``prologue`` group, if any) may
+    join: sibling reductions over the same rows (cosine similarity's dot, |a|^2, |b|^2; a
+    loss's terms) then run in one kernel, one pass over the rows, one launch. Genome key
+    ``sibling.<node>``: fused (default) or separate. Scans keep their own kernel (they
+    force the single-pass strategy); the prologue must read nothing the sibling computes
+    (it would then depend on a per-row value of that kernel)."""
+    if op.op in SCANS:
+        return None
+    members = prologue.members if prologue is not None else []
+    for g in reversed(groups):
+        if g is prologue or g.sealed or g.kind != ROW_KIND or not g.members:
+            continue
+        gi: RowInfo = g.info["row"]
+        if gi.full != rinfo.full or gi.dims != rinfo.dims or any(o.op in SCANS for o in g.ops.values()):
+            continue
+        if any(group_of.get(v) is g for m in members for v in m.all_input_nodes):
+            return None
+        key = f"sibling.{node.name}"
+        fusion_knobs[key] = node.name
+        return g if genome.get(key, "fused") == "fused" else None
     return None
 
 
