@@ -231,9 +231,9 @@ def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node, log_probs: bool = Fal
 _REDUCE_ARGS = [("size_average", None), ("reduce", None), ("reduction", "mean")]
 
 
-def _legacy(a: dict[str, Any] | None) -> bool:
-    """Arguments missing, or the deprecated size_average / reduce flags set: no rewrite."""
-    return a is None or a["size_average"] is not None or a["reduce"] is not None
+def _legacy(a: dict[str, Any]) -> bool:
+    """The deprecated size_average / reduce flags are set: no rewrite."""
+    return a["size_average"] is not None or a["reduce"] is not None
 
 
 def _pairwise_distance(g: torch.fx.Graph, x1: Any, x2: Any, p: float, eps: float) -> torch.fx.Node:
@@ -244,7 +244,7 @@ def _pairwise_distance(g: torch.fx.Graph, x1: Any, x2: Any, p: float, eps: float
 def _triplet_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("anchor", _REQ), ("positive", _REQ), ("negative", _REQ), ("margin", 1.0), ("p", 2),
                         ("eps", 1e-6), ("swap", False)] + _REDUCE_ARGS)
-    if _legacy(a) or not all(isinstance(a[k], (int, float)) for k in ("margin", "p", "eps")) or a["p"] <= 0:
+    if a is None or _legacy(a) or not all(isinstance(a[k], (int, float)) for k in ("margin", "p", "eps")) or a["p"] <= 0:
         return None
     x, pos, neg = a["anchor"], a["positive"], a["negative"]
     if shape_of(x) is None or len(shape_of(x) or ()) not in (1, 2) or not shape_of(x) == shape_of(pos) == shape_of(neg):
@@ -260,7 +260,7 @@ def _triplet_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | N
 
 def _margin_ranking(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input1", _REQ), ("input2", _REQ), ("target", _REQ), ("margin", 0.0)] + _REDUCE_ARGS)
-    if _legacy(a) or not isinstance(a["margin"], (int, float)):
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)):
         return None
     if not shape_of(a["input1"]) == shape_of(a["input2"]) == shape_of(a["target"]) or shape_of(a["input1"]) is None:
         return None
@@ -272,7 +272,7 @@ def _margin_ranking(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | N
 
 def _hinge_embedding(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("margin", 1.0)] + _REDUCE_ARGS)
-    if _legacy(a) or not isinstance(a["margin"], (int, float)) or shape_of(a["input"]) != shape_of(a["target"]):
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)) or shape_of(a["input"]) != shape_of(a["target"]):
         return None
     x, y = a["input"], a["target"]
     # as ATen: where(y != 1, max(0, margin - x), 0) + where(y != -1, x, 0)
@@ -284,7 +284,7 @@ def _hinge_embedding(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | 
 
 def _cosine_embedding(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input1", _REQ), ("input2", _REQ), ("target", _REQ), ("margin", 0.0)] + _REDUCE_ARGS)
-    if _legacy(a) or not isinstance(a["margin"], (int, float)):
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)):
         return None
     x1, x2, y = a["input1"], a["input2"], a["target"]
     s1 = shape_of(x1)
@@ -308,7 +308,7 @@ def _weighted(g: torch.fx.Graph, v: torch.fx.Node, weight: Any) -> torch.fx.Node
 
 def _bce(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("weight", None)] + _REDUCE_ARGS)
-    if _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+    if a is None or _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
         return None
     x, t = a["input"], a["target"]
     # as ATen: (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100)
@@ -320,7 +320,7 @@ def _bce(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
 
 def _bce_logits(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("weight", None)] + _REDUCE_ARGS + [("pos_weight", None)])
-    if _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+    if a is None or _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
         return None
     x, t = a["input"], a["target"]
     # as ATen: (1 - t) * x + lw * (log1p(exp(-|x|)) + max(-x, 0)), lw = (pw - 1) * t + 1
@@ -335,7 +335,7 @@ def _bce_logits(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
 
 def _soft_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ)] + _REDUCE_ARGS)
-    if _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+    if a is None or _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
         return None
     v = _call(g, torch.log1p, _call(g, torch.exp, _call(g, torch.neg, _call(g, torch.mul, a["input"], a["target"]))))
     return _loss_reduce(g, v, a["reduction"])
@@ -344,7 +344,7 @@ def _soft_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None
 def _multi_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("p", 1), ("margin", 1.0), ("weight", None)]
                  + _REDUCE_ARGS)
-    if _legacy(a) or a["weight"] is not None or a["p"] not in (1, 2) or not isinstance(a["margin"], (int, float)):
+    if a is None or _legacy(a) or a["weight"] is not None or a["p"] not in (1, 2) or not isinstance(a["margin"], (int, float)):
         return None
     x, y = a["input"], a["target"]
     sx = shape_of(x)
@@ -363,7 +363,55 @@ def _multi_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | Non
     return _loss_reduce(g, v, a["reduction"])
 
 
+def _einsum(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """A two-operand einsum that is a batched matmul (``bhqd,bhkd->bhqk``): batch indices
+    in both operands and the output, at most one row index (first operand only), one
+    column index (second only), exactly one contracted index. The operands are permuted
+    (views) to [*batch, m, k] @ [*batch, k, n], the product permuted to the output order;
+    the matmul kernel reads the permuted operands through their strides."""
+    if len(node.args) < 2 or node.kwargs or not isinstance(node.args[0], str):
+        return None
+    ops = list(node.args[1]) if len(node.args) == 2 and isinstance(node.args[1], (list, tuple)) else list(node.args[1:])
+    eq = node.args[0].replace(" ", "")
+    if len(ops) != 2 or "->" not in eq or "." in eq:
+        return None
+    lhs, out = eq.split("->")
+    if lhs.count(",") != 1:
+        return None
+    sa, sb = lhs.split(",")
+    shapes = [shape_of(v) for v in ops]
+    if any(sh is None or len(sh) != len(sub) for sh, sub in zip(shapes, (sa, sb), strict=True)):
+        return None
+    if any(len(set(x)) != len(x) for x in (sa, sb, out)) or set(out) - set(sa) - set(sb):
+        return None
+    batch = [c for c in out if c in sa and c in sb]
+    ms = [c for c in out if c in sa and c not in sb]
+    ns = [c for c in out if c in sb and c not in sa]
+    ks = [c for c in sa if c in sb and c not in out]
+    if len(ms) > 1 or len(ns) > 1 or len(ks) != 1 or set(sa) | set(sb) != set(out) | set(ks):
+        return None
+    dims = dict(zip(sa, shapes[0] or (), strict=True))
+    if any(dims[c] != d for c, d in zip(sb, shapes[1] or (), strict=True) if c in dims):
+        return None  # broadcasting a size-1 index: left to the library
+    a = _method(g, "permute", ops[0], *[sa.index(c) for c in batch + ms + ks])
+    b = _method(g, "permute", ops[1], *[sb.index(c) for c in batch + ks + ns])
+    if not ms:
+        a = _method(g, "unsqueeze", a, -2)
+    if not ns:
+        b = _method(g, "unsqueeze", b, -1)
+    y = _call(g, torch.matmul, a, b)
+    if not ms:
+        y = _method(g, "squeeze", y, -2)
+    if not ns:
+        y = _method(g, "squeeze", y, -1)
+    got = batch + ms + ns
+    if got != list(out):
+        y = _method(g, "permute", y, *[got.index(c) for c in out])
+    return y
+
+
 _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]] = {
+    torch.einsum: _einsum,
     F.triplet_margin_loss: _triplet_margin,
     F.margin_ranking_loss: _margin_ranking,
     F.hinge_embedding_loss: _hinge_embedding,

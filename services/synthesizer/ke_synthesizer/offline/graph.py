@@ -31,7 +31,7 @@ from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
-from .overrides import max_dim_overrides, scan_overrides
+from .overrides import max_dim_overrides, scan_overrides, triangular_overrides
 from .plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,8 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     ctx = PlanContext(spec, gm, pshape)
     by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by)}
+    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by),
+                 **triangular_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
         overrides.pop(n)
         hidden_by.pop(n, None)

@@ -1,6 +1,7 @@
 """Overrides: fx patterns planned as one canonical op each, the nodes they replace
 hidden (never emitted). ``torch.max(x, dim)`` tuples become amax / argmax of their
-getitem users; ``flip(scan(flip(x)))`` becomes one reverse scan."""
+getitem users; ``flip(scan(flip(x)))`` becomes one reverse scan; ``tril(a @ b)``,
+``triu(...)`` and ``tril(a) @ b`` become one masked matmul."""
 
 from __future__ import annotations
 
@@ -72,4 +73,57 @@ def max_dim_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
             out[u] = NormOp(kind, {"input": op.args["input"], "dim": op.args["dim"],
                                    "keepdim": op.args["keepdim"]})
             hidden[u] = [node]
+    return out
+
+
+def _triangle(node: Any) -> tuple[str, int, Any] | None:
+    """("lower" | "upper", diagonal, input) of a tril / triu call with a constant
+    diagonal, else None."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    if node.op == "call_function" and node.target in (torch.tril, torch.triu):
+        name = node.target.__name__
+    elif node.op == "call_method" and node.target in ("tril", "triu"):
+        name = str(node.target)
+    else:
+        return None
+    diag: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("diagonal", 0)
+    if not isinstance(diag, int) or isinstance(diag, bool) or set(node.kwargs) - {"diagonal"}:
+        return None
+    if len(shape_of(node) or ()) < 2:
+        return None
+    return ("lower" if name == "tril" else "upper", diag, node.args[0])
+
+
+def triangular_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                         hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
+    """A matmul whose output is masked to a triangle (``tril(a @ b)``) or whose operand
+    is one (``tril(a) @ b``) is one matmul op with ``out_tri`` / ``a_tri`` / ``b_tri``
+    (kind, diagonal): the kernel skips the tiles and K ranges the mask zeroes."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        tri = _triangle(node)
+        if tri is not None:
+            mm = tri[2]
+            op = normalize(mm, gm) if isinstance(mm, torch.fx.Node) and len(mm.users) == 1 else None
+            if op is not None and op.op == "matmul" and mm not in out and \
+                    len(shape_of(op.args["input"]) or ()) >= 2 and len(shape_of(op.args["other"]) or ()) >= 2:
+                out[node] = NormOp("matmul", {**op.args, "out_tri": tri[:2]})
+                hidden[node] = [mm]
+            continue
+        if node.op not in ("call_function", "call_method"):
+            continue
+        op = normalize(node, gm)
+        if op is None or op.op != "matmul":
+            continue
+        args = dict(op.args)
+        hide = []
+        for key, tri_key in (("input", "a_tri"), ("other", "b_tri")):
+            t = _triangle(args[key])
+            if t is not None and len(args[key].users) == 1 and len(shape_of(t[2]) or ()) >= 2:
+                args[key], args[tri_key] = t[2], t[:2]
+                hide.append(op.args[key])
+        if hide and not any(h in hidden.get(n, []) for n in out for h in hide):
+            out[node] = NormOp("matmul", args)
+            hidden[node] = hide
     return out
