@@ -244,7 +244,8 @@ def _pairwise_distance(g: torch.fx.Graph, x1: Any, x2: Any, p: float, eps: float
 def _triplet_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("anchor", _REQ), ("positive", _REQ), ("negative", _REQ), ("margin", 1.0), ("p", 2),
                         ("eps", 1e-6), ("swap", False)] + _REDUCE_ARGS)
-    if a is None or _legacy(a) or not all(isinstance(a[k], (int, float)) for k in ("margin", "p", "eps")) or a["p"] <= 0:
+    if a is None or _legacy(a) or not all(isinstance(a[k], (int, float)) for k in ("margin", "p", "eps")) \
+            or a["p"] <= 0:
         return None
     x, pos, neg = a["anchor"], a["positive"], a["negative"]
     if shape_of(x) is None or len(shape_of(x) or ()) not in (1, 2) or not shape_of(x) == shape_of(pos) == shape_of(neg):
@@ -272,7 +273,8 @@ def _margin_ranking(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | N
 
 def _hinge_embedding(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("margin", 1.0)] + _REDUCE_ARGS)
-    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)) or shape_of(a["input"]) != shape_of(a["target"]):
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)) \
+            or shape_of(a["input"]) != shape_of(a["target"]):
         return None
     x, y = a["input"], a["target"]
     # as ATen: where(y != 1, max(0, margin - x), 0) + where(y != -1, x, 0)
@@ -344,7 +346,8 @@ def _soft_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None
 def _multi_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("p", 1), ("margin", 1.0), ("weight", None)]
                  + _REDUCE_ARGS)
-    if a is None or _legacy(a) or a["weight"] is not None or a["p"] not in (1, 2) or not isinstance(a["margin"], (int, float)):
+    if a is None or _legacy(a) or a["weight"] is not None or a["p"] not in (1, 2) \
+            or not isinstance(a["margin"], (int, float)):
         return None
     x, y = a["input"], a["target"]
     sx = shape_of(x)
@@ -410,7 +413,68 @@ def _einsum(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     return y
 
 
+def _shifted_cumsum(node: Any, dim: int) -> Any:
+    """x when ``node`` is ``cumsum(x, dim)[..., :-1]`` (all but the last element along
+    ``dim``, every other dim whole), else None."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is operator.getitem):
+        return None
+    scan, idx = node.args
+    op = normalize(scan, None) if isinstance(scan, torch.fx.Node) and scan.op != "call_module" else None  # type: ignore[arg-type]
+    rank = len(shape_of(scan) or ()) if isinstance(scan, torch.fx.Node) else 0
+    if op is None or op.op != "cumsum" or op.args.get("reverse") or not rank or \
+            not isinstance(op.args["dim"], int) or op.args["dim"] % rank != dim % rank:
+        return None
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if Ellipsis in idx:
+        at = idx.index(Ellipsis)
+        idx = idx[:at] + (slice(None),) * (rank - len(idx) + 1) + idx[at + 1:]
+    if len(idx) > rank or not all(isinstance(i, slice) and i.step is None for i in idx):
+        return None
+    idx = idx + (slice(None),) * (rank - len(idx))
+    for d, i in enumerate(idx):
+        want = (None, -1) if d == dim % rank else (None, None)
+        if (i.start if i.start != 0 else None, i.stop) != want:
+            return None
+    return op.args["input"]
+
+
+_ZEROS = {torch.zeros_like, torch.zeros}
+
+
+def _exclusive_cat(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``cat([zeros(... 1 ...), cumsum(x, d)[..., :-1]], d)``: the exclusive scan, as
+    ``cumsum(x, d) - x`` (one row kernel)."""
+    parts: Any = node.args[0] if node.args else node.kwargs.get("tensors")
+    dim: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    if not isinstance(parts, (list, tuple)) or len(parts) != 2 or not isinstance(dim, int):
+        return None
+    zero, body = parts
+    rank = len(shape_of(node) or ())
+    if not rank or not isinstance(zero, torch.fx.Node) or (shape_of(zero) or ())[dim % rank:][:1] != (1,):
+        return None
+    is_zero = (zero.op == "call_function" and zero.target in _ZEROS) or (
+        zero.op == "call_method" and zero.target == "new_zeros")
+    x = _shifted_cumsum(body, dim)
+    if not is_zero or x is None or shape_of(x) != shape_of(node):
+        return None
+    return _call(g, torch.sub, _call(g, torch.cumsum, x, dim), x)
+
+
+def _exclusive_pad(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``F.pad(cumsum(x, -1)[..., :-1], (1, 0))`` (zero fill): the exclusive scan of the
+    last dim, as ``cumsum(x, -1) - x``."""
+    a = _fn_args(node, [("input", _REQ), ("pad", _REQ), ("mode", "constant"), ("value", None)])
+    if a is None or a["mode"] != "constant" or a["value"] not in (None, 0, 0.0) or list(a["pad"]) != [1, 0]:
+        return None
+    x = _shifted_cumsum(a["input"], -1)
+    if x is None or shape_of(x) != shape_of(node):
+        return None
+    return _call(g, torch.sub, _call(g, torch.cumsum, x, -1), x)
+
+
 _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]] = {
+    torch.cat: _exclusive_cat,
+    F.pad: _exclusive_pad,
     torch.einsum: _einsum,
     F.triplet_margin_loss: _triplet_margin,
     F.margin_ranking_loss: _margin_ranking,
@@ -593,6 +657,24 @@ def fuse_attention(spec: CapturedSpec, apply: bool) -> int:
     return found
 
 
+# side-effect-free producers a rewrite may leave unread (the zeros and the slice around
+# an exclusive scan): erased, so they are neither launched nor counted as fallbacks
+_PURE_FUNCTIONS = {operator.getitem, torch.zeros_like, torch.zeros, torch.cumsum}
+_PURE_METHODS = {"new_zeros", "cumsum"}
+
+
+def _erase_unused(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
+    while nodes:
+        n = nodes.pop()
+        if n.users or n.graph is not graph or not (
+                (n.op == "call_function" and n.target in _PURE_FUNCTIONS) or
+                (n.op == "call_method" and n.target in _PURE_METHODS)):
+            continue
+        inputs = list(n.all_input_nodes)
+        graph.erase_node(n)
+        nodes.extend(inputs)
+
+
 def decompose(spec: CapturedSpec) -> int:
     """Rewrite the captured graph in place; returns the number of nodes rewritten."""
     gm = spec.gm
@@ -620,8 +702,10 @@ def decompose(spec: CapturedSpec) -> int:
                 new = None
         if new is None:
             continue
+        inputs = list(node.all_input_nodes)
         node.replace_all_uses_with(new)
         graph.erase_node(node)
+        _erase_unused(graph, inputs)
         count += 1
     if count:
         gm.recompile()

@@ -31,7 +31,7 @@ from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
-from .overrides import max_dim_overrides, scan_overrides, triangular_overrides
+from .overrides import cummax_overrides, max_dim_overrides, scan_overrides, triangular_overrides
 from .plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
@@ -123,12 +123,15 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     ctx = PlanContext(spec, gm, pshape)
     by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by),
+    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **cummax_overrides(nodes, gm, hidden_by),
+                 **scan_overrides(nodes, gm, hidden_by),
                  **triangular_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
         overrides.pop(n)
         hidden_by.pop(n, None)
     hidden = {h for hs in hidden_by.values() for h in hs}
+    # an override inside another's pattern (the cummax values of a reverse cummax) is hidden by it
+    overrides = {n: o for n, o in overrides.items() if n not in hidden}
     groups: list[Group] = []
     group_of: dict[torch.fx.Node, Group] = {}
     fallback: list[torch.fx.Node] = []

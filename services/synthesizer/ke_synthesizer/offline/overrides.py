@@ -21,21 +21,19 @@ def scan_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
     op and the inner two nodes are never materialised."""
     out: dict[torch.fx.Node, NormOp] = {}
     for node in nodes:
-        if node.op != "call_function" or node.target is not torch.flip:
+        if not _is_flip(node):
             continue
         scan = node.args[0]
         if not isinstance(scan, torch.fx.Node) or len(scan.users) != 1:
             continue
-        op = normalize(scan, gm)
-        if op is None or op.op not in ("cumsum", "cumprod"):
+        op = cummax_op(scan) or normalize(scan, gm)
+        if op is None or op.op not in ("cumsum", "cumprod", "cummax", "cummin"):
             continue
         inner = op.args["input"]
-        if not (isinstance(inner, torch.fx.Node) and inner.op == "call_function" and inner.target is torch.flip
-                and len(inner.users) == 1):
+        if not (_is_flip(inner) and len(inner.users) == 1):
             continue
         rank = len(shape_of(node) or ())
-        dims_outer: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("dims")
-        dims_inner: Any = inner.args[1] if len(inner.args) > 1 else inner.kwargs.get("dims")
+        dims_outer, dims_inner = _flip_dims(node), _flip_dims(inner)
         d = op.args["dim"]
         if not rank or not isinstance(d, int) or not all(isinstance(v, (list, tuple)) and len(v) == 1
                                                          for v in (dims_outer, dims_inner)):
@@ -43,7 +41,60 @@ def scan_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
         if not (dims_outer[0] % rank == dims_inner[0] % rank == d % rank):
             continue
         out[node] = NormOp(op.op, {"input": inner.args[0], "dim": d, "reverse": True})
-        hidden[node] = [inner, scan]
+        hidden[node] = [inner, scan] + ([scan.args[0]] if scan.args[0] is not inner else [])
+    return out
+
+
+def _is_flip(node: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and (
+        (node.op == "call_function" and node.target is torch.flip)
+        or (node.op == "call_method" and node.target == "flip"))
+
+
+def _flip_dims(node: torch.fx.Node) -> Any:
+    """The dims of ``torch.flip(x, dims)``, ``x.flip(dims)`` or ``x.flip(d0, d1, ...)``."""
+    if "dims" in node.kwargs:
+        dims = node.kwargs["dims"]
+    elif len(node.args) == 2:
+        dims = node.args[1]
+    else:
+        dims = list(node.args[1:])
+    return [dims] if isinstance(dims, int) else dims
+
+
+def cummax_op(node: Any) -> NormOp | None:
+    """A cummax / cummin of ``getitem(cummax(x, d), 0)`` or ``cummax(x, d).values`` (the
+    values of the tuple; indices stay a library call): a scan op reading x."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return None
+    if not ((node.target is operator.getitem and node.args[1] == 0) or
+            (node.target is getattr and node.args[1] == "values")):
+        return None
+    tup = node.args[0]
+    if not isinstance(tup, torch.fx.Node) or len(tup.users) != 1:
+        return None
+    if tup.op == "call_function" and tup.target in (torch.cummax, torch.cummin):
+        name = tup.target.__name__
+    elif tup.op == "call_method" and tup.target in ("cummax", "cummin"):
+        name = str(tup.target)
+    else:
+        return None
+    d: Any = tup.args[1] if len(tup.args) > 1 else tup.kwargs.get("dim")
+    if not isinstance(d, int) or set(tup.kwargs) - {"dim"}:
+        return None
+    return NormOp(name, {"input": tup.args[0], "dim": d, "reverse": False})
+
+
+def cummax_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                     hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
+    """The values of torch.cummax / cummin as a scan op of their own (the tuple node is
+    never materialised)."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        op = cummax_op(node)
+        if op is not None:
+            out[node] = op
+            hidden[node] = [node.args[0]]  # type: ignore[list-item]
     return out
 
 
