@@ -138,9 +138,9 @@ def _views_body(info: dict[str, Any]) -> list[str]:
     else:
         lines += ["    batch = _broadcast_shape(a.shape[:-2], b.shape[:-2])",
                   "    out_shape = (*batch, a.shape[-2], b.shape[-1])",
-                  "    # N-d (broadcast) batch dims as two batch levels, read in place when strides allow",
-                  "    a, b = _batch2(a.expand(*batch, a.shape[-2], k), b.expand(*batch, k, b.shape[-1]))",
-                  "    sizes = (a.shape[0] * a.shape[1], a.shape[2], b.shape[3], k)"]
+                  "    # N-d (broadcast) batch dims as three batch levels, read in place when strides allow",
+                  "    a, b = _batch3(a.expand(*batch, a.shape[-2], k), b.expand(*batch, k, b.shape[-1]))",
+                  "    sizes = (a.shape[0] * a.shape[1] * a.shape[2], a.shape[3], b.shape[4], k)"]
     if ar == 1:
         lines.append("    out_shape = out_shape[:-2] + out_shape[-1:]")
     if br == 1:
@@ -208,8 +208,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     bat = batched(info)
     dims = ("b", "m", "n") if bat else ("m", "n")
     sig = ["a_ptr", "b_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["M", "N", "K"] + (["B1", "a_sb0", "a_sb1"] if bat else []) + ["a_sm", "a_sk"]
-    sig += (["b_sb0", "b_sb1"] if bat else []) + ["b_sk", "b_sn"]
+    sig += ["M", "N", "K"] + (["B1", "B2", "a_sb0", "a_sb1", "a_sb2"] if bat else []) + ["a_sm", "a_sk"]
+    sig += (["b_sb0", "b_sb1", "b_sb2"] if bat else []) + ["b_sk", "b_sn"]
     sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in dims]
     sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join(group.ops[m].op for m in group.members)
@@ -223,9 +223,12 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "):",
         f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
         "    pid = tl.program_id(0)",
-        *(["    bid = tl.program_id(1)  # batch: two levels (b0, b1) of the operands' batch strides",
-           "    a_ptr += (bid // B1) * a_sb0 + (bid % B1) * a_sb1",
-           "    b_ptr += (bid // B1) * b_sb0 + (bid % B1) * b_sb1"] if bat else []),
+        *(["    bid = tl.program_id(1)  # batch: three levels (b0, b1, b2) of the operands' batch strides",
+           "    b0 = bid // (B1 * B2)",
+           "    b1 = (bid // B2) % B1",
+           "    b2 = bid % B2",
+           "    a_ptr += b0 * a_sb0 + b1 * a_sb1 + b2 * a_sb2",
+           "    b_ptr += b0 * b_sb0 + b1 * b_sb1 + b2 * b_sb2"] if bat else []),
         *(["    sid = tl.program_id(2)  # which K slice this program sums"] if split_k > 1 else []),
         "    # grouped ordering: GROUP_M row-tiles advance together so B tiles are reused",
         "    num_pid_m = tl.cdiv(M, BLOCK_M)",
@@ -298,8 +301,8 @@ def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int,
         ll += ["    m, n, k = sizes", "    bt = 1",
                f"    grid = (((m + {bm - 1}) // {bm}) * ((n + {bn - 1}) // {bn}),"
                + (f" 1, {split_k})" if split_k > 1 else ")")]
-    # batched: the views are [B0, B1, r, c] (_batch2); the kernel takes B1 and both levels' strides
-    dims_arg = "(m, n, k, views[0].shape[1])" if bat else "(m, n, k)"
+    # batched: the views are [B0, B1, B2, r, c] (_batch3); the kernel takes B1, B2 and every level's strides
+    dims_arg = "(m, n, k, views[0].shape[1], views[0].shape[2])" if bat else "(m, n, k)"
     ll += [f"    return tuple(out_shape), same, grid if bt * m * n > 0 else None, {dims_arg} + strides", "", "",
            f"def launch_{name}({', '.join(tensors + scalars)}):",
            f"    key = {tuple_source([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')])}",
