@@ -677,6 +677,18 @@ def _erase_unused(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
 
 def decompose(spec: CapturedSpec) -> int:
     """Rewrite the captured graph in place; returns the number of nodes rewritten."""
+    total = 0
+    # a rewrite reads its operands' shapes: one whose operands an earlier rewrite of the same
+    # pass produced (the loss of F.normalize'd embeddings) is tried again after shape propagation
+    for _ in range(3):
+        count = _decompose_pass(spec)
+        total += count
+        if not count:
+            break
+    return total
+
+
+def _decompose_pass(spec: CapturedSpec) -> int:
     gm = spec.gm
     graph = gm.graph
     count = 0

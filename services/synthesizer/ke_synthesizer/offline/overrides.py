@@ -71,7 +71,8 @@ def cummax_op(node: Any) -> NormOp | None:
             (node.target is getattr and node.args[1] == "values")):
         return None
     tup = node.args[0]
-    if not isinstance(tup, torch.fx.Node) or len(tup.users) != 1:
+    # `values, _ = torch.cummax(x, d)` traces a getitem for the unread indices too
+    if not isinstance(tup, torch.fx.Node) or any(u is not node and u.users for u in tup.users):
         return None
     if tup.op == "call_function" and tup.target in (torch.cummax, torch.cummin):
         name = tup.target.__name__
@@ -94,7 +95,9 @@ def cummax_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
         op = cummax_op(node)
         if op is not None:
             out[node] = op
-            hidden[node] = [node.args[0]]  # type: ignore[list-item]
+            tup = node.args[0]
+            assert isinstance(tup, torch.fx.Node)
+            hidden[node] = [tup] + [u for u in tup.users if u is not node]  # the tuple, unread indices
     return out
 
 
@@ -169,12 +172,19 @@ def triangular_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
             continue
         args = dict(op.args)
         hide = []
+        known = False
         for key, tri_key in (("input", "a_tri"), ("other", "b_tri")):
             t = _triangle(args[key])
-            if t is not None and len(args[key].users) == 1 and len(shape_of(t[2]) or ()) >= 2:
+            if t is not None and args[key] in out:
+                # the operand is itself a masked product (tril(q @ k^T) @ v): it is stored, and
+                # this matmul still skips the K range where it is zero
+                args[tri_key], known = t[:2], True
+            elif t is not None and len(args[key].users) == 1 and len(shape_of(t[2]) or ()) >= 2:
                 args[key], args[tri_key] = t[2], t[:2]
                 hide.append(op.args[key])
-        if hide and not any(h in hidden.get(n, []) for n in out for h in hide):
+        if known and not hide:
+            out[node] = NormOp("matmul", args)
+        elif hide and not any(h in hidden.get(n, []) for n in out for h in hide):
             out[node] = NormOp("matmul", args)
             hidden[node] = hide
     return out
