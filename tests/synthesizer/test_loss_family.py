@@ -1,5 +1,5 @@
 """Losses: triplet margin (p-norm, swap, eps), margin ranking, hinge embedding, cosine
-embedding, BCE / BCE-with-logits (weight, pos_weight), soft margin, multi-margin, smooth
+embedding, BCE / BCE-with-logits (weight, pos_weight), soft margin, multi-margin, Poisson NLL, smooth
 L1 / Huber (beta / delta), KL-div (log_target), in functional and module form with
 mean / sum / none reductions, are decomposed into ops the row and pointwise kernels
 lower; sibling reductions over the same rows share one kernel (genome key
@@ -64,6 +64,7 @@ def get_extra_inputs():
 MODULES = '''"""Loss modules with their settings (weights as buffers)."""
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class Model(nn.Module):
@@ -74,10 +75,11 @@ class Model(nn.Module):
         self.cos = nn.CosineEmbeddingLoss(margin=-0.2, reduction="sum")
         self.rank = nn.MarginRankingLoss(margin=0.1, reduction="none")
         self.huber = nn.HuberLoss(delta=0.5)
+        self.poisson = nn.PoissonNLLLoss(log_input=False, reduction="sum")
 
     def forward(self, a, p, n, t, y):
         return (self.triplet(a, p, n) + self.bce(a, t), self.cos(a, p, y), self.rank(a[:, 0], n[:, 0], y),
-                self.huber(a, n))
+                self.huber(a, n), self.poisson(t + 0.1, p.abs()), F.poisson_nll_loss(a, t))
 
 
 def get_inputs():

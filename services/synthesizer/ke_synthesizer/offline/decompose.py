@@ -472,7 +472,22 @@ def _exclusive_pad(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | No
     return _call(g, torch.sub, _call(g, torch.cumsum, x, -1), x)
 
 
+def _poisson_nll(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("log_input", True), ("full", False),
+                        ("size_average", None), ("eps", 1e-8), ("reduce", None), ("reduction", "mean")])
+    if a is None or _legacy(a) or a["full"] or not isinstance(a["eps"], (int, float)) \
+            or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+        return None  # full=True (Stirling term) stays a library call
+    x, t = a["input"], a["target"]
+    if a["log_input"]:
+        v = _call(g, torch.sub, _call(g, torch.exp, x), _call(g, torch.mul, t, x))
+    else:
+        v = _call(g, torch.sub, x, _call(g, torch.mul, t, _call(g, torch.log, _call(g, torch.add, x, float(a["eps"])))))
+    return _loss_reduce(g, v, a["reduction"])
+
+
 _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]] = {
+    F.poisson_nll_loss: _poisson_nll,
     torch.cat: _exclusive_cat,
     F.pad: _exclusive_pad,
     torch.einsum: _einsum,
@@ -528,6 +543,7 @@ _MODULE_FUNCTIONALS: dict[type[nn.Module], tuple[Any, tuple[str, ...]]] = {
     nn.BCELoss: (F.binary_cross_entropy, ("weight", "reduction")),
     nn.BCEWithLogitsLoss: (F.binary_cross_entropy_with_logits, ("weight", "reduction", "pos_weight")),
     nn.SoftMarginLoss: (F.soft_margin_loss, ("reduction",)),
+    nn.PoissonNLLLoss: (F.poisson_nll_loss, ("log_input", "full", "eps", "reduction")),
     nn.MultiMarginLoss: (F.multi_margin_loss, ("p", "margin", "weight", "reduction")),
 }
 
