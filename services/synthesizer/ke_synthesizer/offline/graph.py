@@ -345,7 +345,10 @@ def _sibling_for(groups: list[Group], rinfo: RowInfo, op: NormOp, prologue: Grou
     """An open row group over the same [M, N] view (same full shape, same reduced dims)
     that the reduction at ``node`` (with its pointwise ``prologue`` group, if any) may
     join: sibling reductions over the same rows (cosine similarity's dot, |a|^2, |b|^2; a
-    loss's terms) then run in one kernel, one pass over the rows, one launch. Genome key
+    loss's terms) then run in one kernel, one pass over the rows, one launch (launches in
+    the seed candidate's forward, counted on CPU: F.cosine_similarity 3 -> 1,
+    examples/ops/cosine_similarity_loss 4 -> 2, kl_div_rows 3 -> 2; MSE / Huber were
+    already 1). Genome key
     ``sibling.<node>``: fused (default) or separate. Scans keep their own kernel (they
     force the single-pass strategy); the prologue must read nothing the sibling computes
     (it would then depend on a per-row value of that kernel)."""
