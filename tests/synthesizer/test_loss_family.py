@@ -3,7 +3,8 @@ embedding, BCE / BCE-with-logits (weight, pos_weight), soft margin, multi-margin
 L1 / Huber (beta / delta), KL-div (log_target), in functional and module form with
 mean / sum / none reductions, are decomposed into ops the row and pointwise kernels
 lower; sibling reductions over the same rows share one kernel (genome key
-``sibling.<node>``: fused / separate)."""
+``sibling.<node>``: fused / separate) and the scalar mean / sum of per-row values is
+accumulated in that kernel with atomics (``total.<node>``: atomic / separate)."""
 
 from __future__ import annotations
 
@@ -147,12 +148,39 @@ def test_sibling_reductions_share_one_kernel(synth: OfflineSynthesizer) -> None:
     assert all(r["ok"] for r in results), [(r["id"], r["error"][-500:]) for r in results]
 
 
-def test_cosine_embedding_loss_is_one_row_kernel_and_a_mean(synth: OfflineSynthesizer) -> None:
+# per-row terms then their scalar mean: rows longer than a chunk, a row count that is no
+# multiple of the row block
+TOTAL = COSINE.replace("F.cosine_similarity(a, b, dim=-1)",
+                       "(1.0 - F.cosine_similarity(a, b, dim=-1)).mean(), F.triplet_margin_loss(a, b, a * 0.5 - b)")
+TOTAL = TOTAL.replace("torch.randn(7, 131), torch.randn(7, 131)", "torch.randn(37, 300), torch.randn(37, 300)")
+
+
+@pytest.mark.parametrize("variant", [{}, {"strategy": "looped", "BLOCK_N": "64", "BLOCK_M": "2"},
+                                     {"programs": "128", "BLOCK_M": "1"}, {"total": "separate"}])
+def test_scalar_total_is_fused_with_atomics(synth: OfflineSynthesizer, variant: dict[str, str]) -> None:
+    _, full, _ = lower_example(synth, "total", {}, TOTAL)
+    totals = [k for k in full if k.startswith("total.")]
+    assert len(totals) == 2 and all(full[k] == "atomic" for k in totals)
+    genome = {**full, **{k: variant["total"] for k in totals if "total" in variant}}
+    for key in full:
+        knob = key.partition(".")[2]
+        if knob in variant and not key.startswith("total."):
+            genome[key] = variant[knob]
+    source, _, fallback = lower_example(synth, "total", genome, TOTAL)
+    assert fallback == ()
+    # each loss: per-row sums and the scalar mean in one kernel (separate: a mean kernel each)
+    assert _launches(source) == (4 if "total" in variant else 2)
+    assert ("tl.atomic_add(" in source) is ("total" not in variant)
+    (result,) = run_in_subprocess([{"id": "total", "spec_source": TOTAL, "candidate_source": source, "seeds": [1]}])
+    assert result["ok"], (result["error"][-800:], result["trials"])
+
+
+def test_cosine_embedding_loss_is_one_kernel(synth: OfflineSynthesizer) -> None:
     src = COSINE.replace("F.cosine_similarity(a, b, dim=-1)",
                          "F.cosine_embedding_loss(a, b, torch.ones(a.shape[0]), margin=0.1)")
     prop = _propose(synth, src, "cos_embedding")
     assert [n for n in prop.fallback_nodes if n != "ones"] == []
-    assert _launches(prop.source) == 2  # the three sums and the per-row loss, then the mean
+    assert _launches(prop.source) == 1  # the three sums, the per-row loss and the mean
 
 
 def test_loss_candidate_is_judged_correct(synth: OfflineSynthesizer, judge: Judge) -> None:

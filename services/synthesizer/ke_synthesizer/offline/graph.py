@@ -26,7 +26,7 @@ from .families import FAMILIES
 from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
 from .kernel_pointwise import PointwiseFamily
-from .kernel_row import RowFamily
+from .kernel_row import RowFamily, is_column_reduction
 from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
@@ -239,6 +239,14 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                 add(node, op, None, fam.kind, shape_of(node) or (), info)
                 continue
             rinfo = _safe(row_info, node, op, pshape)
+            total = _total_target(node, op, rinfo, group_of, fusion_knobs, genome) if fuse else None
+            if total is not None:
+                # the scalar sum / mean of the group's per-row values: each program adds its
+                # block's share atomically; nothing may join after it (all programs must add first)
+                add(node, op, total, ROW_KIND, ())
+                total.info["layouts"][node] = "total"
+                total.sealed = True
+                continue
             if rinfo is not None:
                 x = op.args["input"]
                 target = None
@@ -337,6 +345,28 @@ def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | N
         if any(op.args.get("input") is x for op in g.ops.values()):
             return g
     return None
+
+
+def _total_target(node: torch.fx.Node, op: NormOp, rinfo: RowInfo | None, group_of: dict[torch.fx.Node, Group],
+                  fusion_knobs: dict[str, str], genome: dict[str, str]) -> Group | None:
+    """The open row group whose per-row values ``node`` sums (or averages) to one fp32
+    scalar (a loss's final mean after per-row terms: cosine, triplet), when genome key
+    ``total.<node>`` is ``atomic`` (default): the scalar is then accumulated with one
+    atomic add per row block in the same kernel instead of a second kernel launch
+    (``separate``). Row-tile groups only, without scans (they never split)."""
+    x = op.args.get("input")
+    if rinfo is None or op.op not in ("sum", "mean") or not isinstance(x, torch.fx.Node) or shape_of(node) != ():
+        return None
+    g = group_of.get(x)
+    if g is None or g.sealed or g.kind != ROW_KIND or g.info["layouts"].get(x) not in ("row", "rowflat"):
+        return None
+    if dtype_of(node) != torch.float32 or dtype_of(x) != torch.float32 or op.args.get("dtype") is not None:
+        return None
+    if len(rinfo.dims) != len(rinfo.full) or is_column_reduction(g) or any(o.op in SCANS for o in g.ops.values()):
+        return None
+    key = f"total.{node.name}"
+    fusion_knobs[key] = node.name
+    return g if genome.get(key, "atomic") == "atomic" else None
 
 
 def _sibling_for(groups: list[Group], rinfo: RowInfo, op: NormOp, prologue: Group | None,

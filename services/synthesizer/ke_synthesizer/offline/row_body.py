@@ -176,6 +176,8 @@ def stores(outs: list[tuple[torch.fx.Node, str]], full: bool, row_mask: str = "r
     for j, (m, layout) in enumerate(outs):
         if layout == "full" and full:
             lines.append(f"tl.store(out{j}_ptr + off, v_{m.name}, mask=mask)")
+        elif layout == "total" and not full:  # the block's share of a scalar (zero-filled)
+            lines.append(f"tl.atomic_add(out{j}_ptr, tl.sum(tl.where({row_mask}, v_{m.name}, 0.0)))")
         elif layout != "full" and not full:
             lines.append(f"tl.store(out{j}_ptr + rows, v_{m.name}, mask={row_mask})")
     return lines
