@@ -71,8 +71,7 @@ class RowBuilder:
             layout = self.layouts[m]
             if layout == "total":  # each block's share of the scalar sum / mean (atomic store)
                 v = self.value(op.args["input"], "row")
-                expr = v if op.op == "sum" else f"{v} / M"
-                self.micros.append(Micro(f"v_{m.name}", "row", expr=expr, deps=[v]))
+                self.micros.append(Micro(f"v_{m.name}", "row", expr=v if op.op == "sum" else f"{v} / M", deps=[v]))
                 continue
             if op.op in ROW_OPS:
                 x = self.value(op.args["input"], "full")
