@@ -228,7 +228,277 @@ def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node, log_probs: bool = Fal
     return _call(g, torch.div, _call(g, torch.sum, loss), count)
 
 
+_REDUCE_ARGS = [("size_average", None), ("reduce", None), ("reduction", "mean")]
+
+
+def _legacy(a: dict[str, Any]) -> bool:
+    """The deprecated size_average / reduce flags are set: no rewrite."""
+    return a["size_average"] is not None or a["reduce"] is not None
+
+
+def _pairwise_distance(g: torch.fx.Graph, x1: Any, x2: Any, p: float, eps: float) -> torch.fx.Node:
+    """F.pairwise_distance: the p-norm of x1 - x2 + eps over the last dim."""
+    return _call(g, torch.norm, _call(g, torch.add, _call(g, torch.sub, x1, x2), eps), p=p, dim=-1)
+
+
+def _triplet_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("anchor", _REQ), ("positive", _REQ), ("negative", _REQ), ("margin", 1.0), ("p", 2),
+                        ("eps", 1e-6), ("swap", False)] + _REDUCE_ARGS)
+    if a is None or _legacy(a) or not all(isinstance(a[k], (int, float)) for k in ("margin", "p", "eps")) \
+            or a["p"] <= 0:
+        return None
+    x, pos, neg = a["anchor"], a["positive"], a["negative"]
+    if shape_of(x) is None or len(shape_of(x) or ()) not in (1, 2) or not shape_of(x) == shape_of(pos) == shape_of(neg):
+        return None
+    p, eps = float(a["p"]), float(a["eps"])
+    d_ap = _pairwise_distance(g, x, pos, p, eps)
+    d_an = _pairwise_distance(g, x, neg, p, eps)
+    if a["swap"]:
+        d_an = _call(g, torch.minimum, d_an, _pairwise_distance(g, pos, neg, p, eps))
+    v = _call(g, torch.clamp_min, _call(g, torch.sub, _call(g, torch.add, d_ap, float(a["margin"])), d_an), 0.0)
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _margin_ranking(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input1", _REQ), ("input2", _REQ), ("target", _REQ), ("margin", 0.0)] + _REDUCE_ARGS)
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)):
+        return None
+    if not shape_of(a["input1"]) == shape_of(a["input2"]) == shape_of(a["target"]) or shape_of(a["input1"]) is None:
+        return None
+    # max(0, -y * (x1 - x2) + margin)
+    diff = _call(g, torch.sub, a["input1"], a["input2"])
+    v = _call(g, torch.add, _call(g, torch.mul, _call(g, torch.neg, a["target"]), diff), float(a["margin"]))
+    return _loss_reduce(g, _call(g, torch.clamp_min, v, 0.0), a["reduction"])
+
+
+def _hinge_embedding(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("margin", 1.0)] + _REDUCE_ARGS)
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)) \
+            or shape_of(a["input"]) != shape_of(a["target"]):
+        return None
+    x, y = a["input"], a["target"]
+    # as ATen: where(y != 1, max(0, margin - x), 0) + where(y != -1, x, 0)
+    hinge = _call(g, torch.clamp_min, _call(g, torch.rsub, x, float(a["margin"])), 0.0)
+    v = _call(g, torch.add, _call(g, torch.where, _call(g, torch.ne, y, 1.0), hinge, 0.0),
+              _call(g, torch.where, _call(g, torch.ne, y, -1.0), x, 0.0))
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _cosine_embedding(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input1", _REQ), ("input2", _REQ), ("target", _REQ), ("margin", 0.0)] + _REDUCE_ARGS)
+    if a is None or _legacy(a) or not isinstance(a["margin"], (int, float)):
+        return None
+    x1, x2, y = a["input1"], a["input2"], a["target"]
+    s1 = shape_of(x1)
+    if s1 is None or len(s1) != 2 or shape_of(x2) != s1 or shape_of(y) != s1[:1]:
+        return None
+    # as ATen: three sums over the same rows (one kernel after sibling fusion), eps 1e-12
+    dot = _call(g, torch.sum, _call(g, torch.mul, x1, x2), -1)
+    m1 = _call(g, torch.add, _call(g, torch.sum, _call(g, torch.mul, x1, x1), -1), 1e-12)
+    m2 = _call(g, torch.add, _call(g, torch.sum, _call(g, torch.mul, x2, x2), -1), 1e-12)
+    cos = _call(g, torch.div, dot, _call(g, torch.sqrt, _call(g, torch.mul, m1, m2)))
+    pos = _call(g, torch.rsub, cos, 1.0)
+    neg = _call(g, torch.clamp_min, _call(g, torch.sub, cos, float(a["margin"])), 0.0)
+    v = _call(g, torch.add, _call(g, torch.where, _call(g, torch.eq, y, 1.0), pos, 0.0),
+              _call(g, torch.where, _call(g, torch.eq, y, -1.0), neg, 0.0))
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _weighted(g: torch.fx.Graph, v: torch.fx.Node, weight: Any) -> torch.fx.Node:
+    return v if weight is None else _call(g, torch.mul, v, weight)
+
+
+def _bce(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("weight", None)] + _REDUCE_ARGS)
+    if a is None or _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+        return None
+    x, t = a["input"], a["target"]
+    # as ATen: (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100)
+    lo = _call(g, torch.clamp_min, _call(g, torch.log1p, _call(g, torch.neg, x)), -100.0)
+    lx = _call(g, torch.clamp_min, _call(g, torch.log, x), -100.0)
+    v = _call(g, torch.sub, _call(g, torch.mul, _call(g, torch.sub, t, 1.0), lo), _call(g, torch.mul, t, lx))
+    return _loss_reduce(g, _weighted(g, v, a["weight"]), a["reduction"])
+
+
+def _bce_logits(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("weight", None)] + _REDUCE_ARGS + [("pos_weight", None)])
+    if a is None or _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+        return None
+    x, t = a["input"], a["target"]
+    # as ATen: (1 - t) * x + lw * (log1p(exp(-|x|)) + max(-x, 0)), lw = (pw - 1) * t + 1
+    soft = _call(g, torch.add, _call(g, torch.log1p, _call(g, torch.exp, _call(g, torch.neg, _call(g, torch.abs, x)))),
+                 _call(g, torch.clamp_min, _call(g, torch.neg, x), 0.0))
+    if a["pos_weight"] is not None:
+        lw = _call(g, torch.add, _call(g, torch.mul, _call(g, torch.sub, a["pos_weight"], 1.0), t), 1.0)
+        soft = _call(g, torch.mul, lw, soft)
+    v = _call(g, torch.add, _call(g, torch.mul, _call(g, torch.rsub, t, 1.0), x), soft)
+    return _loss_reduce(g, _weighted(g, v, a["weight"]), a["reduction"])
+
+
+def _soft_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ)] + _REDUCE_ARGS)
+    if a is None or _legacy(a) or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+        return None
+    v = _call(g, torch.log1p, _call(g, torch.exp, _call(g, torch.neg, _call(g, torch.mul, a["input"], a["target"]))))
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _multi_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("p", 1), ("margin", 1.0), ("weight", None)]
+                 + _REDUCE_ARGS)
+    if a is None or _legacy(a) or a["weight"] is not None or a["p"] not in (1, 2) \
+            or not isinstance(a["margin"], (int, float)):
+        return None
+    x, y = a["input"], a["target"]
+    sx = shape_of(x)
+    if sx is None or len(sx) != 2 or shape_of(y) != sx[:1] or y.meta["tensor_meta"].dtype not in (torch.int64,
+                                                                                                      torch.int32):
+        return None
+    margin = float(a["margin"])
+    # per row: (sum_i max(0, margin - x[y] + x[i])^p - max(0, margin)^p) / C, the i = y
+    # term being max(0, margin)^p exactly; the pick is a gather in the same row kernel
+    picked = _call(g, torch.gather, x, 1, _method(g, "unsqueeze", y, 1))
+    z = _call(g, torch.clamp_min, _call(g, torch.add, _call(g, torch.rsub, picked, margin), x), 0.0)
+    if a["p"] == 2:
+        z = _call(g, torch.mul, z, z)
+    self_term = max(margin, 0.0) ** int(a["p"])
+    v = _call(g, torch.div, _call(g, torch.sub, _call(g, torch.sum, z, 1), self_term), _method(g, "size", x, 1))
+    return _loss_reduce(g, v, a["reduction"])
+
+
+def _einsum(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """A two-operand einsum that is a batched matmul (``bhqd,bhkd->bhqk``): batch indices
+    in both operands and the output, at most one row index (first operand only), one
+    column index (second only), exactly one contracted index. The operands are permuted
+    (views) to [*batch, m, k] @ [*batch, k, n], the product permuted to the output order;
+    the matmul kernel reads the permuted operands through their strides."""
+    if len(node.args) < 2 or node.kwargs or not isinstance(node.args[0], str):
+        return None
+    ops = list(node.args[1]) if len(node.args) == 2 and isinstance(node.args[1], (list, tuple)) else list(node.args[1:])
+    eq = node.args[0].replace(" ", "")
+    if len(ops) != 2 or "->" not in eq or "." in eq:
+        return None
+    lhs, out = eq.split("->")
+    if lhs.count(",") != 1:
+        return None
+    sa, sb = lhs.split(",")
+    shapes = [shape_of(v) for v in ops]
+    if any(sh is None or len(sh) != len(sub) for sh, sub in zip(shapes, (sa, sb), strict=True)):
+        return None
+    if any(len(set(x)) != len(x) for x in (sa, sb, out)) or set(out) - set(sa) - set(sb):
+        return None
+    batch = [c for c in out if c in sa and c in sb]
+    ms = [c for c in out if c in sa and c not in sb]
+    ns = [c for c in out if c in sb and c not in sa]
+    ks = [c for c in sa if c in sb and c not in out]
+    if len(ms) > 1 or len(ns) > 1 or len(ks) != 1 or set(sa) | set(sb) != set(out) | set(ks):
+        return None
+    dims = dict(zip(sa, shapes[0] or (), strict=True))
+    if any(dims[c] != d for c, d in zip(sb, shapes[1] or (), strict=True) if c in dims):
+        return None  # broadcasting a size-1 index: left to the library
+    a = _method(g, "permute", ops[0], *[sa.index(c) for c in batch + ms + ks])
+    b = _method(g, "permute", ops[1], *[sb.index(c) for c in batch + ks + ns])
+    if not ms:
+        a = _method(g, "unsqueeze", a, -2)
+    if not ns:
+        b = _method(g, "unsqueeze", b, -1)
+    y = _call(g, torch.matmul, a, b)
+    if not ms:
+        y = _method(g, "squeeze", y, -2)
+    if not ns:
+        y = _method(g, "squeeze", y, -1)
+    got = batch + ms + ns
+    if got != list(out):
+        y = _method(g, "permute", y, *[got.index(c) for c in out])
+    return y
+
+
+def _shifted_cumsum(node: Any, dim: int) -> Any:
+    """x when ``node`` is ``cumsum(x, dim)[..., :-1]`` (all but the last element along
+    ``dim``, every other dim whole), else None."""
+    if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is operator.getitem):
+        return None
+    scan, idx = node.args
+    op = normalize(scan, None) if isinstance(scan, torch.fx.Node) and scan.op != "call_module" else None  # type: ignore[arg-type]
+    rank = len(shape_of(scan) or ()) if isinstance(scan, torch.fx.Node) else 0
+    if op is None or op.op != "cumsum" or op.args.get("reverse") or not rank or \
+            not isinstance(op.args["dim"], int) or op.args["dim"] % rank != dim % rank:
+        return None
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if Ellipsis in idx:
+        at = idx.index(Ellipsis)
+        idx = idx[:at] + (slice(None),) * (rank - len(idx) + 1) + idx[at + 1:]
+    if len(idx) > rank or not all(isinstance(i, slice) and i.step is None for i in idx):
+        return None
+    idx = idx + (slice(None),) * (rank - len(idx))
+    for d, i in enumerate(idx):
+        want = (None, -1) if d == dim % rank else (None, None)
+        if (i.start if i.start != 0 else None, i.stop) != want:
+            return None
+    return op.args["input"]
+
+
+_ZEROS = {torch.zeros_like, torch.zeros}
+
+
+def _exclusive_cat(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``cat([zeros(... 1 ...), cumsum(x, d)[..., :-1]], d)``: the exclusive scan, as
+    ``cumsum(x, d) - x`` (one row kernel)."""
+    parts: Any = node.args[0] if node.args else node.kwargs.get("tensors")
+    dim: Any = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    if not isinstance(parts, (list, tuple)) or len(parts) != 2 or not isinstance(dim, int):
+        return None
+    zero, body = parts
+    rank = len(shape_of(node) or ())
+    if not rank or not isinstance(zero, torch.fx.Node) or (shape_of(zero) or ())[dim % rank:][:1] != (1,):
+        return None
+    is_zero = (zero.op == "call_function" and zero.target in _ZEROS) or (
+        zero.op == "call_method" and zero.target == "new_zeros")
+    x = _shifted_cumsum(body, dim)
+    if not is_zero or x is None or shape_of(x) != shape_of(node):
+        return None
+    return _call(g, torch.sub, _call(g, torch.cumsum, x, dim), x)
+
+
+def _exclusive_pad(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``F.pad(cumsum(x, -1)[..., :-1], (1, 0))`` (zero fill): the exclusive scan of the
+    last dim, as ``cumsum(x, -1) - x``."""
+    a = _fn_args(node, [("input", _REQ), ("pad", _REQ), ("mode", "constant"), ("value", None)])
+    if a is None or a["mode"] != "constant" or a["value"] not in (None, 0, 0.0) or list(a["pad"]) != [1, 0]:
+        return None
+    x = _shifted_cumsum(a["input"], -1)
+    if x is None or shape_of(x) != shape_of(node):
+        return None
+    return _call(g, torch.sub, _call(g, torch.cumsum, x, -1), x)
+
+
+def _poisson_nll(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("log_input", True), ("full", False),
+                        ("size_average", None), ("eps", 1e-8), ("reduce", None), ("reduction", "mean")])
+    if a is None or _legacy(a) or a["full"] or not isinstance(a["eps"], (int, float)) \
+            or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
+        return None  # full=True (Stirling term) stays a library call
+    x, t = a["input"], a["target"]
+    if a["log_input"]:
+        v = _call(g, torch.sub, _call(g, torch.exp, x), _call(g, torch.mul, t, x))
+    else:
+        v = _call(g, torch.sub, x, _call(g, torch.mul, t, _call(g, torch.log, _call(g, torch.add, x, float(a["eps"])))))
+    return _loss_reduce(g, v, a["reduction"])
+
+
 _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None]] = {
+    F.poisson_nll_loss: _poisson_nll,
+    torch.cat: _exclusive_cat,
+    F.pad: _exclusive_pad,
+    torch.einsum: _einsum,
+    F.triplet_margin_loss: _triplet_margin,
+    F.margin_ranking_loss: _margin_ranking,
+    F.hinge_embedding_loss: _hinge_embedding,
+    F.cosine_embedding_loss: _cosine_embedding,
+    F.binary_cross_entropy: _bce,
+    F.binary_cross_entropy_with_logits: _bce_logits,
+    F.soft_margin_loss: _soft_margin,
+    F.multi_margin_loss: _multi_margin,
     F.mse_loss: _mse,
     F.l1_loss: _l1,
     F.smooth_l1_loss: lambda g, n: _huber(g, n, smooth_l1=True),
@@ -266,16 +536,31 @@ _MODULE_FUNCTIONALS: dict[type[nn.Module], tuple[Any, tuple[str, ...]]] = {
     nn.HuberLoss: (F.huber_loss, ("reduction", "delta")),
     nn.KLDivLoss: (F.kl_div, ("reduction", "log_target")),
     nn.CosineSimilarity: (F.cosine_similarity, ("dim", "eps")),
+    nn.TripletMarginLoss: (F.triplet_margin_loss, ("margin", "p", "eps", "swap", "reduction")),
+    nn.MarginRankingLoss: (F.margin_ranking_loss, ("margin", "reduction")),
+    nn.HingeEmbeddingLoss: (F.hinge_embedding_loss, ("margin", "reduction")),
+    nn.CosineEmbeddingLoss: (F.cosine_embedding_loss, ("margin", "reduction")),
+    nn.BCELoss: (F.binary_cross_entropy, ("weight", "reduction")),
+    nn.BCEWithLogitsLoss: (F.binary_cross_entropy_with_logits, ("weight", "reduction", "pos_weight")),
+    nn.SoftMarginLoss: (F.soft_margin_loss, ("reduction",)),
+    nn.PoissonNLLLoss: (F.poisson_nll_loss, ("log_input", "full", "eps", "reduction")),
+    nn.MultiMarginLoss: (F.multi_margin_loss, ("p", "margin", "weight", "reduction")),
 }
 
 
 def _as_functional(g: torch.fx.Graph, node: torch.fx.Node, *, mod: nn.Module) -> torch.fx.Node | None:
     fn, settings = _MODULE_FUNCTIONALS[type(mod)]
-    call = _call(g, fn, *node.args, **node.kwargs, **{k: getattr(mod, k) for k in settings})
+    # a weight buffer of the loss module (BCELoss(weight=...)) is read through get_attr
+    values = {k: g.get_attr(f"{node.target}.{k}") if isinstance(getattr(mod, k), torch.Tensor) else getattr(mod, k)
+              for k in settings}
+    call = _call(g, fn, *node.args, **node.kwargs, **values)
     try:
         return _FUNCTIONS[fn](g, call)
     finally:
         g.erase_node(call)  # the rewrite reads the call's arguments, never the call itself
+        for v in values.values():
+            if isinstance(v, torch.fx.Node) and not v.users:
+                g.erase_node(v)
 
 
 def _module_rewrite(mod: nn.Module) -> Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | None] | None:
@@ -388,8 +673,38 @@ def fuse_attention(spec: CapturedSpec, apply: bool) -> int:
     return found
 
 
+# side-effect-free producers a rewrite may leave unread (the zeros and the slice around
+# an exclusive scan): erased, so they are neither launched nor counted as fallbacks
+_PURE_FUNCTIONS = {operator.getitem, torch.zeros_like, torch.zeros, torch.cumsum}
+_PURE_METHODS = {"new_zeros", "cumsum"}
+
+
+def _erase_unused(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
+    while nodes:
+        n = nodes.pop()
+        if n.users or n.graph is not graph or not (
+                (n.op == "call_function" and n.target in _PURE_FUNCTIONS) or
+                (n.op == "call_method" and n.target in _PURE_METHODS)):
+            continue
+        inputs = list(n.all_input_nodes)
+        graph.erase_node(n)
+        nodes.extend(inputs)
+
+
 def decompose(spec: CapturedSpec) -> int:
     """Rewrite the captured graph in place; returns the number of nodes rewritten."""
+    total = 0
+    # a rewrite reads its operands' shapes: one whose operands an earlier rewrite of the same
+    # pass produced (the loss of F.normalize'd embeddings) is tried again after shape propagation
+    for _ in range(3):
+        count = _decompose_pass(spec)
+        total += count
+        if not count:
+            break
+    return total
+
+
+def _decompose_pass(spec: CapturedSpec) -> int:
     gm = spec.gm
     graph = gm.graph
     count = 0
@@ -415,8 +730,10 @@ def decompose(spec: CapturedSpec) -> int:
                 new = None
         if new is None:
             continue
+        inputs = list(node.all_input_nodes)
         node.replace_all_uses_with(new)
         graph.erase_node(node)
+        _erase_unused(graph, inputs)
         count += 1
     if count:
         gm.recompile()

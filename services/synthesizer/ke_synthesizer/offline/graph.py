@@ -26,12 +26,12 @@ from .families import FAMILIES
 from .family import KernelFamily
 from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
 from .kernel_pointwise import PointwiseFamily
-from .kernel_row import RowFamily
+from .kernel_row import RowFamily, is_column_reduction
 from .library_impl import library_chosen
 from .lower_pointwise import PointwiseEmitter
 from .lower_reduction import SCANS, RowInfo, row_info
 from .ops import POINTWISE, NormOp, normalize
-from .overrides import max_dim_overrides, scan_overrides
+from .overrides import cummax_overrides, max_dim_overrides, scan_overrides, triangular_overrides
 from .plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
@@ -123,11 +123,15 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     ctx = PlanContext(spec, gm, pshape)
     by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **scan_overrides(nodes, gm, hidden_by)}
+    overrides = {**max_dim_overrides(nodes, gm, hidden_by), **cummax_overrides(nodes, gm, hidden_by),
+                 **scan_overrides(nodes, gm, hidden_by),
+                 **triangular_overrides(nodes, gm, hidden_by)}
     for n in [n for n in overrides if n.name in forced]:
         overrides.pop(n)
         hidden_by.pop(n, None)
     hidden = {h for hs in hidden_by.values() for h in hs}
+    # an override inside another's pattern (the cummax values of a reverse cummax) is hidden by it
+    overrides = {n: o for n, o in overrides.items() if n not in hidden}
     groups: list[Group] = []
     group_of: dict[torch.fx.Node, Group] = {}
     fallback: list[torch.fx.Node] = []
@@ -235,6 +239,14 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                 add(node, op, None, fam.kind, shape_of(node) or (), info)
                 continue
             rinfo = _safe(row_info, node, op, pshape)
+            total = _total_target(node, op, rinfo, group_of, fusion_knobs, genome) if fuse else None
+            if total is not None:
+                # the scalar sum / mean of the group's per-row values: each program adds its
+                # block's share atomically; nothing may join after it (all programs must add first)
+                add(node, op, total, ROW_KIND, ())
+                total.info["layouts"][node] = "total"
+                total.sealed = True
+                continue
             if rinfo is not None:
                 x = op.args["input"]
                 target = None
@@ -245,6 +257,13 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                         key = f"prologue.{node.name}"
                         fusion_knobs[key] = node.name
                         if genome.get(key, "fused") != "fused":
+                            break
+                        sib = _sibling_for(groups, rinfo, op, g, group_of, node, fusion_knobs, genome)
+                        if sib is not None:
+                            # another reduction over the same rows is open: the prologue and
+                            # this reduction join its kernel (one pass, one launch)
+                            _merge(g, sib, group_of, order, by_kind)
+                            target = sib
                             break
                         # a pointwise prologue becomes part of the row kernel
                         g.kind = ROW_KIND
@@ -257,6 +276,9 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                     break
                 if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of):
                     target = _sibling_row_group(groups, rinfo, x)
+                if target is None and fuse and not (isinstance(x, torch.fx.Node) and x in group_of
+                                                    and not group_of[x].sealed):
+                    target = _sibling_for(groups, rinfo, op, None, group_of, node, fusion_knobs, genome)
                 info = {"row": RowInfo(rinfo.full, rinfo.dims, "full"), "layouts": {}}
                 add(node, op, target, ROW_KIND, rinfo.full, info)
                 group_of[node].info["layouts"][node] = rinfo.layout
@@ -322,6 +344,58 @@ def _sibling_row_group(groups: list[Group], rinfo: RowInfo, x: Any) -> Group | N
             continue
         if any(op.args.get("input") is x for op in g.ops.values()):
             return g
+    return None
+
+
+def _total_target(node: torch.fx.Node, op: NormOp, rinfo: RowInfo | None, group_of: dict[torch.fx.Node, Group],
+                  fusion_knobs: dict[str, str], genome: dict[str, str]) -> Group | None:
+    """The open row group whose per-row values ``node`` sums (or averages) to one fp32
+    scalar (a loss's final mean after per-row terms: cosine, triplet), when genome key
+    ``total.<node>`` is ``atomic`` (default): the scalar is then accumulated with one
+    atomic add per row block in the same kernel instead of a second kernel launch
+    (``separate``). Row-tile groups only, without scans (they never split)."""
+    x = op.args.get("input")
+    if rinfo is None or op.op not in ("sum", "mean") or not isinstance(x, torch.fx.Node) or shape_of(node) != ():
+        return None
+    g = group_of.get(x)
+    if g is None or g.sealed or g.kind != ROW_KIND or g.info["layouts"].get(x) not in ("row", "rowflat"):
+        return None
+    if dtype_of(node) != torch.float32 or dtype_of(x) != torch.float32 or op.args.get("dtype") is not None:
+        return None
+    if len(rinfo.dims) != len(rinfo.full) or is_column_reduction(g) or any(o.op in SCANS for o in g.ops.values()):
+        return None
+    key = f"total.{node.name}"
+    fusion_knobs[key] = node.name
+    return g if genome.get(key, "atomic") == "atomic" else None
+
+
+def _sibling_for(groups: list[Group], rinfo: RowInfo, op: NormOp, prologue: Group | None,
+                 group_of: dict[torch.fx.Node, Group], node: torch.fx.Node, fusion_knobs: dict[str, str],
+                 genome: dict[str, str]) -> Group | None:
+    """An open row group over the same [M, N] view (same full shape, same reduced dims)
+    that the reduction at ``node`` (with its pointwise ``prologue`` group, if any) may
+    join: sibling reductions over the same rows (cosine similarity's dot, |a|^2, |b|^2; a
+    loss's terms) then run in one kernel, one pass over the rows, one launch (launches in
+    the seed candidate's forward, counted on CPU: F.cosine_similarity 3 -> 1,
+    examples/ops/cosine_similarity_loss 4 -> 2, kl_div_rows 3 -> 2; MSE / Huber were
+    already 1). Genome key
+    ``sibling.<node>``: fused (default) or separate. Scans keep their own kernel (they
+    force the single-pass strategy); the prologue must read nothing the sibling computes
+    (it would then depend on a per-row value of that kernel)."""
+    if op.op in SCANS:
+        return None
+    members = prologue.members if prologue is not None else []
+    for g in reversed(groups):
+        if g is prologue or g.sealed or g.kind != ROW_KIND or not g.members:
+            continue
+        gi: RowInfo = g.info["row"]
+        if gi.full != rinfo.full or gi.dims != rinfo.dims or any(o.op in SCANS for o in g.ops.values()):
+            continue
+        if any(group_of.get(v) is g for m in members for v in m.all_input_nodes):
+            return None
+        key = f"sibling.{node.name}"
+        fusion_knobs[key] = node.name
+        return g if genome.get(key, "fused") == "fused" else None
     return None
 
 

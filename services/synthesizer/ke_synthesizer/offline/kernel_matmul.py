@@ -28,6 +28,35 @@ from .plan_outputs import group_outputs
 from .precision import DOT_PRECISIONS, dot_precision, dot_precisions
 
 MATMUL_OPS = {"linear", "matmul", "addmm"}
+TRI_KEYS = ("out_tri", "a_tri", "b_tri")
+
+
+def tri_lines(info: dict[str, Any], skip: bool) -> tuple[list[str], str, str]:
+    """Kernel lines bounding the K loop (``k_lo``, ``k_hi``) of a triangular problem, and
+    the extra load masks of a and b. ``skip``: a tile the output mask zeroes runs no K
+    iteration, and a triangular operand's zero part of K is never loaded (tril(a): rows i
+    need k <= i + d only); otherwise the full K range with masked loads."""
+    lines = ["k_lo = 0", "k_hi = K"]
+    a_mask = b_mask = ""
+    m_lo, m_hi = "pid_m * BLOCK_M", "pid_m * BLOCK_M + BLOCK_M"
+    n_lo, n_hi = "pid_n * BLOCK_N", "pid_n * BLOCK_N + BLOCK_N"
+    if "a_tri" in info:
+        kind, d = info["a_tri"]
+        a_mask = f" & (kk[None, :] {'<=' if kind == 'lower' else '>='} rm[:, None] + {d})"
+        if skip:  # a[i, k] is zero past (lower) / before (upper) k = i + d
+            lines.append(f"k_hi = tl.minimum(k_hi, {m_hi} + {d})" if kind == "lower" else
+                         f"k_lo = tl.maximum(k_lo, {m_lo} + {d})")
+    if "b_tri" in info:
+        kind, d = info["b_tri"]
+        b_mask = f" & (rn[None, :] {'<=' if kind == 'lower' else '>='} kk[:, None] + {d})"
+        if skip:  # b[k, j] is zero for k < j - d (lower) / k > j - d (upper)
+            lines.append(f"k_lo = tl.maximum(k_lo, {n_lo} - {d})" if kind == "lower" else
+                         f"k_hi = tl.minimum(k_hi, {n_hi} - {d})")
+    if "out_tri" in info and skip:
+        kind, d = info["out_tri"]
+        dead = f"{n_lo} > {m_hi} - 1 + {d}" if kind == "lower" else f"{n_hi} - 1 < {m_lo} + {d}"
+        lines.append(f"k_hi = tl.where({dead}, k_lo, k_hi)  # tile fully masked: no K iteration")
+    return lines, a_mask, b_mask
 
 
 def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] | None:
@@ -67,6 +96,8 @@ def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] 
             return None
         info = {"kind": "matmul", "a": a, "b": b, "bias": None, "alpha": 1.0, "beta": 1.0,
                 "a_rank": len(sa), "b_rank": len(sb)}
+        # triangular masks of the output or an operand (overrides.triangular_overrides)
+        info.update({k: op.args[k] for k in TRI_KEYS if op.args.get(k) is not None})
     if not all(ok_dtype(v) for v in (info["a"], info["b"])):
         return None
     if info["bias"] is not None and not (isinstance(info["bias"], str) or shape_of(info["bias"]) is not None):
@@ -107,9 +138,9 @@ def _views_body(info: dict[str, Any]) -> list[str]:
     else:
         lines += ["    batch = _broadcast_shape(a.shape[:-2], b.shape[:-2])",
                   "    out_shape = (*batch, a.shape[-2], b.shape[-1])",
-                  "    a = a.expand(*batch, a.shape[-2], k).reshape(-1, a.shape[-2], k)",
-                  "    b = b.expand(*batch, k, b.shape[-1]).reshape(-1, k, b.shape[-1])",
-                  "    sizes = (a.shape[0], a.shape[1], b.shape[2], k)"]
+                  "    # N-d (broadcast) batch dims as three batch levels, read in place when strides allow",
+                  "    a, b = _batch3(a.expand(*batch, a.shape[-2], k), b.expand(*batch, k, b.shape[-1]))",
+                  "    sizes = (a.shape[0] * a.shape[1] * a.shape[2], a.shape[3], b.shape[4], k)"]
     if ar == 1:
         lines.append("    out_shape = out_shape[:-2] + out_shape[-1:]")
     if br == 1:
@@ -123,6 +154,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     bm, bn, bk, gm_, warps, stages = (int(MatmulFamily.value(genome, group, k)) for k in
                                       ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"))
     precision, note = dot_precision(MatmulFamily.value(genome, group, "precision"))
+    tri = any(k in info for k in TRI_KEYS)
+    k_bounds, a_tri_mask, b_tri_mask = tri_lines(info, MatmulFamily.value(genome, group, "TRI_SKIP") == "skip")
     # split-K: SPLIT_K programs share one output tile, each summing a slice of K and
     # adding it atomically; only offered when the epilogue is linear (bias / alpha)
     split_k = int(MatmulFamily.value(genome, group, "SPLIT_K"))
@@ -148,6 +181,9 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         return lit
 
     epi: list[str] = []
+    if "out_tri" in info:  # the triangle mask applies to the product, before any epilogue op
+        kind, d = info["out_tri"]
+        epi.append(f"acc = tl.where(cols {'<=' if kind == 'lower' else '>='} rows + {d}, acc, 0.0)")
     head = "acc" if info["alpha"] == 1.0 else f"acc * {info['alpha']!r}"
     if info["bias"] is not None:
         bias = val(info["bias"])
@@ -172,7 +208,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     bat = batched(info)
     dims = ("b", "m", "n") if bat else ("m", "n")
     sig = ["a_ptr", "b_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["M", "N", "K"] + (["a_sb"] if bat else []) + ["a_sm", "a_sk"] + (["b_sb"] if bat else []) + ["b_sk", "b_sn"]
+    sig += ["M", "N", "K"] + (["B1", "B2", "a_sb0", "a_sb1", "a_sb2"] if bat else []) + ["a_sm", "a_sk"]
+    sig += (["b_sb0", "b_sb1", "b_sb2"] if bat else []) + ["b_sk", "b_sn"]
     sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in dims]
     sig += [f"s{i}" for i in range(len(scalars))]
     fused = " -> ".join(group.ops[m].op for m in group.members)
@@ -186,7 +223,12 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "):",
         f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
         "    pid = tl.program_id(0)",
-        *(["    bid = tl.program_id(1)  # batch"] if bat else []),
+        *(["    bid = tl.program_id(1)  # batch: three levels (b0, b1, b2) of the operands' batch strides",
+           "    b0 = bid // (B1 * B2)",
+           "    b1 = (bid // B2) % B1",
+           "    b2 = bid % B2",
+           "    a_ptr += b0 * a_sb0 + b1 * a_sb1 + b2 * a_sb2",
+           "    b_ptr += b0 * b_sb0 + b1 * b_sb1 + b2 * b_sb2"] if bat else []),
         *(["    sid = tl.program_id(2)  # which K slice this program sums"] if split_k > 1 else []),
         "    # grouped ordering: GROUP_M row-tiles advance together so B tiles are reused",
         "    num_pid_m = tl.cdiv(M, BLOCK_M)",
@@ -203,12 +245,13 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
         *(["    k_per = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",
            "    for k0 in range(sid * k_per, tl.minimum(K, (sid + 1) * k_per), BLOCK_K):"] if split_k > 1 else
+          ["    " + ln for ln in k_bounds] + ["    for k0 in range(k_lo, k_hi, BLOCK_K):"] if tri else
           ["    for k0 in range(0, K, BLOCK_K):"]),
         "        kk = k0 + rk",
-        f"        a = tl.load(a_ptr + {'bid * a_sb + ' if bat else ''}rm[:, None] * a_sm + kk[None, :] * a_sk,",
-        "                    mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)",
-        f"        b = tl.load(b_ptr + {'bid * b_sb + ' if bat else ''}kk[:, None] * b_sk + rn[None, :] * b_sn,",
-        "                    mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        "        a = tl.load(a_ptr + rm[:, None] * a_sm + kk[None, :] * a_sk,",
+        f"                    mask=(rm[:, None] < M) & (kk[None, :] < K){a_tri_mask}, other=0.0)",
+        "        b = tl.load(b_ptr + kk[:, None] * b_sk + rn[None, :] * b_sn,",
+        f"                    mask=(kk[:, None] < K) & (rn[None, :] < N){b_tri_mask}, other=0.0)",
         *("        " + line for line in note),
         f"        acc += {dot}",
         "    rows = rm[:, None]",
@@ -258,7 +301,9 @@ def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int,
         ll += ["    m, n, k = sizes", "    bt = 1",
                f"    grid = (((m + {bm - 1}) // {bm}) * ((n + {bn - 1}) // {bn}),"
                + (f" 1, {split_k})" if split_k > 1 else ")")]
-    ll += ["    return tuple(out_shape), same, grid if bt * m * n > 0 else None, (m, n, k) + strides", "", "",
+    # batched: the views are [B0, B1, B2, r, c] (_batch3); the kernel takes B1, B2 and every level's strides
+    dims_arg = "(m, n, k, views[0].shape[1], views[0].shape[2])" if bat else "(m, n, k)"
+    ll += [f"    return tuple(out_shape), same, grid if bt * m * n > 0 else None, {dims_arg} + strides", "", "",
            f"def launch_{name}({', '.join(tensors + scalars)}):",
            f"    key = {tuple_source([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')])}",
            f"    plan = {cache}.get(key)",
@@ -330,6 +375,10 @@ class MatmulFamily(KernelFamily):
         "precision": DOT_PRECISIONS,
         # K split across programs with atomic adds (linear epilogues only)
         "SPLIT_K": ("1", "2", "4"),
+        # triangular problems only (tril / triu of the output or of an operand): skip the
+        # tiles the mask zeroes and the K range a triangular operand is zero over, or
+        # compute every tile with masked loads (same result; for comparison)
+        "TRI_SKIP": ("skip", "mask"),
     }
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
@@ -338,14 +387,16 @@ class MatmulFamily(KernelFamily):
         minfo = matmul_info(node, op, ctx.param_shape)
         if minfo is None:
             return None
+        tri = any(k in minfo for k in TRI_KEYS)
         allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node)),
-                   "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]}
+                   "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 and not tri else ["1"]}
         return op, {"matmul": minfo, "allowed": allowed}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         # a non-linear epilogue cannot be applied to partial sums
+        tri = any(k in group.info["matmul"] for k in TRI_KEYS)
         return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
-                if not (name == "SPLIT_K" and len(group.members) > 1)]
+                if not (name == "SPLIT_K" and (len(group.members) > 1 or tri)) and not (name == "TRI_SKIP" and not tri)]
 
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         return gen_matmul(plan, group, genome, emitter)

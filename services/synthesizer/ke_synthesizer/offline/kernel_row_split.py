@@ -62,8 +62,8 @@ class SplitPlan:
 
 def split_plan(b: RowBuilder) -> SplitPlan | None:
     """How the group splits, or None (scans need whole rows in order)."""
-    if any(is_scan(mi) for mi in b.micros):
-        return None
+    if any(is_scan(mi) for mi in b.micros) or "total" in b.layouts.values():
+        return None  # a scalar total is accumulated by the row blocks of one kernel
     pairs = fused_pairs(b.micros)
     lv = levels(b.micros, pairs)
     plan = SplitPlan(pairs, lv, max(lv.values(), default=0))

@@ -67,6 +67,32 @@ LAUNCH_HELPERS: dict[str, str] = {
         return True, c, False
     return False, pitch, True
 ''',
+    "_batch3": '''def _batch3(a, b):
+    """[*batch, r, c] operands (same batch shape, broadcast dims at stride 0) as
+    [B0, B1, B2, r, c] views for a kernel with three batch levels: adjacent batch dims
+    merge where both operands' strides allow (size-1 dims dropped), so N-d batches,
+    broadcast ones ([2, 1, 3] x [1, 4, 3]) and permuted ones read in place; more than three
+    runs left: reshaped (copies)."""
+    runs = []
+    for size, sa, sb in zip(a.shape[:-2], a.stride()[:-2], b.stride()[:-2]):
+        if size == 1:
+            continue
+        if runs and runs[-1][1] == sa * size and runs[-1][2] == sb * size:
+            runs[-1] = (runs[-1][0] * size, sa, sb)
+        else:
+            runs.append((size, sa, sb))
+    if len(runs) > 3:
+        bt = 1
+        for r in runs:
+            bt *= r[0]
+        a = a.reshape(bt, *a.shape[-2:])
+        b = b.reshape(bt, *b.shape[-2:])
+        runs = [(bt, a.stride(0), b.stride(0))]
+    runs = [(1, 0, 0)] * (3 - len(runs)) + runs
+    a = a.as_strided((*(r[0] for r in runs), *a.shape[-2:]), (*(r[1] for r in runs), *a.stride()[-2:]))
+    b = b.as_strided((*(r[0] for r in runs), *b.shape[-2:]), (*(r[2] for r in runs), *b.stride()[-2:]))
+    return a, b
+''',
     "_same_data": '''def _same_data(view, t):
     """Whether view reads t's memory (a view at the same address, not a copy)."""
     return view.data_ptr() == t.data_ptr() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()

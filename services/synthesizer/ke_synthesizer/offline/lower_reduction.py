@@ -22,8 +22,9 @@ from kernelevolve.errors import LoweringError
 from .fx_meta import dtype_of, shape_of
 from .ops import NormOp
 
-FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod"}
-SCANS = {"cumsum", "cumprod"}
+FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod", "cummax", "cummin"}
+# cummax / cummin: the values of torch.cummax / cummin (overrides.cummax_overrides)
+SCANS = {"cumsum", "cumprod", "cummax", "cummin"}
 ROW_OUTPUT = {"gather", "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm"}
 ROW_OPS = FULL_OUTPUT | ROW_OUTPUT
 FP32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's default eps
@@ -116,7 +117,7 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
         keep = tuple(1 if i in dims else s for i, s in enumerate(full))
         if shape_of(idx) != keep or shape_of(node) != keep or dtype_of(idx) not in (torch.int64, torch.int32):
             return None
-    elif op.op in ("softmax", "log_softmax", "cumsum", "cumprod"):
+    elif op.op in ("softmax", "log_softmax") or op.op in SCANS:
         if op.args["dim"] is None or not isinstance(op.args["dim"], int):
             return None
         dims = _norm_dims(op.args["dim"], rank)

@@ -31,6 +31,14 @@ ROW_HELPERS = {
 def _prod_combine(a, b):
     return a * b
 """,
+    "_max_combine": """@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+""",
+    "_min_combine": """@triton.jit
+def _min_combine(a, b):
+    return tl.minimum(a, b)
+""",
     "_welford_combine": """@triton.jit
 def _welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     # Chan et al.: merge two (mean, sum of squared deviations, count) states
@@ -41,6 +49,8 @@ def _welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 """,
 }
 NEUTRAL = {"pick": "0.0", "cumsum": "0.0", "cumsum_rev": "0.0", "cumprod": "1.0", "cumprod_rev": "1.0",
+           "cummax": 'float("-inf")', "cummax_rev": 'float("-inf")', "cummin": 'float("inf")',
+           "cummin_rev": 'float("inf")',
            "sum": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
            "argmax": 'float("-inf")', "argmin": 'float("inf")'}
 BIG_INDEX = "2147483647"
@@ -150,7 +160,11 @@ def micro_lines(b: RowBuilder, ig: IndexGen, mi: Micro) -> list[str]:
         return [f"{mi.name} = tl.sum(tl.where(mask & (cols == {mi.index}), {mi.src}, 0.0), axis={ax}){keep}"]
     if is_scan(mi):
         fn, _, rev = mi.reduce.partition("_")
-        return [f"{mi.name} = tl.{fn}({masked}, axis={ax}{', reverse=True' if rev else ''})"]
+        r = ", reverse=True" if rev else ""
+        if fn in ("cummax", "cummin"):  # no tl builtin: an associative scan with max / min
+            b.helpers.add(f"_{fn[3:]}_combine")
+            return [f"{mi.name} = tl.associative_scan({masked}, {ax}, _{fn[3:]}_combine{r})"]
+        return [f"{mi.name} = tl.{fn}({masked}, axis={ax}{r})"]
     if mi.reduce == "prod":
         b.helpers.add("_prod_combine")
         return [f"{mi.name} = tl.reduce({masked}, {ax}, _prod_combine){keep}"]
@@ -162,6 +176,8 @@ def stores(outs: list[tuple[torch.fx.Node, str]], full: bool, row_mask: str = "r
     for j, (m, layout) in enumerate(outs):
         if layout == "full" and full:
             lines.append(f"tl.store(out{j}_ptr + off, v_{m.name}, mask=mask)")
+        elif layout == "total" and not full:  # the block's share of a scalar (zero-filled)
+            lines.append(f"tl.atomic_add(out{j}_ptr, tl.sum(tl.where({row_mask}, v_{m.name}, 0.0)))")
         elif layout != "full" and not full:
             lines.append(f"tl.store(out{j}_ptr + rows, v_{m.name}, mask={row_mask})")
     return lines
@@ -188,6 +204,11 @@ def _scan_step(b: RowBuilder, ig: IndexGen, mi: Micro) -> tuple[list[str], list[
     if fn == "cumsum":
         body = [f"{mi.name} = tl.cumsum({masked}, axis={ig.ax}{r}) + {carry}",
                 f"{carry} = {carry} + tl.sum({masked}, axis={ig.ax}){ig.keep}"]
+    elif fn in ("cummax", "cummin"):
+        m = fn[3:]
+        b.helpers.add(f"_{m}_combine")
+        body = [f"{mi.name} = tl.{m}imum(tl.associative_scan({masked}, {ig.ax}, _{m}_combine{r}), {carry})",
+                f"{carry} = tl.{m}imum({carry}, tl.{m}({masked}, axis={ig.ax}){ig.keep})"]
     else:
         b.helpers.add("_prod_combine")
         body = [f"{mi.name} = tl.cumprod({masked}, axis={ig.ax}{r}) * {carry}",

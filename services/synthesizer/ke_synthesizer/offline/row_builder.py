@@ -69,6 +69,10 @@ class RowBuilder:
         for m in self.group.members:
             op = self.group.ops[m]
             layout = self.layouts[m]
+            if layout == "total":  # each block's share of the scalar sum / mean (atomic store)
+                v = self.value(op.args["input"], "row")
+                self.micros.append(Micro(f"v_{m.name}", "row", expr=v if op.op == "sum" else f"{v} / M", deps=[v]))
+                continue
             if op.op in ROW_OPS:
                 x = self.value(op.args["input"], "full")
                 extra = {k: self.value(op.args[k], "full") for k in ("weight", "bias") if op.args.get(k) is not None}

@@ -147,6 +147,8 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
     for _m, layout in outs:
         if layout == "full":
             shapes.append(tuple_source(d))
+        elif layout == "total":
+            shapes.append("()")
         else:
             shapes.append(tuple_source([d[k] if k in lay.kept else "1" for k in range(rank)]) if layout == "row"
                           else tuple_source([d[k] for k in lay.kept]))
@@ -182,7 +184,9 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
 
     for j, (m, layout) in enumerate(outs):
         dt = dtype_of(m) or torch.float32
-        if layout == "full" and src is not None and b.operands[src].cls == "full":
+        if layout == "total":  # accumulated by atomic adds
+            ll.append(f"    out{j} = {dev}.new_zeros(shapes[{j}]{of(dt)})")
+        elif layout == "full" and src is not None and b.operands[src].cls == "full":
             ll.append(f"    out{j} = torch.empty_like({dev}{of(dt)})")
         else:
             ll.append(f"    out{j} = {dev}.new_empty(shapes[{j}]{of(dt)})")

@@ -50,8 +50,10 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None,
     out = [Knob(k, k, "", v) for k, v in GLOBAL_KNOBS.items()]
     for key, anchor in sorted(plan.fusion_knobs.items()):
         # fuse the pointwise ops after a matmul / conv / pool (epilogue) or before a
-        # reduction (prologue) into its kernel, or give them a kernel of their own
-        out.append(Knob(key, key.split(".")[0], anchor, ("fused", "separate")))
+        # reduction (prologue) into its kernel, or give them a kernel of their own; a
+        # scalar total of per-row values: atomic adds in the row kernel, or a kernel of its own
+        choices: tuple[str, ...] = ("atomic", "separate") if key.startswith("total.") else ("fused", "separate")
+        out.append(Knob(key, key.split(".")[0], anchor, choices))
     for key, anchor in sorted(plan.impl_knobs.items()):
         # a conv / matmul as its Triton kernel or as a library call with Triton neighbours;
         # not offered where the candidate would be left without a Triton kernel
