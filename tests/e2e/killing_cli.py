@@ -61,8 +61,9 @@ def _install(point: str, n: int) -> None:
 
         evaluate = EvaluatorService.evaluate
 
-        async def killing_evaluate(self: Any, spec: Any, source: str, cid: str, fresh_worker: bool = False) -> Any:
-            verdict = await evaluate(self, spec, source, cid, fresh_worker)
+        async def killing_evaluate(self: Any, spec: Any, source: str, cid: str, fresh_worker: bool = False,
+                                   **options: Any) -> Any:
+            verdict = await evaluate(self, spec, source, cid, fresh_worker, **options)
             if fresh_worker == (point == "retime"):
                 count.tick()
             return verdict
