@@ -1,5 +1,4 @@
-"""Text encoder head: a two-layer ``nn.TransformerEncoder`` (pre-norm, GELU, batch_first)
-over token features, mean-pooled over the sequence and projected to classes."""
+"""Text encoder head: a two-layer ``nn.TransformerEncoder`` (pre-norm, GELU, batch_first) over token features, mean-pooled over the sequence and projected to classes."""
 
 import torch
 import torch.nn as nn

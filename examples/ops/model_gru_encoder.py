@@ -1,5 +1,4 @@
-"""Encoder: one-layer ``nn.GRU`` in time-major layout (batch_first=False) with an
-explicit initial hidden state; returns the whole output sequence and the final state."""
+"""Encoder: one-layer ``nn.GRU`` in time-major layout (batch_first=False) with an explicit initial hidden state; returns the whole output sequence and the final state."""
 
 import torch
 import torch.nn as nn

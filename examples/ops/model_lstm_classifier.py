@@ -1,5 +1,4 @@
-"""Sequence classifier: a two-layer ``nn.LSTM`` (batch_first) over token features, the
-last time step's hidden state through a linear head."""
+"""Sequence classifier: a two-layer ``nn.LSTM`` (batch_first) over token features, the last time step's hidden state through a linear head."""
 
 import torch
 import torch.nn as nn

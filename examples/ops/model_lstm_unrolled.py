@@ -1,5 +1,4 @@
-"""Hand-written LSTM: the cell's two projections and gates in plain ops, looped over the
-time steps in Python (``for t in range(x.size(1))``), the hidden states stacked."""
+"""Hand-written LSTM: the cell's two projections and gates in plain ops, looped over the time steps in Python (``for t in range(x.size(1))``), the hidden states stacked."""
 
 import torch
 import torch.nn as nn

@@ -1,6 +1,4 @@
-"""An MLP built from a list of widths: a ``for`` loop over an ``nn.ModuleList`` of
-Linear layers, with a residual connection wherever a layer keeps the width (decided in
-Python from the layers' shapes) and layer norm on the way out."""
+"""An MLP built from a list of widths: a ``for`` loop over an ``nn.ModuleList`` of Linear layers, with a residual connection wherever a layer keeps the width (decided in Python from the layers' shapes) and layer norm on the way out."""
 
 import torch
 import torch.nn as nn

@@ -1,5 +1,4 @@
-"""Elman RNN: two-layer ``nn.RNN`` (tanh, batch_first) whose summed hidden states over
-time feed a ReLU projection."""
+"""Elman RNN: two-layer ``nn.RNN`` (tanh, batch_first) whose summed hidden states over time feed a ReLU projection."""
 
 import torch
 import torch.nn as nn

@@ -1,6 +1,4 @@
-"""A head whose forward branches on the input's width in Python (wide features are
-projected down first) and scales by ``1/sqrt(x.shape[-1])``: the branch is decided by a
-shape, so a shape-specialised capture takes the branch the example shapes take."""
+"""A head whose forward branches on the input's width in Python (wide features are projected down first) and scales by ``1/sqrt(x.shape[-1])``: the branch is decided by a shape, so a shape-specialised capture takes the branch the example shapes take."""
 
 import math
 

@@ -246,6 +246,8 @@ async def test_distributed_agent_loop_over_grpc(tmp_path: Path) -> None:
     try:
         async with KernelEvolveClient(cluster.gateway) as client:
             await client.wait_ready(timeout_s=120)
+            # StartSession validates the spec on the evaluator: wait until it serves too
+            await cluster.wait_log("evaluator", "service ready")
             final, answered = await _run_session(client, budget=2)
             await _check_best(client, final)
             assert len(answered) == 2

@@ -49,7 +49,7 @@ def test_the_accounting_is_consistent(tmp_path: Path) -> None:
     value_branch = tmp_path / "value_branch.py"
     value_branch.write_text(VALUE_BRANCH)
     ops = REPO_ROOT / "examples" / "ops"
-    paths = [ops / "model_lstm_unrolled.py", ops / "model_dense_block.py", ops / "cross_entropy.py", value_branch]
+    paths = [ops / "model_lstm_unrolled.py", ops.parent / "styles" / "model_dense_block.py", ops / "cross_entropy.py", value_branch]
     result = _bench().run(paths)
     rows = {r["spec"]: r for r in result["per_spec"]}
     assert set(rows) == {p.stem for p in paths}

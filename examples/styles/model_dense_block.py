@@ -1,5 +1,4 @@
-"""DenseNet-style block: each layer (BN -> ReLU -> 1x1 conv -> BN -> ReLU -> 3x3 conv)
-reads the concatenation of every earlier feature map and appends ``growth`` channels."""
+"""DenseNet-style block: each layer (BN -> ReLU -> 1x1 conv -> BN -> ReLU -> 3x3 conv) reads the concatenation of every earlier feature map and appends ``growth`` channels."""
 
 import torch
 import torch.nn as nn

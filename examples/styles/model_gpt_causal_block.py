@@ -1,6 +1,4 @@
-"""GPT-2 style block: causal self-attention reading ``B, T, C = x.size()`` and slicing a
-registered lower-triangular mask buffer to ``[:, :, :T, :T]``, then an MLP, both pre-norm
-with residuals."""
+"""GPT-2 style block: causal self-attention reading ``B, T, C = x.size()`` and slicing a registered lower-triangular mask buffer to ``[:, :, :T, :T]``, then an MLP, both pre-norm with residuals."""
 
 import math
 
