@@ -48,8 +48,8 @@ def _bench() -> types.ModuleType:  # bench/ is a folder of scripts, not a packag
 def test_the_accounting_is_consistent(tmp_path: Path) -> None:
     value_branch = tmp_path / "value_branch.py"
     value_branch.write_text(VALUE_BRANCH)
-    ops = REPO_ROOT / "examples" / "ops"
-    paths = [ops / "model_lstm_unrolled.py", ops.parent / "styles" / "model_dense_block.py", ops / "cross_entropy.py", value_branch]
+    ops, styles = REPO_ROOT / "examples" / "ops", REPO_ROOT / "examples" / "styles"
+    paths = [ops / "model_lstm_unrolled.py", styles / "model_dense_block.py", ops / "cross_entropy.py", value_branch]
     result = _bench().run(paths)
     rows = {r["spec"]: r for r in result["per_spec"]}
     assert set(rows) == {p.stem for p in paths}
