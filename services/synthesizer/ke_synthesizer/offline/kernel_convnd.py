@@ -41,7 +41,7 @@ from kernelevolve.errors import LoweringError
 from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
-from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
+from .kernel_pointwise import epilogue_lines, epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
@@ -223,17 +223,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     # epilogue operands of the output's shape share its offsets; broadcast ones (a per-channel
     # scale, ...) are read through the strides of their expanded view
     idx = ([] if e["unbatched"] else ["n_i"]) + ["cols"] + ["od_i", "oh_i", "ow_i"][3 - nd:]
-    for i, v in enumerate(ext):
-        dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
-        addr = "out_off" if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
-        lines.append(f"    e{i} = tl.load(e{i}_ptr + {addr}, mask=mask, other=0){load_cast(dt)}")
-    for m in group.members[1:]:
-        expr = emitter.emit(group.ops[m], val)
-        if expr is None:
-            raise LoweringError(f"cannot emit {group.ops[m].op}")
-        lines.append(f"    v_{m.name} = {expr}")
-    for j, m in enumerate(outs):
-        lines.append(f"    tl.store(out{j}_ptr + out_off, v_{m.name}, mask=mask)")
+    lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
     launcher = _launcher(name, e, form, zero_insert, phase, has_bias, ext, full, bcast, scalars, outs, genome, group,
                          warps)

@@ -228,6 +228,27 @@ def load_cast(dtype: torch.dtype | None) -> str:
     return ".to(tl.float32)" if dtype in TL_DTYPES else ""
 
 
+def epilogue_lines(group: Group, emitter: PointwiseEmitter, val: Any, ext: list[Any], full: list[bool],
+                   idx: list[str], offsets: str, outs: list[torch.fx.Node]) -> list[str]:
+    """Kernel lines of a fused pointwise epilogue after the group's first member (conv,
+    pool, ...): load the extra operands (``offsets`` for those of the output's shape, the
+    strides of their expanded view over index expressions ``idx`` for broadcast ones),
+    compute the other members, store the outputs at ``offsets``."""
+    lines = []
+    for i, v in enumerate(ext):
+        dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
+        addr = offsets if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
+        lines.append(f"    e{i} = tl.load(e{i}_ptr + {addr}, mask=mask, other=0){load_cast(dt)}")
+    for m in group.members[1:]:
+        expr = emitter.emit(group.ops[m], val)
+        if expr is None:
+            raise LoweringError(f"cannot emit {group.ops[m].op}")
+        lines.append(f"    v_{m.name} = {expr}")
+    for j, m in enumerate(outs):
+        lines.append(f"    tl.store(out{j}_ptr + {offsets}, v_{m.name}, mask=mask)")
+    return lines
+
+
 def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
     """Returns (kernel source, launcher source, launcher name)."""
     ops = collect_operands(plan, group)

@@ -17,7 +17,7 @@ from kernelevolve.errors import LoweringError
 
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
-from .kernel_pointwise import epilogue_operands, kernel_name, load_cast, operand_shape
+from .kernel_pointwise import epilogue_lines, epilogue_operands, kernel_name, load_cast, operand_shape
 from .launch_helpers import tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
@@ -224,17 +224,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         for k in reversed(range(lead)):
             lines += [f"    i{k} = rem % d{k}", f"    rem = rem // d{k}"] if k else ["    i0 = rem"]
     idx = [f"i{k}" for k in range(lead)] + [f"o{c}" for c in lo]
-    for i, v in enumerate(ext):
-        dt = dtype_of(v) if isinstance(v, torch.fx.Node) else torch.float32
-        addr = "offs" if full[i] else " + ".join(f"{x} * e{i}_s{k}" for k, x in enumerate(idx))
-        lines.append(f"    e{i} = tl.load(e{i}_ptr + {addr}, mask=mask, other=0){load_cast(dt)}")
-    for m in group.members[1:]:
-        expr = emitter.emit(group.ops[m], val)
-        if expr is None:
-            raise LoweringError(f"cannot emit {group.ops[m].op}")
-        lines.append(f"    v_{m.name} = {expr}")
-    for j, m in enumerate(outs):
-        lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
+    lines += epilogue_lines(group, emitter, val, ext, full, idx, "offs", outs)
     kernel = "\n".join(lines) + "\n"
 
     ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", ""]
