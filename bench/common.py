@@ -63,10 +63,13 @@ def scaled_variant(source: str, factor: int) -> str:
 
 
 def pick_scale(source: str, device: str = "cuda") -> int:
-    """Largest power-of-two batch factor (<= MAX_FACTOR) that keeps the biggest input under
+    """1 for a spec that declares ``get_gpu_inputs`` (its GPU sizes are final); else the
+    largest power-of-two batch factor (<= MAX_FACTOR) that keeps the biggest input under
     TARGET_ELEMENTS and with which the reference still runs; 1 when scaling breaks it."""
     import torch
 
+    if "def get_gpu_inputs" in source:  # the spec states its GPU sizes: take them as they are
+        return 1
     mod = load_module("bench_probe", gpu_variant(source))
     torch.manual_seed(0)
     xs = mod.get_inputs()
@@ -85,6 +88,17 @@ def pick_scale(source: str, device: str = "cuda") -> int:
         except Exception:  # a shape that is not a batch dimension: try smaller, then none
             factor //= 4
     return 1
+
+
+def bench_source(raw: str, device: str) -> tuple[str, int]:
+    """The spec as the benchmarks time it, and its batch factor: on a GPU its declared GPU
+    inputs with the batch scaled as ``search_bench.py`` does (at the specs' CPU sizes most
+    kernels run for a few microseconds, below launch overhead, and the speedups say more
+    about the host than the kernel); elsewhere unchanged."""
+    if device != "cuda":
+        return raw, 1
+    factor = pick_scale(raw, device)
+    return scaled_variant(gpu_variant(raw), factor), factor
 
 
 def load_module(name: str, source: str) -> types.ModuleType:
@@ -141,6 +155,12 @@ def example_path(name: str) -> Path:
 
 
 def example_names(specs: str) -> list[str]:
+    """``all``; ``sample:K``, K names evenly spaced over the sorted list of all (a subset
+    fixed by rule, not picked by hand); or comma-separated names."""
+    if specs.startswith("sample:"):
+        every = example_names("all")
+        k = max(1, min(int(specs.split(":", 1)[1]), len(every)))
+        return [every[(i * len(every)) // k] for i in range(k)]
     if specs != "all":
         return [n for n in specs.split(",") if n]
     return sorted(p.stem for folder in EXAMPLE_DIRS for p in folder.glob("*.py"))

@@ -13,7 +13,7 @@ Per evaluation spec it reports the candidates each run needed to reach 95 % of t
 better of the two final speedups (a run that never does counts budget + 1, flagged),
 and overall the ratio of those counts (target: 2x fewer with skills).
 
-    python bench/learning.py --out DIR [--budget 32] [--specs all|a,b,...] [--strategy mcts]
+    python bench/learning.py --out DIR [--budget 32] [--specs all|sample:K|a,b,...] [--strategy mcts]
                              [--device cuda|cpu] [--embedder minilm|hash]
 
 Writes DIR/learning.json (date, device and versions, per-spec rows, summary) and prints a
@@ -37,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import example_names, example_path, fingerprint, write_json  # noqa: E402
+from common import bench_source, example_names, example_path, fingerprint, write_json  # noqa: E402
 
 TARGET = 0.95
 _ID = re.compile(r"^r(\d+)-(\d+)$")
@@ -149,7 +149,8 @@ def main() -> None:
     started = time.perf_counter()
 
     def session(name: str, folder: Path, synth: Any, judge: Any) -> list[float]:
-        res = run_session_sync(example_path(name).read_text(), name, synthesizer=synth, judge=judge,
+        source, _ = bench_source(example_path(name).read_text(), device)
+        res = run_session_sync(source, name, synthesizer=synth, judge=judge,
                                budget=args.budget, strategy=args.strategy, max_inflight=args.parallel,
                                hardware_kind=hardware, settings=settings, knowledge_path=str(folder))
         by_id = {c.node.node_id: c for c in res.candidates}
@@ -158,6 +159,19 @@ def main() -> None:
 
     training: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
+    skills = 0
+
+    def result(*, complete: bool) -> dict[str, Any]:
+        note = ("" if skills or not complete else
+                "no skills were distilled during training (skills come only from CI-separated "
+                "timings on real hardware; on CPU the Triton interpreter's timings teach nothing), so both "
+                "evaluation runs searched without skills")
+        return {"date": time.strftime("%Y-%m-%d"), "device": device, "fingerprint": fingerprint(),
+                "budget": args.budget, "strategy": args.strategy, "embedder": args.embedder, "complete": complete,
+                "train_specs": train, "eval_specs": held_out, "skills_distilled": skills, "training": training,
+                "rows": rows, "summary": summarize(rows), "note": note, "seconds": time.perf_counter() - started}
+
+    # Written after every session, so a run cut short by its time slot keeps what it measured.
     with Judge(opts) as judge:
         synth = OfflineSynthesizer()
         for name in train:
@@ -167,6 +181,7 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - one spec's failure is a row, not the end of the run
                 training.append({"spec": name, "error": f"{type(exc).__name__}: {exc}"})
             print(f"train {name}: {training[-1]}", flush=True)
+            write_json(args.out / "learning.json", result(complete=False))
         skills = count_skills(trained, args.embedder) if trained.exists() else 0
         for name in held_out:
             try:
@@ -179,15 +194,11 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001
                 rows.append({"spec": name, "error": f"{type(exc).__name__}: {exc}"})
             print(f"eval {name}: {rows[-1]}", flush=True)
-    note = ("" if skills else "no skills were distilled during training (skills come only from CI-separated "
-            "timings on real hardware; on CPU the Triton interpreter's timings teach nothing), so both "
-            "evaluation runs searched without skills")
-    result = {"date": time.strftime("%Y-%m-%d"), "device": device, "fingerprint": fingerprint(),
-              "budget": args.budget, "strategy": args.strategy, "embedder": args.embedder,
-              "train_specs": train, "eval_specs": held_out, "skills_distilled": skills, "training": training,
-              "rows": rows, "summary": summarize(rows), "note": note, "seconds": time.perf_counter() - started}
-    write_json(args.out / "learning.json", result)
-    s = result["summary"]
+            write_json(args.out / "learning.json", result(complete=False))
+    final = result(complete=True)
+    note = final["note"]
+    write_json(args.out / "learning.json", final)
+    s = final["summary"]
     print(f"{device}: {skills} skill(s) from {len(train)} training spec(s); "
           f"candidates to {TARGET:.0%} of final: without {s.get('candidates_without')}, "
           f"with skills {s.get('candidates_with_skills')} (ratio {s.get('ratio_of_totals', float('nan')):.2f}, "

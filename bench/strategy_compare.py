@@ -4,7 +4,7 @@ synthesizer and the real judge; reports the best speedup reached (the re-timed f
 and how many evaluations it took to reach 95 % of that best.
 
     python bench/strategy_compare.py --out DIR [--budget 32] [--strategies all|a,b]
-                                     [--specs a,b|default] [--device auto|cuda|cpu]
+                                     [--specs a,b|sample:K|default] [--device auto|cuda|cpu]
 
 Writes DIR/strategy_compare.json (device, date, versions, one row per strategy x spec, and
 per strategy the mean best speedup and mean evaluations to 95 %) and prints a table. On
@@ -20,12 +20,13 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ is a folder of scripts
 
-from common import example_path, fingerprint, gpu_variant, write_json  # noqa: E402
+from common import bench_source, example_names, example_path, fingerprint, write_json  # noqa: E402
 
 # A fixed subset of examples/ops: elementwise, reduction, normalisation, matmul, conv.
 DEFAULT_SPECS = ("gelu_residual", "softmax_rows", "layernorm", "linear_bias_relu", "conv2d_bias_relu")
@@ -48,15 +49,17 @@ def evaluations_to_fraction(candidates: list[Any], best: float, fraction: float 
 
 
 def compare(specs: list[str], strategies: list[str], budget: int, *, judge: Any, synthesizer: Any,
-            hardware_kind: str, max_inflight: int = 1, seeds: int = 0) -> list[dict[str, Any]]:
+            hardware_kind: str, max_inflight: int = 1, seeds: int = 0,
+            on_row: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """One row per spec x strategy; ``on_row`` sees the rows so far after each (so a run
+    cut short by its time slot still leaves what it measured)."""
     from ke_cli.inprocess import run_session_sync
 
     rows: list[dict[str, Any]] = []
     for name in specs:
-        raw = example_path(name).read_text()
-        source = gpu_variant(raw) if hardware_kind == "nvidia" else raw
+        source, scale = bench_source(example_path(name).read_text(), "cuda" if hardware_kind == "nvidia" else "cpu")
         for strategy in strategies:
-            row: dict[str, Any] = {"spec": name, "strategy": strategy, "budget": budget}
+            row: dict[str, Any] = {"spec": name, "strategy": strategy, "budget": budget, "batch_scale": scale}
             try:
                 res = run_session_sync(source, name, synthesizer=synthesizer, judge=judge, budget=budget,
                                        strategy=strategy, max_inflight=max_inflight, hardware_kind=hardware_kind,
@@ -74,6 +77,8 @@ def compare(specs: list[str], strategies: list[str], budget: int, *, judge: Any,
                 row["bench_error"] = traceback.format_exc()[-800:]
             rows.append(row)
             print(_line(row), flush=True)
+            if on_row is not None:
+                on_row(rows)
     return rows
 
 
@@ -118,20 +123,26 @@ def main(argv: list[str] | None = None) -> None:
 
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     strategies = list(STRATEGY_NAMES) if args.strategies == "all" else args.strategies.split(",")
-    specs = list(DEFAULT_SPECS) if args.specs == "default" else args.specs.split(",")
+    specs = list(DEFAULT_SPECS) if args.specs == "default" else example_names(args.specs)
     opts = EvalOptions(device=device, correctness_trials=3, parallel_workers=args.parallel,
                        timing=TimingOptions(max_trials=50 if device == "cuda" else 3, input_sets=2),
                        profile_library_time=False)
     started = time.perf_counter()
+
+    def result(rows: list[dict[str, Any]], *, complete: bool) -> dict[str, Any]:
+        return {"date": time.strftime("%Y-%m-%d"), "device": device, "fingerprint": fingerprint(),
+                "budget": args.budget, "specs": specs, "strategies": strategies, "complete": complete,
+                "seconds": time.perf_counter() - started, "per_strategy": per_strategy(rows), "rows": rows}
+
     with Judge(opts) as judge:
         rows = compare(specs, strategies, args.budget, judge=judge, synthesizer=OfflineSynthesizer(),
                        hardware_kind="nvidia" if device == "cuda" else "cpu", max_inflight=args.parallel,
-                       seeds=args.seeds)
-    result = {"date": time.strftime("%Y-%m-%d"), "device": device, "fingerprint": fingerprint(),
-              "budget": args.budget, "specs": specs, "strategies": strategies, "seconds": time.perf_counter() - started,
-              "per_strategy": per_strategy(rows), "rows": rows}
-    write_json(args.out / "strategy_compare.json", result)
-    for name, s in result["per_strategy"].items():
+                       seeds=args.seeds,
+                       on_row=lambda so_far: write_json(args.out / "strategy_compare.json",
+                                                        result(so_far, complete=False)))
+    final = result(rows, complete=True)
+    write_json(args.out / "strategy_compare.json", final)
+    for name, s in final["per_strategy"].items():
         print(f"{name:<9} mean best {s['mean_best_speedup']:.3f}x, mean evaluations to 95 %: {s['mean_evals_to_95']}")
 
 

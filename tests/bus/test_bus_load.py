@@ -4,22 +4,18 @@ nothing doubled, one report each."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.bench_scripts import load_bench_script
 
 pytestmark = pytest.mark.integration
 
 
-def _bench_module():  # bench/ is a folder of scripts, not a package
-    spec = importlib.util.spec_from_file_location("bus_load", REPO_ROOT / "bench" / "bus_load.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _bench_module() -> ModuleType:
+    return load_bench_script("bus_load")
 
 
 async def test_300_candidates_each_answered_exactly_once(tmp_path: Path) -> None:

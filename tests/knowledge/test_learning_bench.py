@@ -3,7 +3,6 @@ tiny budget), where no skill can be distilled and the result says so."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,15 +12,12 @@ from types import ModuleType
 
 import pytest
 
+from tests.bench_scripts import load_bench_script
 from tests.conftest import REPO_ROOT
 
 
-def _bench() -> ModuleType:  # bench/ is a folder of scripts, not a package
-    spec = importlib.util.spec_from_file_location("learning_bench", REPO_ROOT / "bench" / "learning.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _bench() -> ModuleType:
+    return load_bench_script("learning")
 
 
 def test_candidates_to_reach_95_percent_of_the_better_final() -> None:

@@ -4,15 +4,14 @@ left to library calls is consistent, and every example whose reference runs is c
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-import types
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from ke_synthesizer.offline.capture import capture
+from tests.bench_scripts import load_bench_script
 from tests.conftest import REPO_ROOT
 
 EXAMPLE_FILES = sorted((REPO_ROOT / "examples" / "ops").glob("*.py")) + \
@@ -36,13 +35,8 @@ def get_init_inputs():
 '''
 
 
-def _bench() -> types.ModuleType:  # bench/ is a folder of scripts, not a package
-    spec = importlib.util.spec_from_file_location("lowered_fraction", REPO_ROOT / "bench" / "lowered_fraction.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+def _bench() -> ModuleType:
+    return load_bench_script("lowered_fraction")
 
 
 def test_the_accounting_is_consistent(tmp_path: Path) -> None:

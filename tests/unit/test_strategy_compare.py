@@ -4,23 +4,18 @@ one example with the doubles (fast), and with the real judge and offline synthes
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.bench_scripts import load_bench_script
 from tests.unit.fakes import FakeJudge, FakeSynthesizer
 
 
-def _bench_module() -> ModuleType:  # bench/ is a folder of scripts, not a package
-    spec = importlib.util.spec_from_file_location("strategy_compare", REPO_ROOT / "bench" / "strategy_compare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _bench_module() -> ModuleType:
+    return load_bench_script("strategy_compare")
 
 
 def test_compare_reports_best_and_evaluations_to_95_percent_per_strategy() -> None:

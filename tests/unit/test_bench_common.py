@@ -1,0 +1,73 @@
+"""bench/common.py: how the benchmarks pick their specs and size them."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from tests.bench_scripts import load_bench_script
+
+
+def _common() -> ModuleType:
+    return load_bench_script("common")
+
+
+@pytest.mark.parametrize("k", [1, 7, 24])
+def test_sample_is_evenly_spaced_over_all_examples_and_fixed(k: int) -> None:
+    common = _common()
+    every = common.example_names("all")
+    picked = common.example_names(f"sample:{k}")
+    assert len(picked) == len(set(picked)) == k
+    assert picked == sorted(picked) and set(picked) <= set(every) and picked[0] == every[0]
+    assert picked == common.example_names(f"sample:{k}")  # a rule, not a draw
+    gaps = [every.index(b) - every.index(a) for a, b in zip(picked, picked[1:], strict=False)]
+    assert not gaps or max(gaps) - min(gaps) <= 1
+
+
+def test_sample_larger_than_the_corpus_takes_every_example() -> None:
+    common = _common()
+    assert common.example_names("sample:100000") == common.example_names("all")
+
+
+def test_names_pass_through() -> None:
+    assert _common().example_names("a,b,") == ["a", "b"]
+
+
+SCALABLE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+def get_init_inputs():
+    return []
+'''
+
+DECLARED = SCALABLE + '''
+def get_gpu_inputs():
+    return [torch.randn(3, 5)]
+'''
+
+
+def test_a_spec_that_declares_gpu_inputs_is_not_batch_scaled() -> None:
+    common = _common()
+    assert common.pick_scale(DECLARED, "cpu") == 1
+    source, factor = common.bench_source(DECLARED, "cuda")  # declared sizes: no device probe needed
+    assert factor == 1
+    mod = common.load_module("bench_declared_probe", source)
+    assert tuple(mod.get_inputs()[0].shape) == (3, 5)
+
+
+def test_batch_scaling_repeats_dimension_zero_and_cpu_runs_are_unscaled() -> None:
+    common = _common()
+    factor = common.pick_scale(SCALABLE, "cpu")
+    assert factor == common.MAX_FACTOR  # 32 elements: far under TARGET_ELEMENTS
+    mod = common.load_module("bench_scaled_probe", common.scaled_variant(common.gpu_variant(SCALABLE), factor))
+    assert tuple(mod.get_inputs()[0].shape) == (4 * factor, 8)
+    assert common.bench_source(SCALABLE, "cpu") == (SCALABLE, 1)
