@@ -172,3 +172,33 @@ def test_triangular_candidate_is_judged_correct(synth: OfflineSynthesizer, judge
     verdict = judge.evaluate(TRIANGULAR, prop.source, "triangular")
     assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
     assert verdict.evidence["kernel_launches"]
+
+
+def test_batch_read_knob_is_offered_only_for_batched_products(synth: OfflineSynthesizer) -> None:
+    batched = synth.space(BATCHED, "nd_batched")
+    # x, y and z keep a batch grid; w (matrix-vector) folds its batch into rows
+    assert sum(k.endswith(".BATCH_READ") and v == ["in_place", "contiguous"] for k, v in batched) == 3
+    two_d = synth.space(TRIANGULAR.replace("torch.bmm(c, c.transpose(1, 2))", "c[0] @ c[0].t()"), "two_d")
+    assert not any(k.endswith(".BATCH_READ") for k, _ in two_d)  # no batch grid dimension: nothing to read
+
+
+@pytest.mark.parametrize("batch_read", ["in_place", "contiguous"])
+def test_batch_read_contiguous_copies_permuted_operands_and_stays_correct(synth: OfflineSynthesizer,
+                                                                          batch_read: str) -> None:
+    _, full, _ = lower_example(synth, "nd_batched", {}, BATCHED)
+    genome = {k: (batch_read if k.endswith(".BATCH_READ") else v) for k, v in full.items()}
+    source, used, fallback = lower_example(synth, "nd_batched", genome, BATCHED)
+    assert fallback == () and all(v == batch_read for k, v in used.items() if k.endswith(".BATCH_READ"))
+    assert ("a = a.contiguous()" in source) is (batch_read == "contiguous")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<candidate>", "exec"), namespace)  # noqa: S102 - our own candidate
+    q, k = torch.randn(2, 11, 3, 13), torch.randn(2, 3, 5, 13)
+    # the permuted product of the spec, q.permute(0, 2, 1, 3) @ k^T (its relu epilogue names
+    # it): in place reads the caller's memory, contiguous works on copies
+    plan_fn = namespace["_plan_matmul_matmul_relu_1"]
+    out_shape, same, _, _ = plan_fn(q.permute(0, 2, 1, 3), k.transpose(-1, -2))
+    assert out_shape == (2, 3, 11, 5)
+    assert same is (batch_read == "in_place")
+    (result,) = run_in_subprocess([{"id": batch_read, "spec_source": BATCHED, "candidate_source": source,
+                                    "seeds": [1]}])
+    assert result["ok"], (result["error"][-800:], result["trials"])
