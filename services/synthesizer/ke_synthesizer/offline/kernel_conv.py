@@ -27,9 +27,19 @@ from kernelevolve.errors import LoweringError
 
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
-from .kernel_pointwise import epilogue_lines, epilogue_operands, kernel_name, operand_shape
+from .kernel_pointwise import (
+    epilogue_broadcast_checks,
+    epilogue_key_parts,
+    epilogue_lines,
+    epilogue_materialise_lines,
+    epilogue_operands,
+    epilogue_plan_lines,
+    epilogue_value,
+    kernel_name,
+    operand_shape,
+)
 from .launch_helpers import tuple_source
-from .lower_pointwise import PointwiseEmitter, literal
+from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
 from .plan_outputs import group_outputs
@@ -97,17 +107,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     has_bias = op.args.get("bias") is not None
     name = kernel_name(group, "conv")
 
-    def val(v: Any) -> str:
-        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
-            return f"v_{v.name}"
-        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
-            return f"e{ext.index(v)}"
-        if isinstance(v, torch.fx.Node):
-            return f"s{scalars.index(v)}"
-        lit = literal(v)
-        if lit is None:
-            raise LoweringError(f"unsupported operand {v!r}")
-        return lit
+    val = epilogue_value(plan, group, ext, scalars)
 
     sig = ["x_ptr", "w_ptr"] + (["bias_ptr"] if has_bias else []) + [f"e{i}_ptr" for i in range(len(ext))]
     sig += [f"out{j}_ptr" for j in range(len(outs))]
@@ -180,18 +180,13 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll += [f"    oh = (h + 2 * {ph} - {dh} * (kh - 1) - 1) // {sh} + 1",
            f"    ow = (w_in + 2 * {pw} - {dw} * (kw - 1) - 1) // {sw} + 1",
            f"    shape = (nb, cout, {'ow' if e['nd'] == 1 else 'oh, ow'})"]
-    ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
-           f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
-           f"{{shape}}')" for i in range(len(ext))]
+    ll += epilogue_broadcast_checks(name, len(ext))
     ll += [f"    grid = ((nb * oh * ow + {bm - 1}) // {bm}, (cout + {bn - 1}) // {bn}) if nb * cout * oh * ow > 0 "
            "else None",
            "    tail = (nb, cin, h, w_in, cout, kh, kw, oh, ow)"]
-    ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
-    fulls = [i for i in range(len(ext)) if full[i]]
-    ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in fulls) or 'False'}",
-           "    return shape, materialise, grid, tail", "", ""]
-    key = tuple_source(["x.shape", "w.shape"] + [p for i in range(len(ext)) for p in (
-        [f"e{i}.shape"] if full[i] else [f"e{i}.shape", f"e{i}.stride()"])])
+    ll += epilogue_plan_lines(full)
+    ll += ["    return shape, materialise, grid, tail", "", ""]
+    key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
     ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
            f"    key = {key}",
            f"    plan = _plans_{name}.get(key)",
@@ -204,10 +199,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
                "    w = w.contiguous(memory_format=torch.channels_last)"]
     else:
         ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
-    if fulls:
-        ll.append("    if materialise:  # same-shape epilogue operands that broadcast at run time")
-        ll += [f"        e{i} = e{i}.expand(shape)" for i in fulls]
-        ll += [f"    e{i} = e{i}.contiguous()" for i in fulls]
+    ll += epilogue_materialise_lines(full)
     call = list(params)
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")

@@ -41,9 +41,20 @@ from kernelevolve.errors import LoweringError
 from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
-from .kernel_pointwise import epilogue_lines, epilogue_operands, kernel_name, load_cast, operand_shape
+from .kernel_pointwise import (
+    epilogue_broadcast_checks,
+    epilogue_key_parts,
+    epilogue_lines,
+    epilogue_materialise_lines,
+    epilogue_operands,
+    epilogue_plan_lines,
+    epilogue_value,
+    kernel_name,
+    load_cast,
+    operand_shape,
+)
 from .launch_helpers import tuple_source
-from .lower_pointwise import PointwiseEmitter, literal
+from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
 from .plan_outputs import group_outputs
@@ -167,17 +178,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     w_dtype = dtype_of(op.args["weight"]) if isinstance(op.args["weight"], torch.fx.Node) else None
     w_cast = load_cast(w_dtype) if w_dtype is not None else ".to(tl.float32)"
 
-    def val(v: Any) -> str:
-        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
-            return f"v_{v.name}"
-        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
-            return f"e{ext.index(v)}"
-        if isinstance(v, torch.fx.Node):
-            return f"s{scalars.index(v)}"
-        lit = literal(v)
-        if lit is None:
-            raise LoweringError(f"unsupported operand {v!r}")
-        return lit
+    val = epilogue_value(plan, group, ext, scalars)
 
     full = [operand_shape(plan, v) == group.shape for v in ext]
     bcast = [i for i in range(len(ext)) if not full[i]]
@@ -225,13 +226,12 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     idx = ([] if e["unbatched"] else ["n_i"]) + ["cols"] + ["od_i", "oh_i", "ow_i"][3 - nd:]
     lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
-    launcher = _launcher(name, e, form, zero_insert, phase, has_bias, ext, full, bcast, scalars, outs, genome, group,
-                         warps)
+    launcher = _launcher(name, e, form, zero_insert, phase, has_bias, ext, full, scalars, outs, genome, group, warps)
     return kernel, launcher, f"launch_{name}"
 
 
 def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, has_bias: bool, ext: list[Any],
-              full: list[bool], bcast: list[int], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
+              full: list[bool], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
     pad_front = f"(1,) * {3 - nd} + " if nd < 3 else ""
@@ -267,9 +267,7 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll += [f"    shape = ({lead}{groups} * cout_g, *osz[{3 - nd}:])",
            "    if min(osz) < 1 or cin_g * " + str(groups) + " != cin:",
            f"        raise RuntimeError(f'{name}: input {{tuple(x.shape)}} does not fit weight {{tuple(w.shape)}}')"]
-    ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
-           f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
-           f"{{shape}}')" for i in range(len(ext))]
+    ll += epilogue_broadcast_checks(name, len(ext))
     ll.append("    n = nb * cout_g * " + str(groups) + " * osz[0] * osz[1] * osz[2]")
     if form == "gemm":
         bm, bn = (int(ConvNdFamily.value(genome, group, k)) for k in ("BLOCK_M", "BLOCK_N"))
@@ -291,12 +289,9 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                "    grid = ((n + block - 1) // block,) if n > 0 else None",
                f"    tail = (n, {groups}, cin_g, *xsz, cout_g, *osz, *pads)",
                "    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_SIZE': block}"]
-    ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
-    fulls = [i for i in range(len(ext)) if full[i]]
-    ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in fulls) or 'False'}",
-           "    return shape, materialise, grid, tail, consts, xsz", "", ""]
-    key = tuple_source(["x.shape", "w.shape"] + [p for i in range(len(ext)) for p in (
-        [f"e{i}.shape"] if full[i] else [f"e{i}.shape", f"e{i}.stride()"])])
+    ll += epilogue_plan_lines(full)
+    ll += ["    return shape, materialise, grid, tail, consts, xsz", "", ""]
+    key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
     ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
            f"    key = {key}",
            f"    plan = _plans_{name}.get(key)",
@@ -316,10 +311,7 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                f"    cin_g = w.shape[0] // {groups}",
                f"    w = w.reshape({groups}, cin_g, w.shape[1], *w.shape[2:]).transpose(1, 2)"
                f".reshape({groups} * w.shape[1], cin_g, *w.shape[2:]).flip({k_dims}).contiguous()"]
-    if fulls:
-        ll.append("    if materialise:  # same-shape epilogue operands that broadcast at run time")
-        ll += [f"        e{i} = e{i}.expand(shape)" for i in fulls]
-        ll += [f"    e{i} = e{i}.contiguous()" for i in fulls]
+    ll += epilogue_materialise_lines(full)
     call = list(params)
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")

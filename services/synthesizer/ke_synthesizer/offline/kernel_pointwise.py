@@ -228,6 +228,59 @@ def load_cast(dtype: torch.dtype | None) -> str:
     return ".to(tl.float32)" if dtype in TL_DTYPES else ""
 
 
+def epilogue_value(plan: Plan, group: Group, ext: list[Any], scalars: list[torch.fx.Node]) -> Any:
+    """The in-kernel expression of an epilogue op's argument, for kernels whose epilogue
+    operands come from ``epilogue_operands`` (conv, pool, ...): a member's value, an extra
+    operand ``e<i>``, a runtime scalar ``s<i>`` or a literal."""
+
+    def val(v: Any) -> str:
+        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+            return f"v_{v.name}"
+        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
+            return f"e{ext.index(v)}"
+        if isinstance(v, torch.fx.Node):
+            return f"s{scalars.index(v)}"
+        lit = literal(v)
+        if lit is None:
+            raise LoweringError(f"unsupported operand {v!r}")
+        return lit
+
+    return val
+
+
+# Launcher side of the same epilogue operands: operands of the output's shape (``full``) are
+# read at the output's offsets (materialised when they only broadcast to it at run time);
+# the others through the strides of their expanded view, appended to the kernel's tail.
+
+def epilogue_broadcast_checks(name: str, n_ext: int) -> list[str]:
+    """Plan lines: every epilogue operand must broadcast to the output ``shape``."""
+    return [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
+            f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
+            f"{{shape}}')" for i in range(n_ext)]
+
+
+def epilogue_plan_lines(full: list[bool]) -> list[str]:
+    """Plan lines after ``tail``: broadcast operands' expanded strides, and ``materialise``."""
+    fulls = [i for i, f in enumerate(full) if f]
+    return ([f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i, f in enumerate(full) if not f]
+            + [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in fulls) or 'False'}"])
+
+
+def epilogue_key_parts(full: list[bool]) -> list[str]:
+    """Launch-cache key parts of the epilogue operands (strides too where they are read)."""
+    return [p for i, f in enumerate(full) for p in ([f"e{i}.shape"] if f else [f"e{i}.shape", f"e{i}.stride()"])]
+
+
+def epilogue_materialise_lines(full: list[bool]) -> list[str]:
+    """Launch lines: same-shape operands that broadcast at run time expanded, then all of
+    them contiguous (read at the output's offsets)."""
+    fulls = [i for i, f in enumerate(full) if f]
+    if not fulls:
+        return []
+    return (["    if materialise:  # same-shape epilogue operands that broadcast at run time"]
+            + [f"        e{i} = e{i}.expand(shape)" for i in fulls] + [f"    e{i} = e{i}.contiguous()" for i in fulls])
+
+
 def epilogue_lines(group: Group, emitter: PointwiseEmitter, val: Any, ext: list[Any], full: list[bool],
                    idx: list[str], offsets: str, outs: list[torch.fx.Node]) -> list[str]:
     """Kernel lines of a fused pointwise epilogue after the group's first member (conv,

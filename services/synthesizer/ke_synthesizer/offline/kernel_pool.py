@@ -13,13 +13,22 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kernelevolve.errors import LoweringError
-
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
-from .kernel_pointwise import epilogue_lines, epilogue_operands, kernel_name, load_cast, operand_shape
+from .kernel_pointwise import (
+    epilogue_broadcast_checks,
+    epilogue_key_parts,
+    epilogue_lines,
+    epilogue_materialise_lines,
+    epilogue_operands,
+    epilogue_plan_lines,
+    epilogue_value,
+    kernel_name,
+    load_cast,
+    operand_shape,
+)
 from .launch_helpers import tuple_source
-from .lower_pointwise import PointwiseEmitter, literal
+from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
 from .plan_outputs import group_outputs
@@ -128,17 +137,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     is_max = e["kind"] == "max"
     init = 'float("-inf")' if is_max else "0.0"
 
-    def val(v: Any) -> str:
-        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
-            return f"v_{v.name}"
-        if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
-            return f"e{ext.index(v)}"
-        if isinstance(v, torch.fx.Node):
-            return f"s{scalars.index(v)}"
-        lit = literal(v)
-        if lit is None:
-            raise LoweringError(f"unsupported operand {v!r}")
-        return lit
+    val = epilogue_value(plan, group, ext, scalars)
 
     rank = len(group.shape)
     full = [operand_shape(plan, v) == group.shape for v in ext]
@@ -243,21 +242,17 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     else:
         ll += [f"    o{c} = ({c} + 2 * {ps[j]} - {ds[j]} * ({ks[j]} - 1) - 1) // {ss[j]} + 1" for j, c in enumerate(lo)]
     ll.append(f"    shape = (*x.shape[:-{nd}], {', '.join(f'o{c}' for c in lo)})")
-    ll += [f"    if _broadcast_shape(shape, e{i}.shape) != shape:\n"
-           f"        raise RuntimeError(f'{name}: epilogue operand {{tuple(e{i}.shape)}} does not broadcast to "
-           f"{{shape}}')" for i in range(len(ext))]
+    ll += epilogue_broadcast_checks(name, len(ext))
     ll += ["    n = math.prod(shape)",
            f"    block = min({block}, _pow2(n))",
            "    grid = ((n + block - 1) // block,) if n > 0 else None",
            f"    tail = (n, {', '.join(lo)}, {', '.join(f'o{c}' for c in lo)})"
            + (f" + shape[1:{rank - nd}]" if bcast else "")]
-    ll += [f"    tail += _expanded_strides(shape, e{i}.shape, e{i}.stride())" for i in bcast]
-    ll += [f"    materialise = {' or '.join(f'e{i}.shape != shape' for i in range(len(ext)) if full[i]) or 'False'}",
-           "    consts = {" + ", ".join(f"'{k}': k{c}" for k, c in zip(ks, lo, strict=True)) + "}" if adaptive
+    ll += epilogue_plan_lines(full)
+    ll += ["    consts = {" + ", ".join(f"'{k}': k{c}" for k, c in zip(ks, lo, strict=True)) + "}" if adaptive
            else "    consts = {}",
            "    return shape, materialise, grid, block, tail, consts", "", ""]
-    key = tuple_source(["x.shape"] + [p for i in range(len(ext)) for p in ([f"e{i}.shape"] if full[i] else
-                                                                         [f"e{i}.shape", f"e{i}.stride()"])])
+    key = tuple_source(["x.shape"] + epilogue_key_parts(full))
     ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
            f"    key = {key}",
            f"    plan = _plans_{name}.get(key)",
@@ -265,11 +260,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
            f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
            "    shape, materialise, grid, block, tail, consts = plan",
            "    x = x.contiguous()"]
-    fulls = [i for i in range(len(ext)) if full[i]]
-    if fulls:
-        ll.append("    if materialise:  # same-shape epilogue operands that broadcast at run time")
-        ll += [f"        e{i} = e{i}.expand(shape)" for i in fulls]
-        ll += [f"    e{i} = e{i}.contiguous()" for i in fulls]
+    ll += epilogue_materialise_lines(full)
     call = ["x"] + [f"e{i}" for i in range(len(ext))]
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
