@@ -33,6 +33,7 @@ from ke_cli.credentials import client_options
 from kernelevolve.agent_ledger import state_name
 from kernelevolve.config import Settings
 from kernelevolve.errors import ConflictError, InvalidArgumentError, KernelEvolveError, NotFoundError
+from kernelevolve.orphans import pid_alive
 from kernelevolve.v1 import services_pb2 as spb
 
 NONE_PENDING = 3
@@ -73,16 +74,6 @@ def register_embedded(session_id: str, gateway: str, run_dir: Path) -> Callable[
     return lambda: path.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def live_embedded() -> list[EmbeddedEntry]:
     """Running embedded sessions, newest first (records of dead processes are removed)."""
     out = []
@@ -91,7 +82,7 @@ def live_embedded() -> list[EmbeddedEntry]:
             entry = EmbeddedEntry(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             continue
-        if _alive(entry.pid):
+        if pid_alive(entry.pid):
             out.append(entry)
         else:
             path.unlink(missing_ok=True)  # a SIGKILLed optimize left it behind

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelevolve.errors import ConflictError, InvalidArgumentError
+from kernelevolve.orphans import pid_alive
 
 SESSION_FILE = "session.json"
 LOCK_FILE = ".lock"
@@ -77,33 +78,13 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) else None
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's live process
-    return _state(pid) not in ("Z", "X")  # a zombie (killed, not yet reaped) holds nothing
-
-
-def _state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
-
-
 def holder(run_dir: Path) -> int | None:
     """The pid of the live process driving this run folder's session, or None."""
     try:
         pid = int((run_dir / LOCK_FILE).read_text().strip() or "0")
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid) else None
+    return pid if pid_alive(pid) else None
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.5
@@ -69,30 +70,43 @@ def watch_parent(on_orphan: Callable[[], None], interval_s: float = _POLL_S) -> 
     return t
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists (someone else's counts) and is not a zombie
+    (killed, not yet reaped: it holds nothing and will do nothing more)."""
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        return True  # someone else's live process
+    return _proc_state(pid) not in ("Z", "X")
+
+
+def _proc_state(pid: int) -> str:
+    """The state letter of /proc/PID/stat ("" where there is no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else ""
 
 
 def _stop(pid: int, grace_s: float = 5.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and pid_alive(pid):
             time.sleep(0.05)
-        if _alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     parent, child = int(args[0]), int(args[1])
-    while _alive(child):
+    while pid_alive(child):
         if os.getppid() != parent:
             _stop(child)
             return 0
