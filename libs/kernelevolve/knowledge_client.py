@@ -7,6 +7,8 @@ Blocking calls, like the port: a caller on an event loop runs them in a worker t
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import grpc
 
 from kernelevolve.errors import DependencyTimeout, IndexUnavailable
@@ -16,6 +18,9 @@ from kernelevolve.ports.knowledge import LEVELS, RetrievedDoc, SkillHint
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
+
+if TYPE_CHECKING:
+    from kernelevolve.config import Settings
 
 _PREFIX = "KNOWLEDGE_LEVEL_"
 
@@ -84,3 +89,11 @@ class GrpcKnowledgeReader:
 
     def close(self) -> None:
         self._channel.close()
+
+
+def knowledge_reader(settings: Settings, target: str | None = None) -> GrpcKnowledgeReader:
+    """The knowledge service's reader as the other services reach it: ``target``, else the
+    configured learning target, else the local knowledge port; the first API token."""
+    tokens = settings.auth.token_list
+    return GrpcKnowledgeReader(target or settings.learning.knowledge_target
+                               or f"127.0.0.1:{settings.grpc.knowledge_port}", token=tokens[0] if tokens else "")

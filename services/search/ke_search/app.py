@@ -11,7 +11,7 @@ from ke_search.service import SearchService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import server_options, start_server
-from kernelevolve.knowledge_client import GrpcKnowledgeReader
+from kernelevolve.knowledge_client import knowledge_reader
 from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
@@ -35,10 +35,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         store = store_from_settings(settings.store)
         stack.push_async_callback(store.close)
     if knowledge is None and settings.learning.prior_skills > 0:
-        tokens = settings.auth.token_list
-        reader = GrpcKnowledgeReader(knowledge_target or settings.learning.knowledge_target
-                                     or f"127.0.0.1:{settings.grpc.knowledge_port}",
-                                     token=tokens[0] if tokens else "")
+        reader = knowledge_reader(settings, knowledge_target)
         stack.callback(reader.close)
         knowledge = reader
     service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), finalists=settings.search.finalists,

@@ -11,7 +11,7 @@ from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import Settings
 from kernelevolve.grpc_util import server_options, start_server
-from kernelevolve.knowledge_client import GrpcKnowledgeReader
+from kernelevolve.knowledge_client import knowledge_reader
 from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import CandidateSynthesizer
 from kernelevolve.runtime import ServiceHandle, connect_bus
@@ -46,10 +46,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         # prompts (LLM, agent) retrieve documents and skills; the offline synthesizer reads
         # skills only when priors are on
         if knowledge is None and (settings.learning.prior_skills > 0 or settings.synthesizer.kind != "offline"):
-            tokens = settings.auth.token_list
-            reader = GrpcKnowledgeReader(knowledge_target or settings.learning.knowledge_target
-                                         or f"127.0.0.1:{settings.grpc.knowledge_port}",
-                                         token=tokens[0] if tokens else "")
+            reader = knowledge_reader(settings, knowledge_target)
             stack.callback(reader.close)
             knowledge = reader
         if settings.synthesizer.kind == "agent":
