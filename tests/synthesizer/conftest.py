@@ -22,6 +22,23 @@ STYLES_DIR = EXAMPLES_DIR.parent / "styles"
 STYLES = sorted(p.stem for p in STYLES_DIR.glob("*.py"))
 
 
+def one_input_spec(what: str, init: list[str], body: str, inputs: str, extra: str | None = None,
+                   tolerance: str | None = None) -> str:
+    """A spec of one input ``x``: ``init`` lines in ``__init__``, ``return body`` as the
+    forward, ``inputs`` (and ``extra`` as its one extra input set), optional tolerance."""
+    lines = [f'"""A {what} case."""', "import torch", "import torch.nn as nn", "import torch.nn.functional as F",
+             "", ""]
+    if tolerance:
+        lines += [f"KE_TOLERANCE = {tolerance}", "", ""]
+    lines += ["class Model(nn.Module):", "    def __init__(self):", "        super().__init__()"]
+    lines += [f"        {line}" for line in init]
+    lines += ["", "    def forward(self, x):", f"        return {body}", "", "",
+              "def get_inputs():", f"    return [{inputs}]", "", "", "def get_init_inputs():", "    return []", ""]
+    if extra:
+        lines += ["", "def get_extra_inputs():", f"    return [[{extra}]]", ""]
+    return "\n".join(lines)
+
+
 def example_source(name: str) -> str:
     return (EXAMPLES_DIR / f"{name}.py").read_text()
 

@@ -16,21 +16,13 @@ from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.ports.synthesis import ProposalRequest
 
+from .conftest import one_input_spec
+
 HALF_TOLERANCE = '{"atol": 1e-2, "rtol": 1e-2}'
 
 
 def _spec(init: list[str], body: str, inputs: str, extra: str | None = None, tolerance: str | None = None) -> str:
-    lines = ['"""A convolution case."""', "import torch", "import torch.nn as nn", "import torch.nn.functional as F",
-             "", ""]
-    if tolerance:
-        lines += [f"KE_TOLERANCE = {tolerance}", "", ""]
-    lines += ["class Model(nn.Module):", "    def __init__(self):", "        super().__init__()"]
-    lines += [f"        {line}" for line in init]
-    lines += ["", "    def forward(self, x):", f"        return {body}", "", "",
-              "def get_inputs():", f"    return [{inputs}]", "", "", "def get_init_inputs():", "    return []", ""]
-    if extra:
-        lines += ["", "def get_extra_inputs():", f"    return [[{extra}]]", ""]
-    return "\n".join(lines)
+    return one_input_spec("convolution", init, body, inputs, extra, tolerance)
 
 
 # name -> spec: prime sizes, batch 1, non-square and 1x1 kernels, every option combination

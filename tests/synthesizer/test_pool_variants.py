@@ -14,19 +14,11 @@ from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.ports.synthesis import ProposalRequest
 
+from .conftest import one_input_spec
+
 
 def _spec(init: list[str], body: str, inputs: str, extra: str | None = None, tolerance: str | None = None) -> str:
-    lines = ['"""A pooling case."""', "import torch", "import torch.nn as nn", "import torch.nn.functional as F",
-             "", ""]
-    if tolerance:
-        lines += [f"KE_TOLERANCE = {tolerance}", "", ""]
-    lines += ["class Model(nn.Module):", "    def __init__(self):", "        super().__init__()"]
-    lines += [f"        {line}" for line in init]
-    lines += ["", "    def forward(self, x):", f"        return {body}", "", "",
-              "def get_inputs():", f"    return [{inputs}]", "", "", "def get_init_inputs():", "    return []", ""]
-    if extra:
-        lines += ["", "def get_extra_inputs():", f"    return [[{extra}]]", ""]
-    return "\n".join(lines)
+    return one_input_spec("pooling", init, body, inputs, extra, tolerance)
 
 
 # name -> (spec, number of pool kernels)
