@@ -148,9 +148,12 @@ def main() -> None:
                        profile_library_time=False, parallel_workers=args.parallel)
     started = time.perf_counter()
 
+    sources: dict[str, str] = {}  # per spec, sized once (a held-out spec runs twice)
+
     def session(name: str, folder: Path, synth: Any, judge: Any) -> list[float]:
-        source, _ = bench_source(example_path(name).read_text(), device)
-        res = run_session_sync(source, name, synthesizer=synth, judge=judge,
+        if name not in sources:
+            sources[name] = bench_source(example_path(name).read_text(), device)[0]
+        res = run_session_sync(sources[name], name, synthesizer=synth, judge=judge,
                                budget=args.budget, strategy=args.strategy, max_inflight=args.parallel,
                                hardware_kind=hardware, settings=settings, knowledge_path=str(folder))
         by_id = {c.node.node_id: c for c in res.candidates}
