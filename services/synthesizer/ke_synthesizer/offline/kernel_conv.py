@@ -38,7 +38,7 @@ from .kernel_pointwise import (
     kernel_name,
     operand_shape,
 )
-from .launch_helpers import tuple_source
+from .launch_helpers import cached_plan_lines, tuple_source
 from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
@@ -187,12 +187,9 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll += epilogue_plan_lines(full)
     ll += ["    return shape, materialise, grid, tail", "", ""]
     key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
-    ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
-           f"    key = {key}",
-           f"    plan = _plans_{name}.get(key)",
-           "    if plan is None:",
-           f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
-           "    shape, materialise, grid, tail = plan"]
+    ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
+    ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
+                            "shape, materialise, grid, tail")
     if nhwc:
         ll += ["    # layout=channels_last: NHWC input, OHWI weight (no copy when they already are)",
                "    x = x.contiguous(memory_format=torch.channels_last)",

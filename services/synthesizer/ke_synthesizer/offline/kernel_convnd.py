@@ -53,7 +53,7 @@ from .kernel_pointwise import (
     load_cast,
     operand_shape,
 )
-from .launch_helpers import tuple_source
+from .launch_helpers import cached_plan_lines, tuple_source
 from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
@@ -292,14 +292,10 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll += epilogue_plan_lines(full)
     ll += ["    return shape, materialise, grid, tail, consts, xsz", "", ""]
     key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
-    ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
-           f"    key = {key}",
-           f"    plan = _plans_{name}.get(key)",
-           "    if plan is None:",
-           f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
-           "    shape, materialise, grid, tail, consts, xsz = plan",
-           "    x = x.contiguous()",
-           "    w = w.contiguous()"]
+    ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
+    ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
+                            "shape, materialise, grid, tail, consts, xsz")
+    ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
     if zero_insert:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
         k_dims = tuple(range(2, nd + 2))

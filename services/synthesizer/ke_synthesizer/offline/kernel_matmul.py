@@ -20,7 +20,7 @@ from kernelevolve.errors import LoweringError
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .fx_meta import dtype_of, shape_of
 from .kernel_pointwise import kernel_name, load_cast
-from .launch_helpers import tuple_source
+from .launch_helpers import cached_plan_lines, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
@@ -311,13 +311,10 @@ def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int,
     # batched: the views are [B0, B1, B2, r, c] (_batch3); the kernel takes B1, B2 and every level's strides
     dims_arg = "(m, n, k, views[0].shape[1], views[0].shape[2])" if bat else "(m, n, k)"
     ll += [f"    return tuple(out_shape), same, grid if bt * m * n > 0 else None, {dims_arg} + strides", "", "",
-           f"def launch_{name}({', '.join(tensors + scalars)}):",
-           f"    key = {tuple_source([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')])}",
-           f"    plan = {cache}.get(key)",
-           "    if plan is None:",
-           f"        plan = _remember({cache}, key, _plan_{name}({', '.join(tensors)}))",
-           "    out_shape, same, grid, sizes_strides = plan",
-           "    if not same:  # some operand view is a copy: rebuild the views",
+           f"def launch_{name}({', '.join(tensors + scalars)}):"]
+    ll += cached_plan_lines(cache, tuple_source([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')]),
+                            f"_plan_{name}({', '.join(tensors)})", "out_shape, same, grid, sizes_strides")
+    ll += ["    if not same:  # some operand view is a copy: rebuild the views",
            f"        _, _, {', '.join(tensors)} = _views_{name}({', '.join(tensors)})"]
     alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
     for j, dt in enumerate(out_dtypes):

@@ -37,7 +37,7 @@ from kernelevolve.errors import LoweringError
 
 from .family import Emitted, KernelFamily, LaunchArgs
 from .fx_meta import dtype_of, shape_of, tensor_meta
-from .launch_helpers import helper_function, tuple_source
+from .launch_helpers import cached_plan_lines, helper_function, tuple_source
 from .lower_pointwise import PointwiseEmitter, literal
 from .plan import Group, Plan, node_inputs
 from .plan_outputs import group_outputs
@@ -479,12 +479,8 @@ def pointwise_launcher(name: str, ops: Operands, full: list[bool], rank: int, ou
         ll.append("    tail = padded[1:]")
         ll += [f"    tail += _expanded_strides(padded, t{i}.shape, t{i}.stride())" for i in bcast]
     ll += [f"    return {', '.join(f'({grid_of},)' if i == 'grid' else i for i in items)}", "", "",
-           f"def {launcher}({', '.join(params)}):",
-           f"    key = {key}",
-           f"    plan = {cache}.get(key)",
-           "    if plan is None:",
-           f"        plan = _remember({cache}, key, _plan_{name}({ts}))",
-           f"    {', '.join(items)} = plan"]
+           f"def {launcher}({', '.join(params)}):"]
+    ll += cached_plan_lines(cache, key, f"_plan_{name}({ts})", ", ".join(items))
     if fulls:
         ll += ["    if materialise:  # same-shape operands that broadcast at run time"]
         ll += [f"        t{i} = t{i}.expand(shape)" for i in fulls]

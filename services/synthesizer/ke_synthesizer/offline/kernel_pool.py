@@ -27,7 +27,7 @@ from .kernel_pointwise import (
     load_cast,
     operand_shape,
 )
-from .launch_helpers import tuple_source
+from .launch_helpers import cached_plan_lines, tuple_source
 from .lower_pointwise import PointwiseEmitter
 from .ops import NormOp
 from .plan import Group, Plan, PlanContext
@@ -253,13 +253,10 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
            else "    consts = {}",
            "    return shape, materialise, grid, block, tail, consts", "", ""]
     key = tuple_source(["x.shape"] + epilogue_key_parts(full))
-    ll += [f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):",
-           f"    key = {key}",
-           f"    plan = _plans_{name}.get(key)",
-           "    if plan is None:",
-           f"        plan = _remember(_plans_{name}, key, _plan_{name}({', '.join(params)}))",
-           "    shape, materialise, grid, block, tail, consts = plan",
-           "    x = x.contiguous()"]
+    ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
+    ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
+                            "shape, materialise, grid, block, tail, consts")
+    ll += ["    x = x.contiguous()"]
     ll += epilogue_materialise_lines(full)
     call = ["x"] + [f"e{i}" for i in range(len(ext))]
     for j, m in enumerate(outs):

@@ -114,6 +114,17 @@ def tuple_source(parts: list[str]) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
+def cached_plan_lines(cache: str, key: str, plan_call: str, unpack: str) -> list[str]:
+    """Launcher lines that take the launch plan (views, grid, sizes: the host work that
+    depends only on the input signature) from the dict ``cache`` by the source expression
+    ``key``, computing it with ``plan_call`` on a miss, and unpack it into ``unpack``."""
+    return [f"    key = {key}",
+            f"    plan = {cache}.get(key)",
+            "    if plan is None:",
+            f"        plan = _remember({cache}, key, {plan_call})",
+            f"    {unpack} = plan"]
+
+
 def helper_function(name: str) -> Any:
     """Helper ``name`` as a Python function, for generator code that applies the launchers'
     own rule at lowering time (one definition for both)."""

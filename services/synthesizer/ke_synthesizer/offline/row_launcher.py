@@ -30,7 +30,7 @@ import torch.fx
 from kernelevolve.errors import LoweringError
 
 from .fx_meta import dtype_of
-from .launch_helpers import tuple_source
+from .launch_helpers import cached_plan_lines, tuple_source
 from .row_builder import RowBuilder
 from .row_layout import IndexGen, operand_meta, own_dim
 
@@ -167,12 +167,9 @@ def gen_launcher(b: RowBuilder, ig: IndexGen, outs: list[tuple[torch.fx.Node, st
     for i, op in enumerate(b.operands):
         key += [f"t{i}.shape"] + ([f"t{i}.stride()"] if op.cls == "strided" else [])
     key.append(f"{dev}.is_cuda")
-    ll = [f"def launch_{name}({', '.join(tensors + scalars)}):",
-          f"    key = {tuple_source(key)}",
-          f"    plan = {cache}.get(key)",
-          "    if plan is None:",
-          f"        plan = _remember({cache}, key, _plan_{name}({', '.join(tensors)}))",
-          "    kind, grid, fgrid, bm, bn, bs, s, chunk, psize, isize, sizes, shapes = plan"]
+    ll = [f"def launch_{name}({', '.join(tensors + scalars)}):"]
+    ll += cached_plan_lines(cache, tuple_source(key), f"_plan_{name}({', '.join(tensors)})",
+                            "kind, grid, fgrid, bm, bn, bs, s, chunk, psize, isize, sizes, shapes")
     for i, op in enumerate(b.operands):
         if op.guard:
             ll.append(f"    t{i} = t{i}.contiguous()  # addressed through its contiguous layout")
