@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,3 +95,25 @@ class FakeJudge:
             v.speedup_vs_compile = speed / 2
             v.evidence["compile_baseline"] = "torch.compile (double)"
         return v
+
+
+class CountsInFlight:
+    """Mixin for a judge double: each evaluation is held ``hold_s`` and counted while in
+    flight; ``most`` is the most evaluations that ran at once."""
+
+    hold_s = 0.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.now = self.most = 0
+        self.lock = threading.Lock()
+
+    def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                 fresh_worker: bool = False) -> Verdict:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.hold_s)
+        with self.lock:
+            self.now -= 1
+        return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)  # type: ignore[misc]

@@ -4,7 +4,6 @@ are judged together, and a time limit still ends the session with its best."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from ke_cli.inprocess import run_session
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.v1 import common_pb2 as pb
-from tests.unit.fakes import FakeJudge, FakeSynthesizer
+from tests.unit.fakes import CountsInFlight, FakeJudge, FakeSynthesizer
 
 SPEC = ("import torch\nclass Model(torch.nn.Module):\n    pass\n"
         "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
@@ -35,21 +34,8 @@ async def test_session_spends_its_budget_and_reports_the_retimed_best(budget: in
 
 
 async def test_inflight_candidates_are_judged_together() -> None:
-    class CountingJudge(FakeJudge):
-        def __init__(self) -> None:
-            super().__init__()
-            self.now = self.most = 0
-            self.lock = threading.Lock()
-
-        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False) -> Verdict:
-            with self.lock:
-                self.now += 1
-                self.most = max(self.most, self.now)
-            time.sleep(0.05)
-            with self.lock:
-                self.now -= 1
-            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+    class CountingJudge(CountsInFlight, FakeJudge):
+        hold_s = 0.05
 
     judge = CountingJudge()
     result = await run_session(SPEC, "toy", synthesizer=FakeSynthesizer(max_children=3, max_block=1 << 20),

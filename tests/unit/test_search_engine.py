@@ -5,7 +5,6 @@ the scripted-landscape doubles of ``landscape.py``."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -15,6 +14,7 @@ from ke_search.noise import better, fitness_of, promoted, since_improvement
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.source_hash import source_hash
 from kernelevolve.v1 import common_pb2 as pb
+from tests.unit.fakes import CountsInFlight
 from tests.unit.landscape import GridJudge, GridSynthesizer, point_of, smooth
 
 SPEC = ("import torch\nclass Model(torch.nn.Module):\n    pass\n"
@@ -136,21 +136,11 @@ async def test_a_lucky_first_timing_is_never_reported_even_when_retimes_run_out(
 
 
 async def test_max_inflight_keeps_n_evaluations_busy() -> None:
-    class Counting(GridJudge):
+    class Counting(CountsInFlight, GridJudge):
+        hold_s = 0.2
+
         def __init__(self) -> None:
             super().__init__(smooth(10))
-            self.now = self.most = 0
-            self.lock = threading.Lock()
-
-        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False) -> Verdict:
-            with self.lock:
-                self.now += 1
-                self.most = max(self.most, self.now)
-            time.sleep(0.2)
-            with self.lock:
-                self.now -= 1
-            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
 
     judge = Counting()
     started = time.perf_counter()
