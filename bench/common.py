@@ -101,6 +101,39 @@ def bench_source(raw: str, device: str) -> tuple[str, int]:
     return scaled_variant(gpu_variant(raw), factor), factor
 
 
+def time_side_by_side(fns: dict[str, Any], inputs: list[Any], device: str = "cuda",
+                      compile_ref: Any = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Contestants (label -> fn of the input list) timed interleaved on the same inputs with
+    the judge's protocol (``ke_evaluator.worker.timing``: L2 flush, spin-covered CUDA events,
+    rotating order, 20-200 rounds or a +-1 % CI, 20 s at most), plus
+    ``torch.compile(compile_ref)`` as ``"compile"`` when given. Returns per label
+    ``timing.summarize``'s summary, and ``compile_s`` or ``compile_error`` (a compile
+    failure is data, not the end of the benchmark)."""
+    import time
+
+    import torch
+
+    from ke_evaluator.worker import timing
+
+    fns = dict(fns)
+    info: dict[str, Any] = {}
+    if compile_ref is not None:
+        t0 = time.perf_counter()
+        try:
+            compiled = torch.compile(compile_ref)
+            compiled(*inputs)
+            info["compile_s"] = time.perf_counter() - t0
+            fns["compile"] = lambda xs: compiled(*xs)
+        except Exception as exc:
+            info["compile_error"] = repr(exc)[:300]
+    policy = timing.TimingPolicy(min_trials=20, max_trials=200, ci_target=0.01, budget_s=20.0, warmup=5)
+    parts: list[tuple[list[float], list[float]]] = []
+    samples = timing.interleaved_many(list(fns.values()), [inputs], timing.Timer(torch.device(device)), policy,
+                                      parts=parts)
+    return ({label: timing.summarize(sample, dev, host)
+             for label, sample, (dev, host) in zip(fns, samples, parts, strict=True)}, info)
+
+
 def load_module(name: str, source: str) -> types.ModuleType:
     """Import source from a real file: Triton reads kernel source through ``inspect``."""
     import tempfile

@@ -23,7 +23,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from common import example_names, example_path, fingerprint, gpu_variant, load_module, write_json
+from common import (
+    example_names,
+    example_path,
+    fingerprint,
+    gpu_variant,
+    load_module,
+    time_side_by_side,
+    write_json,
+)
 
 # the whole-model examples: many kernels per forward, where launch overhead shows
 DEFAULT_SPECS = (
@@ -74,22 +82,12 @@ def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str,
         if device != "cuda":
             out["timed"] = False
             return out
-        from ke_evaluator.worker import timing
-
-        fns = {"eager": lambda xs: ref(*xs)}
-        fns.update({label: _caller(m) for label, m in models.items()})
-        try:
-            compiled = torch.compile(ref)
-            compiled(*inputs)
-            fns["compile"] = lambda xs: compiled(*xs)
-        except Exception as exc:  # a compile failure is data, not the end of the benchmark
-            out["compile_error"] = repr(exc)[:300]
-        policy = timing.TimingPolicy(min_trials=20, max_trials=200, ci_target=0.01, budget_s=20.0, warmup=5)
-        parts: list[tuple[list[float], list[float]]] = []
-        samples = timing.interleaved_many(list(fns.values()), [inputs], timing.Timer(torch.device("cuda")),
-                                          policy, parts=parts)
-        for label, sample, (dev, host) in zip(fns, samples, parts, strict=True):
-            summary = timing.summarize(sample, dev, host)
+        summaries, info = time_side_by_side({"eager": lambda xs: ref(*xs),
+                                             **{label: _caller(m) for label, m in models.items()}},
+                                            inputs, compile_ref=ref)
+        if "compile_error" in info:
+            out["compile_error"] = info["compile_error"]
+        for label, summary in summaries.items():
             out[f"{label}_device_ms"] = summary["device_median_ms"]
             out[f"{label}_host_ms"] = summary["host_median_ms"]
             out[f"{label}_per_call_ms"] = summary["per_call_median_ms"]

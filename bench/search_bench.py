@@ -26,6 +26,7 @@ from common import (
     load_module,
     pick_scale,
     scaled_variant,
+    time_side_by_side,
     write_json,
 )
 
@@ -58,8 +59,6 @@ def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
     max(device, host enqueue) and both parts."""
     import torch
 
-    from ke_evaluator.worker import timing
-
     spec = load_module("bench_spec", spec_source)
     cand = load_module("bench_cand", cand_source)
     init = spec.get_init_inputs()
@@ -77,21 +76,10 @@ def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
         got = new(*inputs)
         err = (got.double() - expected.double()).abs().max().item() if isinstance(got, torch.Tensor) else math.nan
         out["final_max_abs_error"] = err
-        fns = {"eager": lambda xs: ref(*xs), "best": lambda xs: new(*xs)}
-        t0 = time.perf_counter()
-        try:
-            compiled = torch.compile(ref)
-            compiled(*inputs)
-            out["compile_s"] = time.perf_counter() - t0
-            fns["compile"] = lambda xs: compiled(*xs)
-        except Exception as exc:  # a compile failure is data, not the end of the benchmark
-            out["compile_error"] = repr(exc)[:300]
-        policy = timing.TimingPolicy(min_trials=20, max_trials=200, ci_target=0.01, budget_s=20.0, warmup=5)
-        parts: list[tuple[list[float], list[float]]] = []
-        samples = timing.interleaved_many(list(fns.values()), [inputs], timing.Timer(torch.device("cuda")),
-                                          policy, parts=parts)
-        for (label, _), sample, (dev, host) in zip(fns.items(), samples, parts, strict=True):
-            summary = timing.summarize(sample, dev, host)
+        summaries, info = time_side_by_side({"eager": lambda xs: ref(*xs), "best": lambda xs: new(*xs)}, inputs,
+                                            compile_ref=ref)
+        out.update(info)
+        for label, summary in summaries.items():
             out[f"{label}_ms"] = summary["median_ms"]
             out[f"{label}_device_ms"] = summary["device_median_ms"]
             out[f"{label}_host_ms"] = summary["host_median_ms"]

@@ -71,3 +71,15 @@ def test_batch_scaling_repeats_dimension_zero_and_cpu_runs_are_unscaled() -> Non
     mod = common.load_module("bench_scaled_probe", common.scaled_variant(common.gpu_variant(SCALABLE), factor))
     assert tuple(mod.get_inputs()[0].shape) == (4 * factor, 8)
     assert common.bench_source(SCALABLE, "cpu") == (SCALABLE, 1)
+
+
+def test_side_by_side_timing_reports_every_contestant_and_a_failed_compile_as_data() -> None:
+    import torch
+
+    common = _common()
+    x = torch.randn(64)
+    summaries, info = common.time_side_by_side({"double": lambda xs: xs[0] * 2, "square": lambda xs: xs[0] ** 2},
+                                               [x], device="cpu", compile_ref="not a module")
+    assert list(summaries) == ["double", "square"]  # no "compile": it failed
+    assert all(s["trials"] >= 20 and s["median_ms"] > 0 for s in summaries.values())
+    assert info["compile_error"] and "compile_s" not in info
