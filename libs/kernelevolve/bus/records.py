@@ -5,13 +5,14 @@ Every service reads these; one place decodes them and says what is missing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from google.protobuf.message import Message
 
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.subjects import Keys
-from kernelevolve.errors import NotFoundError
+from kernelevolve.errors import ConflictError, NotFoundError
 from kernelevolve.v1 import common_pb2 as pb
 
 M = TypeVar("M", bound=Message)
@@ -31,6 +32,28 @@ async def load_session(bus: EventBus, sid: str) -> pb.Session:
     if session is None:
         raise NotFoundError(f"unknown session {sid}")
     return session
+
+
+async def update_session(bus: EventBus, sid: str, change: Callable[[pb.Session], bool],
+                         attempts: int = 20) -> pb.Session:
+    """Read-modify-write of a session record, compare-and-set against its revision:
+    ``change`` edits the record and returns whether to write it (False leaves it as read).
+    A write that loses to another writer (the search service, a gateway replica) re-reads
+    and re-applies. Returns the record as written, or as read when left alone."""
+    for _attempt in range(attempts):
+        entry = await bus.kv_get(Keys.session(sid))
+        if entry is None:
+            raise NotFoundError(f"unknown session {sid}")
+        session = pb.Session()
+        session.ParseFromString(entry.value)
+        if not change(session):
+            return session
+        try:
+            await bus.kv_update(Keys.session(sid), session.SerializeToString(), entry.revision)
+            return session
+        except ConflictError:
+            continue  # moved meanwhile: re-read and re-apply
+    raise ConflictError(f"session record of {sid} kept changing under us")
 
 
 async def load_candidate(bus: EventBus, sid: str, cid: str) -> pb.Candidate:

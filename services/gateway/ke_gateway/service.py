@@ -13,10 +13,10 @@ from kernelevolve.agent_ledger import AgentLedger
 from kernelevolve.artifacts import Artifacts
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session
+from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session, update_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.config import AgentSettings, GatewaySettings, SearchSettings
-from kernelevolve.errors import ConflictError, DependencyTimeout, InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.errors import DependencyTimeout, InvalidArgumentError, InvalidSpecError, NotFoundError
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import make_spec
 from kernelevolve.store import ObjectStore
@@ -149,24 +149,16 @@ class GatewayService:
         check_session_id(sid)
         if budget < 0 or budget > self._search.max_budget:
             raise InvalidArgumentError(f"budget must be between 1 and {self._search.max_budget}, got {budget}")
-        for _attempt in range(20):
-            entry = await self._bus.kv_get(Keys.session(sid))
-            if entry is None:
-                raise NotFoundError(f"unknown session {sid}")
-            session = pb.Session()
-            session.ParseFromString(entry.value)
+
+        def bump(session: pb.Session) -> bool:
             if session.status != pb.SESSION_STATUS_RUNNING:
-                break
+                return False  # finished: returned as it is
             session.resumes += 1
             if budget:
                 session.budget = budget
-            try:
-                await self._bus.kv_update(Keys.session(sid), session.SerializeToString(), entry.revision)
-                break
-            except ConflictError:
-                continue  # the search service moved the record meanwhile: re-read
-        else:
-            raise ConflictError(f"session record of {sid} kept changing under us")
+            return True
+
+        session = await update_session(self._bus, sid, bump)
         running = session.status == pb.SESSION_STATUS_RUNNING
         req = ev.SessionResumeRequested(session_id=sid, budget=budget if running else 0,
                                         attempt=session.resumes)

@@ -27,7 +27,7 @@ from ke_search.strategy import ROOT, Strategy, make_strategy
 from kernelevolve.artifacts import Artifacts, lineage_document
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
-from kernelevolve.bus.records import list_nodes, load_candidate, load_session
+from kernelevolve.bus.records import list_nodes, load_candidate, load_session, update_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.errors import ConflictError, KernelEvolveError, NotFoundError
 from kernelevolve.op_family import classify_op_family
@@ -480,12 +480,7 @@ class SearchService:
         return await list_nodes(self._bus, sid)
 
     async def _update_session(self, sid: str, st: SearchState, nodes: list[pb.Node], finished: bool) -> None:
-        for _attempt in range(20):
-            entry = await self._bus.kv_get(Keys.session(sid))
-            if entry is None:
-                raise NotFoundError(f"unknown session {sid}")
-            session = pb.Session()
-            session.ParseFromString(entry.value)
+        def change(session: pb.Session) -> bool:
             session.generated = len(st.generated)
             session.evaluated = len(st.evaluated)
             best = _best(nodes, verified_only=finished)
@@ -504,12 +499,9 @@ class SearchService:
                     session.status = pb.SESSION_STATUS_COMPLETED
                 session.common_failure = common_failure(nodes)
                 session.finished_at.CopyFrom(now_ts())
-            try:
-                await self._bus.kv_update(Keys.session(sid), session.SerializeToString(), entry.revision)
-                return
-            except ConflictError:
-                continue
-        raise ConflictError(f"session record of {sid} kept changing under us")
+            return True
+
+        await update_session(self._bus, sid, change)
 
     async def _finish(self, sid: str, st: SearchState) -> None:
         session = await self._load_session(sid)
