@@ -79,7 +79,8 @@ def apply_llm_flags(args: argparse.Namespace, llm: LlmSettings) -> LlmSettings:
         return llm
     g = groups[0]
     if llm.endpoints and not g.get("base_url"):
-        raise InvalidArgumentError("llm.endpoints is configured: give --model with the --llm-base-url it belongs to")
+        raise InvalidArgumentError("llm.endpoints is configured: give --model, --api-key-env or --no-api-key after "
+                                   "the --llm-base-url it belongs to")
     if g.get("keyless"):
         # One endpoint without a key: the single-endpoint settings have no keyless switch.
         return replace(llm, endpoints=(LlmEndpoint(
