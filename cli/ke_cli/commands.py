@@ -148,8 +148,11 @@ def masked(value: Any, key: str = "") -> Any:
         return {f.name: masked(getattr(value, f.name), f.name) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {k: masked(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple):  # llm.endpoints
+        return [masked(v, key) for v in value]
     if isinstance(value, str):
-        if value and _SECRET.search(key):
+        # "api_key_env" / "api_key_file" say where a secret is read, not the secret.
+        if value and _SECRET.search(key) and not key.endswith(("_env", "_file")):
             return "****"
         return _URL_CREDS.sub(lambda m: f"{m['scheme']}{m['user']}:****@", value)
     return value
@@ -162,7 +165,7 @@ def _config_show(args: argparse.Namespace, settings: Settings) -> int:
     else:
         import yaml
 
-        sys.stdout.write("# effective configuration (defaults, then --config/KE_CONFIG, then KE_* variables); "
-                         "secrets masked\n")
+        sys.stdout.write("# effective configuration (defaults, then --config/KE_CONFIG, then KE_* variables, "
+                         "OPENAI_BASE_URL for an unset llm.base_url); secrets masked, LLM keys never read here\n")
         sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
     return 0

@@ -36,6 +36,7 @@ from ke_cli import commands, knowledge_cli
 from ke_cli.client import KernelEvolveClient
 from ke_cli.console import CPU_NOTE, Progress, status_name
 from ke_cli.live import make_progress, working
+from ke_cli.llm_flags import add_llm_flags, apply_llm_flags
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
@@ -110,10 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--tls", action="store_true", help="connect to --gateway over TLS")
     o.add_argument("--synthesizer", default="", help="who writes candidates in the embedded stack: offline "
                    "(default), llm, offline+llm, or agent (answered with `kernelevolve agent next/submit`)")
-    o.add_argument("--llm-base-url", default="", help="OpenAI-compatible endpoint, e.g. http://host:8000/v1; "
-                   "the key comes from $KERNELEVOLVE_LLM_API_KEY (llm.api_key_env)")
-    o.add_argument("--model", action="append", default=[], help="LLM model name; repeat for several models "
-                   "(a bandit picks per request)")
+    add_llm_flags(o)
     o.add_argument("--fallback", default=None, choices=["offline", ""],
                    help="offline: use the offline compiler when the LLM endpoint is down (recorded per candidate)")
     o.add_argument("--tls-ca", default="", help="CA certificate (PEM) that signed the gateway's certificate")
@@ -316,11 +314,7 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
 
 def synthesizer_settings(args: argparse.Namespace, settings: Settings) -> Settings:
     """The synthesizer flags of ``optimize`` over the configured settings."""
-    llm = settings.llm
-    if args.llm_base_url:
-        llm = replace(llm, base_url=args.llm_base_url)
-    if args.model:
-        llm = replace(llm, models=",".join(args.model))
+    llm = apply_llm_flags(args, settings.llm)
     if args.fallback is not None:
         llm = replace(llm, fallback=args.fallback)
     kind = args.synthesizer or settings.synthesizer.kind

@@ -1,7 +1,8 @@
 """Typed configuration, read once at start-up by each entrypoint.
 
 Sources, later wins: defaults → YAML file (``KE_CONFIG`` or ``--config``) → environment
-variables ``KE_<SECTION>_<FIELD>`` (e.g. ``KE_BUS_URL``, ``KE_STORE_KIND``). Sections nest:
+variables ``KE_<SECTION>_<FIELD>`` (e.g. ``KE_BUS_URL``, ``KE_STORE_KIND``); ``OPENAI_BASE_URL``
+stands in for an unset ``llm.base_url`` (see ``LlmSettings``). Sections nest:
 a section inside a section adds its name, ``KE_<SECTION>_<SUBSECTION>_<FIELD>`` (e.g.
 ``KE_EVALUATOR_TIMING_MAX_TRIALS`` for ``evaluator: {timing: {max_trials: ...}}``). A field
 that may be None (``int | None``) takes ``none``/``null`` or an empty value for None.
@@ -187,9 +188,8 @@ class SearchSettings:
 @dataclass(frozen=True)
 class SynthesizerSettings:
     kind: str = "offline"  # a name of ke_synthesizer.registry: offline, llm, offline+llm
-    # Unused by the LLM synthesizer, which reads its key from the variable named by
-    # llm.api_key_env (KERNELEVOLVE_LLM_API_KEY, the Kubernetes Secret kernelevolve-llm) or
-    # llm.api_key_file, so that the key never becomes part of the settings.
+    # Unused by the LLM synthesizer, which reads its key from the environment or a Secret
+    # file (LlmSettings.api_key_env), so that the key never becomes part of the settings.
     api_key: str = ""
 
 
@@ -296,23 +296,89 @@ class Settings:
     log_level: str = "INFO"
 
 
+# Where an OpenAI-compatible client goes when nothing names an endpoint (the openai SDK's own
+# default), after ``llm.base_url`` / ``KE_LLM_BASE_URL`` and ``OPENAI_BASE_URL``.
+DEFAULT_LLM_BASE_URL = "https://api.openai.com/v1"
+
+
+def _price_in(prices: str, model: str, where: str) -> tuple[float, float] | None:
+    """(input, output) USD per million tokens of ``model`` in a "m=in/out,m2=in" list."""
+    for item in prices.split(","):
+        name, _, pair = item.partition("=")
+        if name.strip() == model and pair:
+            inp, _, out = pair.partition("/")
+            try:
+                return float(inp), float(out or inp)
+            except ValueError as exc:
+                raise ConfigError(f"{where}: bad price {item!r}") from exc
+    return None
+
+
+def _names(csv: str) -> tuple[str, ...]:
+    return tuple(m.strip() for m in csv.split(",") if m.strip())
+
+
+@dataclass(frozen=True)
+class LlmEndpoint:
+    """One OpenAI-compatible endpoint of ``llm.endpoints``: its models are arms of the
+    synthesizer's one bandit next to those of every other endpoint. Holds where its key is
+    read, never the key."""
+
+    name: str = ""  # in logs, records and arm names; default: endpoint-<n>
+    base_url: str = ""
+    models: str = ""  # comma-separated
+    # Its key: the named variable (required to be set), else this Secret file, else the
+    # shared sources (KERNELEVOLVE_LLM_API_KEY, llm.api_key_file, OPENAI_API_KEY).
+    api_key_env: str = ""
+    api_key_file: str = ""
+    # Send no key at all, not even a shared one (a local vLLM / llama.cpp / Ollama server).
+    keyless: bool = False
+    # "model=in/out,..." USD per million tokens, as llm.prices (which still applies).
+    prices: str = ""
+
+    @property
+    def model_list(self) -> tuple[str, ...]:
+        return _names(self.models)
+
+
+@dataclass(frozen=True)
+class LlmArm:
+    """One model of one endpoint: what the bandit chooses among."""
+
+    arm: str  # the model name, or "model@endpoint" when two endpoints serve the same name
+    endpoint: LlmEndpoint
+    model: str  # as sent to the endpoint
+    price_in: float = 0.0  # USD per million tokens
+    price_out: float = 0.0
+
+
 @dataclass(frozen=True)
 class LlmSettings:
-    """The LLM synthesizer (``synthesizer.kind`` ``llm`` or ``offline+llm``): any
-    OpenAI-compatible endpoint. Env ``KE_LLM_<FIELD>``, YAML section ``llm:``."""
+    """The LLM synthesizer (``synthesizer.kind`` ``llm`` or ``offline+llm``): OpenAI-compatible
+    endpoints. Env ``KE_LLM_<FIELD>``, YAML section ``llm:``.
+
+    One endpoint is ``base_url`` + ``models`` (``--llm-base-url``, ``--model``); several are
+    ``endpoints`` (YAML list, ``KE_LLM_ENDPOINTS`` as YAML text, or repeated
+    ``--llm-base-url`` flags), not both. The base URL of the single endpoint: the flag, else
+    this setting, else ``OPENAI_BASE_URL`` (folded in by ``load_settings``), else
+    ``DEFAULT_LLM_BASE_URL``."""
 
     base_url: str = ""
     # Comma-separated model names; several are chosen among per request by a bandit.
     models: str = ""
-    # The key is read from this environment variable, or from ``api_key_file`` (a mounted
-    # Kubernetes Secret) when set; it is never part of Settings, so never logged or stored.
-    api_key_env: str = "KERNELEVOLVE_LLM_API_KEY"
+    # Where the key is read (``ke_synthesizer.llm.keys``; the key itself is never part of
+    # Settings, so never logged or stored), first found wins: the variable named here
+    # (``--api-key-env``; it must then be set), KERNELEVOLVE_LLM_API_KEY, the file
+    # ``api_key_file`` (a mounted Kubernetes Secret), OPENAI_API_KEY; none: no key is sent.
+    api_key_env: str = ""
     api_key_file: str = ""
+    # Several endpoints, their models all arms of one bandit (see LlmEndpoint).
+    endpoints: tuple[LlmEndpoint, ...] = ()
     temperature: float = 0.7
     top_p: float = 1.0
     max_tokens: int = 4096
     request_timeout_s: float = 120.0
-    # Requests in flight to the endpoint at once, per synthesizer process.
+    # Requests in flight to the endpoints at once, per synthesizer process.
     concurrency: int = 4
     # Retries of one request on 429 / 5xx / timeout, with exponential backoff from backoff_s.
     max_retries: int = 3
@@ -325,11 +391,15 @@ class LlmSettings:
     session_token_budget: int = 0
     session_usd_budget: float = 0.0
     # Prices, "model=in/out,model2=in/out" in USD per million tokens (for the USD budget and
-    # the bandit's gain per USD); a model without a price costs 0.
+    # the bandit's gain per USD); a model without a price costs 0. An endpoint's own
+    # ``prices`` come first; here a model may also be named by its arm ("model@endpoint").
     prices: str = ""
     # "offline": when the endpoint is down or refuses the key, propose with the offline
     # compiler instead (recorded in the candidate's genome); "" = the session fails.
     fallback: str = ""
+    # With several endpoints: how long the models of one that stayed down or refused us are
+    # left out while the others answer (seconds); with one, its error ends the session.
+    endpoint_rest_s: float = 300.0
     # Repair attempts on a compile_error / runtime_error / incorrect LLM candidate.
     repair_attempts: int = 2
     # Bandit seed (Thompson sampling), for reproducible model choices.
@@ -337,19 +407,51 @@ class LlmSettings:
 
     @property
     def model_list(self) -> tuple[str, ...]:
-        return tuple(m.strip() for m in self.models.split(",") if m.strip())
+        """The bandit's arms (model names; "model@endpoint" where a name repeats)."""
+        return tuple(a.arm for a in self.arms())
 
     def price_of(self, model: str) -> tuple[float, float]:
-        """(input, output) USD per million tokens."""
-        for item in self.prices.split(","):
-            name, _, pair = item.partition("=")
-            if name.strip() == model and pair:
-                inp, _, out = pair.partition("/")
-                try:
-                    return float(inp), float(out or inp)
-                except ValueError as exc:
-                    raise ConfigError(f"llm.prices: bad price {item!r}") from exc
-        return 0.0, 0.0
+        """(input, output) USD per million tokens of an arm or a model name."""
+        for arm in self.arms():
+            if model in (arm.arm, arm.model):
+                return arm.price_in, arm.price_out
+        return _price_in(self.prices, model, "llm.prices") or (0.0, 0.0)
+
+    def endpoint_list(self) -> tuple[LlmEndpoint, ...]:
+        """The configured endpoints, each with a name and a base URL."""
+        if self.endpoints:
+            if self.base_url or self.models:
+                raise ConfigError("set llm.base_url/llm.models (one endpoint) or llm.endpoints (several), not both")
+            named = []
+            for i, ep in enumerate(self.endpoints, 1):
+                name = ep.name or f"endpoint-{i}"
+                if not ep.base_url:
+                    raise ConfigError(f"llm.endpoints: endpoint {name} has no base_url")
+                if ep.keyless and (ep.api_key_env or ep.api_key_file):
+                    raise ConfigError(f"llm.endpoints: endpoint {name} is keyless but names a key source")
+                named.append(replace(ep, name=name))
+            if len({ep.name for ep in named}) != len(named):
+                raise ConfigError("llm.endpoints: endpoint names must differ")
+            return tuple(named)
+        return (LlmEndpoint(name="default", base_url=self.base_url or DEFAULT_LLM_BASE_URL, models=self.models,
+                            api_key_env=self.api_key_env),)
+
+    def arms(self) -> tuple[LlmArm, ...]:
+        """Every model of every endpoint, priced: the arms of the synthesizer's bandit."""
+        pairs = [(ep, m) for ep in self.endpoint_list() for m in ep.model_list]
+        seen: dict[str, int] = {}
+        for _, m in pairs:
+            seen[m] = seen.get(m, 0) + 1
+        out = []
+        for ep, m in pairs:
+            arm = m if seen[m] == 1 else f"{m}@{ep.name}"
+            price = (_price_in(ep.prices, m, f"llm.endpoints[{ep.name}].prices")
+                     or _price_in(self.prices, arm, "llm.prices") or _price_in(self.prices, m, "llm.prices")
+                     or (0.0, 0.0))
+            out.append(LlmArm(arm, ep, m, *price))
+        if len({a.arm for a in out}) != len(out):
+            raise ConfigError("llm: a model is named twice on one endpoint")
+        return tuple(out)
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -374,6 +476,8 @@ def _expand(value: Any, env: Mapping[str, str]) -> Any:
 
 def _coerce(name: str, typ: Any, raw: Any) -> Any:
     args = [a for a in get_args(typ) if a is not type(None)]
+    if get_origin(typ) is tuple and args and dataclasses.is_dataclass(args[0]):
+        return _coerce_sections(name, args[0], raw)
     if get_origin(typ) in (Union, UnionType) and len(args) == 1:  # ``X | None``
         if raw is None or (isinstance(raw, str) and raw.strip().lower() in ("", "none", "null")):
             return None
@@ -395,6 +499,19 @@ def _coerce(name: str, typ: Any, raw: Any) -> Any:
         return str(raw)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"config value {name}={raw!r} is not a valid {typ.__name__}") from exc
+
+
+def _coerce_sections(name: str, item: Any, raw: Any) -> tuple[Any, ...]:
+    """A list of sections (``llm.endpoints``): a YAML list of mappings, or the same list as
+    YAML text from an environment variable (``KE_LLM_ENDPOINTS='[{base_url: ...}]'``)."""
+    if isinstance(raw, str):
+        try:
+            raw = yaml.safe_load(raw) if raw.strip() else []
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config value {name} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, list | tuple) or not all(isinstance(v, Mapping) for v in raw):
+        raise ConfigError(f"config value {name} must be a list of mappings")
+    return tuple(_apply(item(), v, f"{name}[{i}].") for i, v in enumerate(raw))
 
 
 def _apply(obj: Any, values: Mapping[str, Any], where: str) -> Any:
@@ -455,6 +572,10 @@ def load_settings(
             raise ConfigError(f"config file {p} must hold a mapping at top level")
         settings = _apply(settings, _expand(data, env), "")
     settings = _from_env(settings, env)
+    llm = settings.llm
+    if not llm.base_url and not llm.endpoints and env.get("OPENAI_BASE_URL"):
+        # What every openai-SDK user already sets; below the product's own settings.
+        settings = replace(settings, llm=replace(llm, base_url=env["OPENAI_BASE_URL"]))
     if overrides:
         settings = _apply(settings, overrides, "")
     return settings

@@ -24,6 +24,16 @@ def fake() -> Iterator[FakeOpenAI]:
         server.stop()
 
 
+@pytest.fixture
+def keyless() -> Iterator[FakeOpenAI]:
+    """A local server that needs no key (vLLM, llama.cpp, Ollama as usually run)."""
+    server = FakeOpenAI(api_key="").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def llm_settings(fake: FakeOpenAI, **kw: Any) -> LlmSettings:
     base = LlmSettings(base_url=fake.url, models="model-a", backoff_s=0.01, request_timeout_s=10.0,
                        max_retries=2)

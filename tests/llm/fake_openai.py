@@ -55,6 +55,7 @@ class Recorded:
 
 @dataclass
 class FakeOpenAI:
+    # The bearer key it requires ("" = none: a local server that needs no key).
     api_key: str = "sk-test-key"
     responder: Callable[[dict[str, Any]], Reply] | None = None
     requests: list[Recorded] = field(default_factory=list)
@@ -101,7 +102,7 @@ class FakeOpenAI:
                     fake.requests.append(Recorded(body, auth))
                 if not self.path.endswith("/chat/completions"):
                     return self._json(404, {"error": {"message": "not found"}})
-                if auth != f"Bearer {fake.api_key}":
+                if fake.api_key and auth != f"Bearer {fake.api_key}":
                     return self._json(401, {"error": {"message": "invalid api key", "type": "invalid_request_error",
                                                       "code": "invalid_api_key"}})
                 reply = fake.next_reply(body)

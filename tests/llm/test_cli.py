@@ -19,6 +19,41 @@ from .fake_openai import FakeOpenAI, Text
 from .ops import BROKEN, CORRECT, SPEC, fenced
 
 
+def _user_env(**extra: str) -> dict[str, str]:
+    """This environment without any LLM key or endpoint variable, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "KERNELEVOLVE_LLM_", "KE_LLM_", "KE_SYNTHESIZER_"))}
+    return dict(env, KE_KNOWLEDGE_EMBEDDER="hash", KE_EVALUATOR_CORRECTNESS_TRIALS="2", **extra)
+
+
+def _optimize(tmp_path: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess[str]:
+    spec = tmp_path / "affine_relu.py"
+    spec.write_text(SPEC)
+    return subprocess.run([sys.executable, "-m", "ke_cli.main", "optimize", str(spec), "--budget", "2",
+                           "--max-inflight", "1", "--json", "--out", str(tmp_path / "run"), "--synthesizer", "llm",
+                           *flags], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420)
+
+
+@pytest.mark.e2e
+def test_optimize_against_a_keyless_local_server_named_by_openai_base_url(tmp_path: Path,
+                                                                          keyless: FakeOpenAI) -> None:
+    keyless.script(Text(fenced(CORRECT)), Text(fenced(CORRECT + "\n_SECOND = 2\n")))
+    proc = _optimize(tmp_path, _user_env(OPENAI_BASE_URL=keyless.url), "--model", "local-coder")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["status"] == "completed" and out["evaluated"] == 2 and out["best"]["status"] == "correct"
+    assert [(r.model, r.authorization) for r in keyless.requests] == [("local-coder", "")] * 2
+
+
+@pytest.mark.e2e
+def test_optimize_against_an_endpoint_that_wants_a_key_says_how_to_set_one(tmp_path: Path,
+                                                                           fake: FakeOpenAI) -> None:
+    proc = _optimize(tmp_path, _user_env(OPENAI_BASE_URL=fake.url), "--model", "model-a")
+    assert proc.returncode == 1
+    assert (f"the endpoint at {fake.url} refused the request (401): it needs an API key; set OPENAI_API_KEY, "
+            "KERNELEVOLVE_LLM_API_KEY or --api-key-env") in proc.stdout + proc.stderr
+
+
 @pytest.mark.e2e
 def test_optimize_with_the_llm_repairs_records_prompts_and_never_leaks_the_key(tmp_path: Path,
                                                                                 fake: FakeOpenAI) -> None:

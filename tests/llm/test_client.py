@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from ke_synthesizer.llm.client import OpenAIChat, read_api_key
+from ke_synthesizer.llm.client import OpenAIChat
+from ke_synthesizer.llm.keys import read_api_key
 from kernelevolve.config import LlmSettings
 from kernelevolve.errors import ConfigError, LlmAuthError, LlmUnavailable
 

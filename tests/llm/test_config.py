@@ -43,7 +43,10 @@ def test_the_registry_builds_each_kind_by_name() -> None:
         both = load_settings(env={**env, "KE_SYNTHESIZER_KIND": "llm", "KE_LLM_FALLBACK": "offline"})
         assert isinstance(make_synthesizer(both), WithFallback)
         mp.delenv("KERNELEVOLVE_LLM_API_KEY")
-        with pytest.raises(ConfigError, match="KERNELEVOLVE_LLM_API_KEY"):
-            make_synthesizer(load_settings(env={**env, "KE_SYNTHESIZER_KIND": "llm"}))
+        mp.delenv("OPENAI_API_KEY", raising=False)
+        # No key anywhere: a keyless endpoint (a local server); a variable named on purpose must be set.
+        assert isinstance(make_synthesizer(load_settings(env={**env, "KE_SYNTHESIZER_KIND": "llm"})), LlmSynthesizer)
+        with pytest.raises(ConfigError, match=r"\$MY_KEY, which is not set"):
+            make_synthesizer(load_settings(env={**env, "KE_SYNTHESIZER_KIND": "llm", "KE_LLM_API_KEY_ENV": "MY_KEY"}))
     with pytest.raises(ConfigError, match=r"available: .*offline\+llm"):
         make_synthesizer(load_settings(env={"KE_SYNTHESIZER_KIND": "gpt"}))

@@ -13,9 +13,9 @@ import pytest
 from ke_cli.inprocess import run_session
 from ke_evaluator.judge import EvalOptions, Judge
 from ke_synthesizer.composite import Hybrid, WithFallback
-from ke_synthesizer.llm import LlmSynthesizer, OpenAIChat
+from ke_synthesizer.llm import LlmSynthesizer, OpenAIChat, connect
 from ke_synthesizer.offline import OfflineSynthesizer
-from kernelevolve.config import LlmSettings, Settings, TimingOptions
+from kernelevolve.config import LlmEndpoint, LlmSettings, Settings, TimingOptions
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.v1 import common_pb2 as pb
 
@@ -91,6 +91,25 @@ async def test_the_repair_loop_fixes_a_broken_candidate_on_the_second_attempt(fa
     assert (arm.correct, arm.failed) == (1, 1)
 
 
+async def test_a_keyless_local_drafter_and_a_keyed_hosted_refiner_share_one_session(
+        fake: FakeOpenAI, keyless: FakeOpenAI, judge: CountingJudge) -> None:
+    keyless.script(Text(fenced(CORRECT)))
+    fake.script(Text(fenced(CORRECT + "\n_REFINED = 1\n")))
+    settings = LlmSettings(endpoints=(
+        LlmEndpoint(name="local", base_url=keyless.url, models="drafter", keyless=True),
+        LlmEndpoint(name="hosted", base_url=fake.url, models="refiner", api_key_env="HOSTED_KEY")),
+        backoff_s=0.01, max_retries=1)
+    synth = LlmSynthesizer(settings, connect(settings, {"HOSTED_KEY": KEY, "OPENAI_API_KEY": "sk-not-for-local"}),
+                           knowledge=sample_knowledge())
+    result = await run_session(SPEC, "affine_relu", synthesizer=synth, judge=judge, budget=2, settings=_settings())
+    nodes = _by_id(result)
+    assert {n.proposal.genome["llm_model"] for n in nodes.values()} == {"drafter", "refiner"}
+    assert all(n.node.status == pb.EVALUATION_STATUS_CORRECT for n in nodes.values())
+    assert [r.authorization for r in keyless.requests] == [""]  # no key, not even OPENAI_API_KEY
+    assert [r.authorization for r in fake.requests] == [f"Bearer {KEY}"]
+    assert synth.bandit.arms["drafter"].correct == synth.bandit.arms["refiner"].correct == 1
+
+
 async def test_a_refused_reply_is_a_failed_node_that_costs_no_evaluation(fake: FakeOpenAI,
                                                                          judge: CountingJudge) -> None:
     fake.script(Text("Sorry, here is a sketch: def kernel(:"), Text(fenced(CORRECT)))
@@ -131,7 +150,8 @@ async def test_a_refused_key_ends_the_session_with_that_reason(fake: FakeOpenAI,
     synth = LlmSynthesizer(settings, OpenAIChat(settings, "sk-revoked"))
     result = await run_session(SPEC, "affine_relu", synthesizer=synth, judge=judge, budget=2, settings=_settings())
     assert result.session.status == pb.SESSION_STATUS_FAILED
-    assert "LlmAuthError" in result.session.error and "refused the API key (HTTP 401)" in result.session.error
+    assert "LlmAuthError" in result.session.error
+    assert "refused the API key (401, key from the caller)" in result.session.error
     assert len(fake.requests) == 1 and judge.evaluated == [] and result.best is None
 
 

@@ -21,10 +21,10 @@ def _offline(settings: Settings, knowledge: KnowledgeReader) -> CandidateSynthes
 
 def _llm(settings: Settings, knowledge: KnowledgeReader) -> CandidateSynthesizer:
     from ke_synthesizer.composite import WithFallback
-    from ke_synthesizer.llm import LlmSynthesizer, OpenAIChat, read_api_key
+    from ke_synthesizer.llm import LlmSynthesizer, connect
 
-    llm: CandidateSynthesizer = LlmSynthesizer(settings.llm, OpenAIChat(settings.llm, read_api_key(settings.llm)),
-                                               knowledge=knowledge)
+    # Every endpoint's key is read here, once, from this process's environment.
+    llm: CandidateSynthesizer = LlmSynthesizer(settings.llm, connect(settings.llm), knowledge=knowledge)
     if settings.llm.fallback == "offline":
         return WithFallback(llm, _offline(settings, knowledge))
     if settings.llm.fallback:

@@ -1,5 +1,8 @@
 """Which model answers the next request: Thompson sampling on measured outcomes.
 
+The arms are the models of every configured endpoint together (``LlmSettings.arms``), so
+a cheap local model and a hosted one compete on the same measured terms.
+
 Each model keeps a Beta posterior on its correct-rate (Beta(1 + correct, 1 + failed)) and
 the mean fitness gain of its correct candidates (child speedup minus the parent's, at
 least a small floor so a correct candidate is worth something) per thousand tokens, or
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 
 _FLOOR_GAIN = 0.05
@@ -39,14 +43,18 @@ class ModelBandit:
         self._by_usd = by_usd
         self._lock = threading.Lock()
 
-    def choose(self) -> str:
+    def choose(self, exclude: Collection[str] = ()) -> str:
+        """The next arm, never one of ``exclude`` (arms of an endpoint that is resting)."""
         with self._lock:
-            untried = [m for m, arm in self.arms.items() if arm.pulls == 0]
+            arms = {m: arm for m, arm in self.arms.items() if m not in exclude}
+            if not arms:
+                raise ValueError("every arm is excluded")
+            untried = [m for m, arm in arms.items() if arm.pulls == 0]
             if untried:
                 self.arms[untried[0]].pulls += 1
                 return untried[0]
             best, best_draw = "", -1.0
-            for model, arm in self.arms.items():
+            for model, arm in arms.items():
                 p = self._rng.betavariate(1 + arm.correct, 1 + arm.failed)
                 gain = arm.gain / arm.correct if arm.correct else 0.0
                 draw = p * (_FLOOR_GAIN + max(0.0, gain)) / arm.cost(self._by_usd)

@@ -1,8 +1,9 @@
-"""The LLM synthesizer: prompts an OpenAI-compatible endpoint and checks the replies.
+"""The LLM synthesizer: prompts OpenAI-compatible endpoints and checks the replies.
 
 Per request: gather documents and skills through the ``KnowledgeReader``, build the
-prompt (``prompt.py``), pick a model with the bandit, call the backend (at most
-``llm.concurrency`` calls in flight per process), and turn each reply into a ``Proposal``:
+prompt (``prompt.py``), pick a model with the bandit (one bandit over the models of every
+configured endpoint), call the backend (at most ``llm.concurrency`` calls in flight per
+process), and turn each reply into a ``Proposal``:
 checked (parses, defines ``ModelNew``, passes the static policy) or refused with its
 reason, always with its record (prompt, reply, model, tokens, latency, cost, template).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,7 @@ from ke_synthesizer.llm.extract import check_reply
 from ke_synthesizer.llm.prompt import Prompt, build_prompt, gather_context
 from kernelevolve import metrics
 from kernelevolve.config import LlmSettings
-from kernelevolve.errors import ConfigError
+from kernelevolve.errors import ConfigError, LlmAuthError, LlmUnavailable
 from kernelevolve.ports.knowledge import KnowledgeReader, NoKnowledge
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 from kernelevolve.spec import check_source
@@ -58,7 +60,11 @@ class LlmSynthesizer:
         self._s = settings
         self._backend = backend
         self._knowledge: KnowledgeReader = knowledge or NoKnowledge()
-        self.bandit = ModelBandit(models, seed=settings.seed, by_usd=bool(settings.prices))
+        arms = settings.arms()
+        priced = any(a.price_in or a.price_out for a in arms)
+        self._endpoint_of = {a.arm: a.endpoint.name for a in arms}
+        self._rest_until: dict[str, float] = {}  # endpoint -> when it may be asked again (monotonic)
+        self.bandit = ModelBandit(models, seed=settings.seed, by_usd=priced)
         self._slots = threading.BoundedSemaphore(max(1, settings.concurrency))
         self._lock = threading.Lock()
         self.usage: dict[str, Usage] = {}
@@ -109,13 +115,37 @@ class LlmSynthesizer:
         first = len(request.tried)
         return list(await asyncio.gather(*(self._one(request, prompt, first + i) for i in range(n))))
 
+    async def _ask(self, prompt: Prompt) -> tuple[str, Completion]:
+        """The bandit's arm and its reply. An endpoint that stays down or refuses us rests
+        (``llm.endpoint_rest_s``) while another endpoint's models can answer; the last one's
+        error is the session's."""
+        while True:
+            model = self.bandit.choose(exclude=self._resting())
+            await asyncio.to_thread(self._slots.acquire)
+            try:
+                return model, await self._backend.complete(model, prompt.messages())
+            except (LlmUnavailable, LlmAuthError) as exc:
+                endpoint = self._endpoint_of.get(model, "")
+                with self._lock:
+                    self._rest_until[endpoint] = time.monotonic() + self._s.endpoint_rest_s
+                if not self._resting():  # every endpoint rests: none is left out, and this one failed
+                    raise
+                log.warning("llm endpoint failed; its models rest while other endpoints answer",
+                            extra={"endpoint": endpoint, "model": model, "rest_s": self._s.endpoint_rest_s,
+                                   "error": str(exc)[:300]})
+            finally:
+                self._slots.release()
+
+    def _resting(self) -> frozenset[str]:
+        """Arms left out now; none when that would be every arm (then all are tried again)."""
+        now = time.monotonic()
+        with self._lock:
+            down = {e for e, until in self._rest_until.items() if until > now}
+        arms = frozenset(m for m, e in self._endpoint_of.items() if e in down)
+        return frozenset() if arms >= self._endpoint_of.keys() else arms
+
     async def _one(self, request: ProposalRequest, prompt: Prompt, sample: int) -> Proposal:
-        model = self.bandit.choose()
-        await asyncio.to_thread(self._slots.acquire)
-        try:
-            done = await self._backend.complete(model, prompt.messages())
-        finally:
-            self._slots.release()
+        model, done = await self._ask(prompt)
         usd = self._account(request.session_id, done)
         metrics.record_llm_usage(model, done.prompt_tokens, done.completion_tokens)
         checked = check_reply(done.text)
