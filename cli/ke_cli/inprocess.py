@@ -1,10 +1,10 @@
 """A whole search session run by the product's own services inside this process, over
 the in-memory bus and object store: the synchronous driver for benchmarks and tests.
 
-There is one search loop, the search service's. This module only composes it (search,
-synthesizer, evaluator and gateway, each from its composition root, with the bus, store,
-synthesizer and judge injected) and reads the result back through the gateway, so a
-benchmark's "best" is chosen and re-timed exactly as a user's session chooses it.
+There is one search loop, the search service's. This module only composes it
+(``ke_cli.stack.build_stack`` with the memory bus and store, the synthesizer and judge
+injected) and reads the result back through the gateway, so a benchmark's "best" is
+chosen and re-timed exactly as a user's session chooses it.
 No nats-server, object-store server or vector index is needed: only gRPC on loopback
 (the gateway validates the spec through the evaluator's RPC, as deployed).
 """
@@ -71,32 +71,21 @@ async def run_session(spec_source: str, spec_name: str, *, synthesizer: Candidat
     ``plateau``, ``target_roofline`` and ``baseline`` are the session's search options.
     ``knowledge_path``: a knowledge folder (Qdrant local) the session learns from and into;
     empty = no knowledge service, and no skill priors."""
-    from ke_evaluator import app as evaluator_app
-    from ke_gateway import app as gateway_app
-    from ke_search import app as search_app
-    from ke_synthesizer import app as synthesizer_app
+    from ke_cli.stack import build_stack
 
     base = settings or Settings()
     started = time.perf_counter()
-    settings = replace(base, grpc=replace(base.grpc, host="127.0.0.1"),
-                       evaluator=replace(base.evaluator, hardware_kind=hardware_kind,
-                                         parallel_workers=max(1, max_inflight)))
+    settings = replace(base, evaluator=replace(base.evaluator, hardware_kind=hardware_kind,
+                                               parallel_workers=max(1, max_inflight)))
+    # Without a knowledge folder no knowledge service runs: nothing is retrieved.
+    knowledge = None if knowledge_path else NoKnowledge()
+    if knowledge_path:
+        settings = replace(settings, knowledge=replace(settings.knowledge, path=knowledge_path, url=""))
     bus, store = MemoryBus(), MemoryStore()
     async with AsyncExitStack() as stack:
         stack.push_async_callback(bus.close)
-        shared: dict[str, Any] = {"bus": bus, "store": store, "port": 0}
-        evaluator = await evaluator_app.start(settings, stack, judge=judge, **shared)
-        await synthesizer_app.start(settings, stack, synthesizer=synthesizer, **shared)
-        if knowledge_path:
-            from ke_knowledge import app as knowledge_app
-
-            k_settings = replace(settings, knowledge=replace(settings.knowledge, path=knowledge_path, url=""))
-            knowledge = await knowledge_app.start(k_settings, stack, bus=bus, port=0)
-            await search_app.start(settings, stack, knowledge_target=knowledge.target, **shared)
-        else:
-            await search_app.start(settings, stack, knowledge=NoKnowledge(), **shared)
-        gw_settings = replace(settings, grpc=replace(settings.grpc, evaluator_target=evaluator.target))
-        gateway = (await gateway_app.start(gw_settings, stack, default_hardware=hardware_kind, **shared)).service
+        gateway = (await build_stack(settings, stack, bus=bus, store=store, judge=judge, synthesizer=synthesizer,
+                                     knowledge=knowledge)).gateway.service
         session = await gateway.start_session(spb.StartSessionRequest(
             spec=make_spec(spec_name, spec_source), budget=budget, strategy=strategy, max_inflight=max_inflight,
             hardware_kind=hardware_kind, seeds=seeds, time_limit_s=time_limit_s or 0.0, plateau=plateau,

@@ -7,8 +7,9 @@ their real adapters and test doubles, operator-spec loading, and the session rep
 Nothing here connects to anything at import time: adapters are built by each
 service's composition root (``build(settings, **overrides)``).
 
-The Python API is re-exported lazily from ``ke_cli.api`` (importing ``kernelevolve``
-never imports a service package)::
+The Python API (``kernelevolve.api``) is re-exported lazily, so that importing
+``kernelevolve`` stays light; its sessions and judge come from the installed engine
+(the CLI package's), which the library never imports::
 
     import kernelevolve
     result = kernelevolve.optimize("examples/ops/softmax_rows.py", budget=8)
@@ -25,7 +26,7 @@ _API = ("optimize", "evaluate", "OptimizeResult")
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from ke_cli import api
+        from kernelevolve import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'kernelevolve' has no attribute {name!r}")

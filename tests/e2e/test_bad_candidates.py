@@ -49,7 +49,7 @@ async def test_crash_hang_and_errors_are_verdicts(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     async with AsyncExitStack() as stack:
-        handles = await start_embedded(settings, run_dir, stack, overrides={"synthesizer": {"synthesizer": script}})
+        handles = await start_embedded(settings, run_dir, stack, synthesizer=script)
         async with KernelEvolveClient(handles.gateway.target) as client:
             await client.wait_ready()
             session = await client.start_session(load_spec_file(EXAMPLES / "relu_scale_add.py"), budget=6,

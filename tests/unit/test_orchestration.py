@@ -1,22 +1,23 @@
-"""The search → synthesizer → evaluator loop through the real service classes, with the
-bus, store, synthesizer and judge replaced by doubles (fast, no servers)."""
+"""The search → synthesizer → evaluator loop through the real services, built as every
+stack is (``ke_cli.stack.build_stack``) with the bus, store, synthesizer and judge
+replaced by doubles (fast: gRPC on loopback, no other server)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import replace
 
 import pytest
 
-from ke_evaluator.service import EvaluatorService
+from ke_cli.stack import build_stack
 from ke_gateway.service import GatewayService
-from ke_gateway.validator import Validation
-from ke_search.service import SearchService
-from ke_synthesizer.service import SynthesizerService
 from kernelevolve.bus.memory import MemoryBus
-from kernelevolve.bus.subjects import Subjects
-from kernelevolve.config import SearchSettings
+from kernelevolve.config import Settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.ports.knowledge import NoKnowledge
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.spec import make_spec
 from kernelevolve.store import MemoryStore
@@ -28,24 +29,21 @@ SPEC = make_spec("toy", "import torch\nclass Model(torch.nn.Module):\n    pass\n
                         "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
 
 
-class JudgeValidator:
-    def __init__(self, judge: FakeJudge) -> None:
-        self.judge = judge
-
-    async def validate(self, spec: pb.OperatorSpec, timeout_s: float | None = None) -> Validation:
-        c = self.judge.validate_spec(spec.source, spec.name)
-        return Validation(c.ok, c.reason)
+@pytest.fixture
+async def stack() -> AsyncIterator[AsyncExitStack]:
+    async with AsyncExitStack() as services:
+        yield services
 
 
-async def _system(synth: FakeSynthesizer, judge: FakeJudge, finalists: int = 1):
-    bus, store, subjects = MemoryBus(redeliver_delay_s=0.01), MemoryStore(), Subjects("ke")
-    search = SearchService(bus, store, subjects, finalists=finalists)
-    await search.subscribe()
-    await SynthesizerService(bus, store, subjects, synth).subscribe()
-    await EvaluatorService(bus, store, subjects, judge, "cpu").subscribe()
-    gw = GatewayService(bus, store, subjects, JudgeValidator(judge), SearchSettings(), "sessions/{session_id}/",
-                        "cpu")
-    return bus, store, gw
+async def _system(stack: AsyncExitStack, synth: FakeSynthesizer, judge: FakeJudge, finalists: int = 1,
+                  bus: MemoryBus | None = None) -> tuple[MemoryBus, MemoryStore, GatewayService]:
+    bus, store = bus or MemoryBus(redeliver_delay_s=0.01), MemoryStore()
+    stack.push_async_callback(bus.close)  # after the services stop
+    base = Settings()
+    settings = replace(base, search=replace(base.search, finalists=finalists))
+    built = await build_stack(settings, stack, bus=bus, store=store, judge=judge, synthesizer=synth,
+                              knowledge=NoKnowledge())
+    return bus, store, built.gateway.service
 
 
 async def _run(gw: GatewayService, **kw: object) -> tuple[pb.Session, list]:
@@ -61,8 +59,8 @@ async def _run(gw: GatewayService, **kw: object) -> tuple[pb.Session, list]:
 
 
 @pytest.mark.parametrize(("budget", "inflight"), [(1, 1), (5, 2), (8, 3)])
-async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflight: int) -> None:
-    bus, store, gw = await _system(FakeSynthesizer(), judge := FakeJudge())
+async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflight: int, stack: AsyncExitStack) -> None:
+    bus, store, gw = await _system(stack, FakeSynthesizer(), judge := FakeJudge())
     final, events = await _run(gw, budget=budget, max_inflight=inflight)
     kinds = [e.WhichOneof("payload") for e in events]
     assert kinds.count("candidate_generated") == budget
@@ -87,31 +85,28 @@ async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflig
     assert len(lineage["nodes"]) == budget
     assert (await store.get(f"{prefix}best_kernel.py")).startswith(b"# KernelEvolve best candidate")
     assert len(await store.list(f"{prefix}reports/")) == budget
-    await bus.close()
 
 
-async def test_incorrect_seeds_are_recorded_and_search_recovers() -> None:
-    bus, store, gw = await _system(FakeSynthesizer(bad_seeds=1), FakeJudge())
+async def test_incorrect_seeds_are_recorded_and_search_recovers(stack: AsyncExitStack) -> None:
+    bus, store, gw = await _system(stack, FakeSynthesizer(bad_seeds=1), FakeJudge())
     final, _ = await _run(gw, budget=6, max_inflight=1)
     nodes = await gw.list_nodes(final.session_id)
     statuses = {n.node_id: n.status for n in nodes}
     assert pb.EVALUATION_STATUS_INCORRECT in statuses.values()
     assert final.best_candidate_id and statuses[final.best_candidate_id] == pb.EVALUATION_STATUS_CORRECT
-    await bus.close()
 
 
-async def test_exhausted_synthesizer_ends_session_early() -> None:
+async def test_exhausted_synthesizer_ends_session_early(stack: AsyncExitStack) -> None:
     # One child per parent and a capped block size: the space runs out before the budget.
     synth = FakeSynthesizer(max_children=1, max_block=1024)
-    bus, store, gw = await _system(synth, FakeJudge())
+    bus, store, gw = await _system(stack, synth, FakeJudge())
     final, events = await _run(gw, budget=50, max_inflight=1)
     assert final.status == pb.SESSION_STATUS_COMPLETED
     assert 0 < final.evaluated < 50
-    await bus.close()
 
 
-async def test_cancel_completes_session_as_cancelled() -> None:
-    bus, store, gw = await _system(FakeSynthesizer(), FakeJudge())
+async def test_cancel_completes_session_as_cancelled(stack: AsyncExitStack) -> None:
+    bus, store, gw = await _system(stack, FakeSynthesizer(), FakeJudge())
     session = await gw.start_session(spb.StartSessionRequest(spec=SPEC, budget=1000, max_inflight=1))
     await gw.cancel(session.session_id)
     async for env in gw.watch(session.session_id):
@@ -119,7 +114,6 @@ async def test_cancel_completes_session_as_cancelled() -> None:
             break
     final = await gw.get_session(session.session_id)
     assert final.status == pb.SESSION_STATUS_CANCELLED
-    await bus.close()
 
 
 @pytest.mark.parametrize(
@@ -134,21 +128,19 @@ async def test_cancel_completes_session_as_cancelled() -> None:
         ({"spec": pb.OperatorSpec(name="../etc", source=SPEC.source)}, InvalidArgumentError),
     ],
 )
-async def test_gateway_rejects_bad_requests(request_kw: dict, error: type[Exception]) -> None:
-    bus, store, gw = await _system(FakeSynthesizer(), FakeJudge())
+async def test_gateway_rejects_bad_requests(request_kw: dict, error: type[Exception], stack: AsyncExitStack) -> None:
+    bus, store, gw = await _system(stack, FakeSynthesizer(), FakeJudge())
     with pytest.raises(error):
         await gw.start_session(spb.StartSessionRequest(**request_kw))
-    await bus.close()
 
 
-async def test_reference_that_raises_is_invalid_spec_and_nothing_is_stored() -> None:
-    bus, store, gw = await _system(FakeSynthesizer(), FakeJudge(spec_ok=False))
+async def test_reference_that_raises_is_invalid_spec_and_nothing_is_stored(stack: AsyncExitStack) -> None:
+    bus, store, gw = await _system(stack, FakeSynthesizer(), FakeJudge(spec_ok=False))
     with pytest.raises(InvalidSpecError, match="reference raised"):
         await gw.start_session(spb.StartSessionRequest(spec=SPEC, session_id="s1"))
     assert await store.list("") == []
     with pytest.raises(NotFoundError):
         await gw.get_session("s1")
-    await bus.close()
 
 
 class NoisyJudge(FakeJudge):
@@ -163,9 +155,9 @@ class NoisyJudge(FakeJudge):
 
 
 @pytest.mark.parametrize("finalists", [0, 1, 2])
-async def test_finalists_are_retimed_before_one_is_called_best(finalists: int) -> None:
+async def test_finalists_are_retimed_before_one_is_called_best(finalists: int, stack: AsyncExitStack) -> None:
     judge = NoisyJudge()
-    bus, store, gw = await _system(FakeSynthesizer(max_children=3, max_block=1024), judge, finalists=finalists)
+    bus, store, gw = await _system(stack, FakeSynthesizer(max_children=3, max_block=1024), judge, finalists=finalists)
     final, events = await _run(gw, budget=7, max_inflight=1)
     kinds = [e.WhichOneof("payload") for e in events]
     assert kinds.count("candidate_generated") == kinds.count("evaluation_completed") == 7
@@ -182,7 +174,6 @@ async def test_finalists_are_retimed_before_one_is_called_best(finalists: int) -
     assert lucky[0].retimed and lucky[0].first_fitness == pytest.approx(10 * lucky[0].fitness)
     assert final.best_speedup == pytest.approx(best.fitness)
     assert kinds.index("session_completed") > max(i for i, k in enumerate(kinds) if k == "candidate_retimed")
-    await bus.close()
 
 
 class FlakyBus(MemoryBus):
@@ -201,14 +192,9 @@ class FlakyBus(MemoryBus):
 
 
 @pytest.mark.parametrize("kind", ["candidate_requested", "retime_requested"])
-async def test_effects_survive_a_failure_after_commit(kind: str) -> None:
-    bus, store, subjects = FlakyBus({kind}), MemoryStore(), Subjects("ke")
-    await SearchService(bus, store, subjects).subscribe()
-    await SynthesizerService(bus, store, subjects, FakeSynthesizer()).subscribe()
-    await EvaluatorService(bus, store, subjects, FakeJudge(), "cpu").subscribe()
-    gw = GatewayService(bus, store, subjects, JudgeValidator(FakeJudge()), SearchSettings(), "sessions/{session_id}/",
-                        "cpu")
+async def test_effects_survive_a_failure_after_commit(kind: str, stack: AsyncExitStack) -> None:
+    flaky = FlakyBus({kind})
+    _, _, gw = await _system(stack, FakeSynthesizer(), FakeJudge(), bus=flaky)
     final, events = await _run(gw, budget=4, max_inflight=1)
-    assert not bus.fail_kinds  # the failure happened
+    assert not flaky.fail_kinds  # the failure happened
     assert final.status == pb.SESSION_STATUS_COMPLETED and final.evaluated == 4
-    await bus.close()

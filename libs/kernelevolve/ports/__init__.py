@@ -11,6 +11,8 @@ port                what it promises                                       imple
 ``judge``           ``JudgePort``: ``validate_spec``, ``evaluate``,        ``ke_evaluator`` Judge
                     ``evaluate_many`` -> ``Verdict`` (``verdict``)
 ``strategy``        ``Strategy.select_parent``: which node to expand       ``ke_search`` strategies
+``engine``          ``Engine``: sessions run, candidates judged and runs   the CLI's (``ke_cli.api``),
+                    exported for the Python API (``kernelevolve.api``)     found by entry point
 ==================  =====================================================  ==========================
 
 The infrastructure ports live beside their adapters: the event bus
