@@ -33,7 +33,7 @@ import torch
 from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
 from ..device_lock import DeviceLock, Mode
-from . import defenses, diagnosis, launch_counter, loading, output_checks, reference_cache, timing
+from . import defenses, diagnosis, launch_counter, loading, memory, output_checks, reference_cache, timing
 from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .global_state import GlobalState, set_precision_flags, snapshot, state_violations
@@ -96,6 +96,7 @@ class Evaluator:
         self._output_sizes: set[int] = set()
         self._before: GlobalState | None = None
         self._refs: reference_cache.JobReferences | None = None  # the running job's view of ref_cache
+        self._mem = memory.JobMemory(torch.device("cpu"))  # the running job's memory measurement
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
@@ -147,6 +148,7 @@ class Evaluator:
         if self.lock is not None:
             self.lock.reset_stats()
         compiles_unlocked = self.compile_release.released if self.compile_release is not None else 0
+        self._mem = memory.JobMemory(self.device)
         try:
             self._evaluate(job, opts, v, phase)
         except Outcome as o:
@@ -169,6 +171,10 @@ class Evaluator:
                 v.evidence["device_lock"]["compiles_unlocked"] = self.compile_release.released - compiles_unlocked
         if v.status != "correct":
             v.speedup = 0.0
+        # For the Judge's admission (footprint of the spec) and its out-of-memory re-run.
+        v.evidence["memory"] = self._mem.report()
+        if v.status == "runtime_error" and memory.out_of_memory(v.reason):
+            v.evidence["out_of_memory"] = True
         return v.to_dict()
 
     def _evaluate(self, job: dict[str, Any], opts: JobOptions, v: Verdict, phase: PhaseFn) -> None:
@@ -304,7 +310,8 @@ class Evaluator:
 
             def reference(inputs: list[Any] = inputs) -> tuple[Any, bool]:
                 ref_in = output_checks.clone_tree(inputs)
-                out_ref = self._call(ref_model, ref_in)
+                with self._mem.reference():
+                    out_ref = self._call(ref_model, ref_in)
                 set_precision_flags()
                 return out_ref, output_checks.aliases_any(out_ref, ref_in)
 
@@ -313,6 +320,7 @@ class Evaluator:
                 ref, ref_aliases = reference()
                 if idx == 0:
                     refs.check_recomputed(key, ref, ref_aliases, spec.tolerance)
+                    self._mem.note(inputs, ref_model, ref)
             else:
                 ref, ref_aliases = refs.reference(key, reference)
             if len(self._output_sizes) < 64:
