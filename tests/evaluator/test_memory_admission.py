@@ -147,6 +147,20 @@ def test_asked_alone_waits_for_the_others_and_capacity_is_reread_when_idle() -> 
     alone.finish()
 
 
+def test_what_idle_workers_keep_after_a_job_is_taken_from_the_capacity() -> None:
+    adm = _admission(free_gib=10)
+    adm.note_resident(0, GIB)  # already resident when the capacity is read
+    with adm.admit(GIB):
+        adm.note_resident(0, 7 * GIB)  # slot 0's cache grew by 6 GiB after its last job
+        assert adm.waiting == 0
+        grown = _Waiter(adm, 4 * GIB)  # 1 + 6 + 4 > 10
+        _until(lambda: adm.waiting == 1, "job queued behind the grown cache")
+        assert grown.ticket is None
+        adm.note_resident(0, GIB)  # the worker was replaced / its cache shrank
+        _until(lambda: grown.ticket is not None, "job admitted once the cache shrank")
+        grown.finish()
+
+
 def test_footprint_from_a_worker_report() -> None:
     assert Footprint.from_report({"inputs_bytes": 0, "job_peak_bytes": 10}) is None  # trial 0 never ran
     assert Footprint.from_report("garbage") is None
@@ -195,3 +209,39 @@ def test_out_of_memory_is_the_device_running_out_not_the_host() -> None:
     assert memory.out_of_memory("candidate forward raised (trial 0): OutOfMemoryError: CUDA out of memory.")
     assert memory.out_of_memory("RuntimeError: Triton Error [CUDA]: out of memory")
     assert not memory.out_of_memory("out of memory: std::bad_alloc")  # the host's MemoryError
+
+
+# -- reference cache: what does not fit is not held for the rest of the job ------------------
+def test_reference_cache_keeps_only_what_fits_its_cap_during_the_job() -> None:
+    from ke_evaluator.worker import reference_cache
+
+    cache = reference_cache.RefCache(limit_bytes=3 * 400)
+    refs = reference_cache.JobReferences(cache, ("spec", 1, ""), shared=True)
+    made = [refs.inputs(f"trial {i}", lambda: [torch.zeros(100)]) for i in range(4)]  # 400 bytes each
+    assert len(made) == 4 and all(m[0].numel() == 100 for m in made)
+    assert refs.bundle is not None and sorted(refs.bundle.entries) == ["trial 0", "trial 1", "trial 2"]
+    ref, _ = refs.reference("trial 0", lambda: (torch.ones(100), False))  # no room left beside 3 sets
+    assert ref.numel() == 100 and refs.bundle.entries["trial 0"].ref_sum is None
+    stats = refs.finish()
+    assert stats["kept"] == "partly: 2 sets or outputs did not fit the cache"
+    assert cache.used_bytes == 3 * 400
+
+
+def test_a_worker_that_cannot_start_its_device_is_an_infrastructure_failure(tmp_path) -> None:  # noqa: ANN001
+    """A real worker told to use CUDA on a host without it fails its device start-up the
+    way a full GPU does after its retries: the slot answers ``unavailable`` (the Judge
+    raises DeviceUnavailable), never a candidate's ``crashed``."""
+    from ke_evaluator.judge import EvalOptions, SandboxOptions, WorkerPoolOptions
+    from ke_evaluator.judge.worker_pool import Slot, WorkerProcess
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a host without CUDA")
+    opts = EvalOptions(device="cpu", sandbox=SandboxOptions(startup_timeout_s=120.0),
+                       pool=WorkerPoolOptions(spare_worker=False))
+    slot = Slot(0, lambda: WorkerProcess(str(tmp_path), "cuda", opts), opts, lock_wait_timeout=60.0)
+    try:
+        reply, worker = slot.send({"op": "shutdown"})
+    finally:
+        slot.close()
+    assert reply.kind == "unavailable", reply.reason
+    assert "could not start its device" in reply.reason and worker.startup_failed

@@ -132,10 +132,16 @@ class Judge:
         """The memory admission of a slot's GPU (None: admission off)."""
         return self._admission.get(self._gpu_of(slot_index))
 
-    def footprint(self, spec_source: str) -> Footprint | None:
+    def footprint(self, spec_source: str, compile_baseline: bool = False) -> Footprint | None:
         """The spec's footprint as measured by an earlier evaluation on this Judge."""
+        key = self._footprint_key(hashlib.sha256(spec_source.encode()).hexdigest(), compile_baseline)
         with self._state:
-            return self._footprints.get(hashlib.sha256(spec_source.encode()).hexdigest())
+            return self._footprints.get(key)
+
+    def _footprint_key(self, sha: str, compile_baseline: bool) -> str:
+        # A job that also compiles the reference has a footprint of its own (Inductor's
+        # buffers and the compiled baseline's timing beside the eager one).
+        return sha + (":compile" if compile_baseline or self.opts.timing.compile_baseline else "")
 
     def _send(self, slot: Slot, msg: dict[str, Any], sha: str,
               alone: bool = False) -> tuple[_Reply, WorkerProcess, Ticket | None]:
@@ -292,7 +298,8 @@ class Judge:
                                **({"compile_baseline": True} if compile_baseline else {})}}
             if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
                 slot.replace()
-            reply, worker, ticket = self._send(slot, msg, affinity)
+            fp_key = self._footprint_key(affinity, compile_baseline)
+            reply, worker, ticket = self._send(slot, msg, fp_key)
             first: dict[str, Any] | None = None
             if ticket is not None and ticket.shared and _out_of_memory(reply):
                 # Out of memory while other jobs shared the GPU: not the candidate's verdict.
@@ -300,7 +307,7 @@ class Judge:
                 first = {"reason": str(reply.payload.get("reason", ""))[:300], "admission": ticket.evidence()}
                 log.info("candidate %s ran out of memory beside other jobs; re-running it alone", candidate_id)
                 slot.replace()
-                reply, worker, ticket = self._send(slot, msg, affinity, alone=True)
+                reply, worker, ticket = self._send(slot, msg, fp_key, alone=True)
             self._note_worker(slot)
             if reply.kind == "result" and "spec_error" in reply.payload:
                 slot.replace()
@@ -321,7 +328,11 @@ class Judge:
                 v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
             v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs, "slot": slot.index}
             if ticket is not None:
-                self._note_memory(v, reply, affinity, ticket, first)
+                self._note_memory(v, reply, fp_key, ticket, first)
+                adm = self.admission(slot.index)
+                held = v.evidence["memory"]["job"].get("held_after_job_bytes")
+                if adm is not None and isinstance(held, int):
+                    adm.note_resident(slot.index, held)
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             if v.status != "correct" and not self._may_reuse(v):
                 # The interpreter, an out-of-bounds access or a half-run candidate can leave

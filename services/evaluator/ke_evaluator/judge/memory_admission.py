@@ -200,6 +200,11 @@ class MemoryAdmission:
     _capacity: MemoryInfo | None = field(default=None, repr=False)
     _exclusive: bool = field(default=False, repr=False)
     _order: int = field(default=0, repr=False)
+    # Bytes each idle worker keeps allocated between jobs (its reference cache, compiled
+    # baselines), as last reported, and as they were when the capacity was read: what
+    # grew since is taken from the capacity until the GPU is idle and read again.
+    _resident: dict[object, int] = field(default_factory=dict, repr=False)
+    _resident_at_read: dict[object, int] = field(default_factory=dict, repr=False)
 
     @property
     def waiting(self) -> int:
@@ -219,7 +224,18 @@ class MemoryAdmission:
         """Capacity: re-read whenever none of our jobs runs (under the condition's lock)."""
         if self._capacity is None or not self._running:
             self._capacity = self.query(self.gpu)
+            self._resident_at_read = dict(self._resident)
         return self._capacity
+
+    def _grown(self) -> int:
+        return sum(max(0, n - self._resident_at_read.get(k, 0)) for k, n in self._resident.items())
+
+    def note_resident(self, worker: object, nbytes: int) -> None:
+        """A worker's allocation that stays after its job (reported with the job). A
+        replaced worker's entry stays until its slot's next job reports: conservative."""
+        with self._cond:
+            self._resident[worker] = max(0, int(nbytes))
+            self._cond.notify_all()
 
     def _admissible(self, req: _Request) -> bool:
         if self._queue[0] is not req or self._exclusive:
@@ -227,7 +243,7 @@ class MemoryAdmission:
         cap = self._read()
         if req.need is None or req.alone or req.need * self.margin > cap.free_bytes:
             return not self._running
-        used = sum(t.reserved_bytes for t in self._running)
+        used = sum(t.reserved_bytes for t in self._running) + self._grown()
         return used + req.need * self.margin <= cap.free_bytes
 
     @contextmanager

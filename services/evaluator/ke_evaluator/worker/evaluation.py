@@ -262,31 +262,35 @@ class Evaluator:
         # ---- run: correctness --------------------------------------------------------------
         lap("compile")
         phase("run")
-        trial_sets: list[tuple[str, list[Any]]] = [("trial 0", inputs0)]
+        # Each set is made when its trial starts (same seeds as before), not all up front:
+        # on the device one trial's set is live at a time (plus trial 0's), not all of them.
+        trial_sets: list[tuple[str, Callable[[], list[Any]]]] = [("trial 0", lambda: inputs0)]
         fresh: set[str] = set()  # per-job values: never cached
         for i in range(1, max(1, opts.correctness_trials)):
             if i == 1 and opts.seed_shared:
-                trial_sets.append(("trial 1", spec.inputs(fresh_seed + 1001, dev)))
+                trial_sets.append(("trial 1", partial(spec.inputs, fresh_seed + 1001, dev)))
                 fresh.add("trial 1")
             else:
-                trial_sets.append((f"trial {i}", refs.inputs(f"trial {i}", partial(spec.inputs, seed + 1000 + i, dev))))
+                trial_sets.append((f"trial {i}", partial(refs.inputs, f"trial {i}",
+                                                         partial(spec.inputs, seed + 1000 + i, dev))))
         if opts.seed_shared:
             # Per-job values where a check hangs on one set (hard-coded shapes, the error
             # budget below): an answer stored by an earlier job of the spec cannot pass them.
             extras = [(f"extra shape set {j}", x) for j, x in enumerate(spec.extra_inputs(fresh_seed + 5000, dev))]
             fresh |= {label for label, _ in extras}
-            trial_sets += extras
             refs.stats["fresh_values"] = "trial 1, the extra shape sets, the timing sets (per-job secret seed)"
         else:
-            trial_sets += refs.extras(lambda: spec.extra_inputs(seed + 5000, dev))
+            extras = refs.extras(lambda: spec.extra_inputs(seed + 5000, dev))
+        trial_sets += [(label, partial(_given, x)) for label, x in extras]
 
         corr = Correctness(trials=0)
         worst_abs = worst_rel = 0.0
         persistent = first_in  # trial 1 reuses trial 0's buffers (x.copy_(new))
         ref_out0: Any = None
         out_shapes: list[Any] = []
-        for idx, (label, inputs) in enumerate(trial_sets):
+        for idx, (label, make_inputs) in enumerate(trial_sets):
             self._step_aside()
+            inputs = make_inputs()
             if idx == 0:
                 cand_in, out = first_in, first_out
             elif idx == 1 and _same_shapes(persistent, inputs):
@@ -519,6 +523,10 @@ class Evaluator:
                                 "clock": "cuda events behind a spin kernel + device synchronize; host enqueue "
                                          "time apart" if dev.type == "cuda" else "time.perf_counter",
                                 "spin_shorter_than_host": timer.spin_short}
+
+
+def _given(inputs: list[Any]) -> list[Any]:
+    return inputs
 
 
 def _same_shapes(a: list[Any], b: list[Any]) -> bool:

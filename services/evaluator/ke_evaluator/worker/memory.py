@@ -90,6 +90,10 @@ class JobMemory:
         out["method"] = ("cuda max_memory_allocated" if self.cuda else "cpu estimate from tensor sizes")
         if self.cuda:
             out["held_before_job_bytes"] = self.base
+            try:  # what stays after the job: the reference cache, a compiled baseline's state
+                out["held_after_job_bytes"] = torch.cuda.memory_allocated(self.device)
+            except RuntimeError:
+                out["held_after_job_bytes"] = self.base
             out["device_free_bytes"], out["device_total_bytes"] = device_info(self.device)
         return out
 
@@ -133,7 +137,7 @@ def start_device(device: torch.device, attempts: int = 8, first_delay_s: float =
         try:
             init(device)
             return ""
-        except (torch.OutOfMemoryError, RuntimeError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any start-up failure is the device's, never a candidate's
             last = f"{type(exc).__name__}: {exc}"[:300]
             if "out of memory" not in str(exc).lower() or attempt == attempts - 1:
                 break
