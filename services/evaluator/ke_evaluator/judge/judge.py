@@ -363,7 +363,8 @@ class Judge:
     def _note_memory(self, v: Verdict, reply: _Reply, sha: str, ticket: Ticket, first: dict[str, Any] | None) -> None:
         """Footprint and admission in the verdict's evidence; an out-of-memory error of a
         job that ran alone becomes what it needs against what the device has."""
-        job = v.evidence.get("memory") if isinstance(v.evidence.get("memory"), dict) else {}
+        reported = v.evidence.get("memory")
+        job: dict[str, Any] = reported if isinstance(reported, dict) else {}
         fp = self._learn(sha, reply.payload) if reply.kind == "result" else None
         mem: dict[str, Any] = {"job": job, "admission": ticket.evidence()}
         if fp is not None:
