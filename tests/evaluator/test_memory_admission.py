@@ -245,3 +245,11 @@ def test_a_worker_that_cannot_start_its_device_is_an_infrastructure_failure(tmp_
         slot.close()
     assert reply.kind == "unavailable", reply.reason
     assert "could not start its device" in reply.reason and worker.startup_failed
+
+
+def test_timing_holds_only_as_many_input_sets_as_half_the_free_memory_takes() -> None:
+    cpu = torch.device("cpu")
+    assert memory.sets_that_fit(3, 24 * GIB, cpu, free_bytes=70 * GIB) == 1  # 12 GB inputs, twice each
+    assert memory.sets_that_fit(3, 2 * GIB, cpu, free_bytes=70 * GIB) == 3
+    assert memory.sets_that_fit(3, 24 * GIB, cpu, free_bytes=GIB) == 1  # never fewer than one
+    assert memory.sets_that_fit(3, 24 * GIB, cpu) == 3  # the CPU: no device to ask

@@ -470,7 +470,12 @@ class Evaluator:
     def _time(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
               opts: JobOptions, v: Verdict, seed: int) -> None:
         dev = self.device
-        sets = [spec.inputs(seed + 9000 + i, dev) for i in range(max(1, opts.timing_input_sets))]
+        sets = [spec.inputs(seed + 9000, dev)]
+        # Each timing set lives twice (values and their source): as many as half the free
+        # device memory holds, up to the option (3 sets of a 12 GB input were 72 GB).
+        wanted = max(1, opts.timing_input_sets)
+        sets += [spec.inputs(seed + 9000 + i, dev)
+                 for i in range(1, memory.sets_that_fit(wanted, 2 * memory.tensor_bytes(sets[0]), dev))]
         policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
                                      ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
 
@@ -518,7 +523,7 @@ class Evaluator:
                 v.speedup_vs_compile = v.compile_baseline_timing.median_ms / v.candidate_timing.median_ms
         per_call = (v.baseline_timing.per_call_median_ms / v.candidate_timing.per_call_median_ms
                     if v.candidate_timing.per_call_median_ms > 0 else None)
-        v.evidence["timing"] = {"input_sets": len(sets), "fresh_values_each_round": True,
+        v.evidence["timing"] = {"input_sets": len(sets), "input_sets_wanted": wanted, "fresh_values_each_round": True,
                                 "l2_flush": dev.type == "cuda", "speedup_per_call": per_call,
                                 "clock": "cuda events behind a spin kernel + device synchronize; host enqueue "
                                          "time apart" if dev.type == "cuda" else "time.perf_counter",

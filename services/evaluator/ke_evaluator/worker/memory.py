@@ -98,6 +98,20 @@ class JobMemory:
         return out
 
 
+def sets_that_fit(wanted: int, set_bytes: int, device: torch.device, free_bytes: int | None = None) -> int:
+    """How many input sets of ``set_bytes`` each a job may hold at once: ``wanted``, or as
+    many as half the device's free memory holds (at least one). The other half is for the
+    calls on them. ``free_bytes`` None: read the device (the CPU: no limit)."""
+    if free_bytes is None:
+        free_bytes = device_info(device)[0]
+        if device.type == "cuda" and free_bytes:
+            # Blocks this process's allocator holds but does not use are free to it too.
+            free_bytes += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    if not free_bytes or set_bytes <= 0:
+        return max(1, wanted)
+    return max(1, min(wanted, (free_bytes // 2) // set_bytes))
+
+
 def out_of_memory(reason: str) -> bool:
     """Whether a runtime fault was the device running out of memory: torch's
     ``OutOfMemoryError`` (a candidate call, the reference or our own copies) or a CUDA
