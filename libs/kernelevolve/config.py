@@ -139,6 +139,19 @@ class WorkerPoolOptions:
     # Longest wait for the device lock before a job is given up (the wait itself does not
     # count against compile/run timeouts). None: every other worker's limits added up.
     lock_wait_timeout_s: float | None = None
+    # Device-memory admission (CUDA): jobs sharing a GPU are admitted only while their
+    # specs' measured footprints, times ``memory_margin``, fit the memory free when the GPU
+    # was idle; a spec's first job and any larger than the GPU run alone; an
+    # out-of-memory error while sharing is re-run alone (ke_evaluator README, "Memory").
+    # Without it 67 of 239 real-size operators ran out of memory on an H100 with 8 workers.
+    memory_admission: bool = True
+    # Factor on a footprint for what differs between candidates of a spec. The measured job
+    # peak already holds one candidate's outputs and temporaries beside several copies of an
+    # input set (the cached set, the candidate's clone, the reference's clone) and the
+    # reference's outputs; 1.5 leaves room for a candidate that keeps one more copy of the
+    # largest of them (a transposed weight, split-K partials) plus the caching allocator's
+    # rounding (2 MiB pages, 20 MiB segments).
+    memory_margin: float = 1.5
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ one gRPC interceptor maps them to status codes (``kernelevolve.grpc_util``).
         ├── BusUnavailable             NATS unreachable / timed out
         ├── StoreUnavailable           object store unreachable
         ├── IndexUnavailable           vector index unreachable
-        └── DependencyTimeout          a downstream call timed out          → DEADLINE_EXCEEDED
+        ├── DependencyTimeout          a downstream call timed out          → DEADLINE_EXCEEDED
+        └── DeviceUnavailable          the evaluation device cannot start a worker (no memory)
 
 A candidate that fails to compile, crashes, hangs or is wrong is *not* an error: it
 is a verdict (``EvaluationStatus``) returned as data.
@@ -83,6 +84,11 @@ class IndexUnavailable(RetryableError):
 
 class DependencyTimeout(RetryableError):
     """A downstream call exceeded its deadline."""
+
+
+class DeviceUnavailable(RetryableError):
+    """The evaluation device could not start a worker (out of memory at CUDA start-up after
+    retries): not a candidate's verdict; the job may succeed once memory frees up."""
 
 
 class LoweringError(SynthesisError):

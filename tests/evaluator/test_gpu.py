@@ -149,3 +149,26 @@ def test_parallel_workers_compile_unlocked_and_agree(tmp_path) -> None:  # noqa:
     assert all(lk["compiles_unlocked"] >= 1 for lk in locks), locks
     exclusive = sorted((a, b) for lk in locks for m, a, b in lk["held"] if m == "exclusive")
     assert all(b1 <= a2 for (_, b1), (a2, _) in zip(exclusive, exclusive[1:], strict=False)), exclusive
+
+
+def test_memory_footprint_is_measured_on_the_device_and_admits_the_next_job(gpu_judge: Judge) -> None:
+    gpu_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), candidate_id="mem-first")
+    fp = gpu_judge.footprint(example(RELU))
+    assert fp is not None and fp.method == "cuda max_memory_allocated"
+    assert fp.job_peak_bytes >= fp.inputs_bytes > 0 and fp.reference_peak_bytes >= fp.outputs_bytes
+    v = gpu_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), candidate_id="mem-second")
+    assert v.status == "correct", v.reason
+    mem = v.evidence["memory"]
+    assert mem["admission"]["alone"] is False and mem["admission"]["need_bytes"] == mem["footprint"]["need_bytes"]
+    assert mem["job"]["device_total_bytes"] > 0
+
+
+def test_a_candidate_larger_than_the_device_alone_says_what_it_needs(gpu_judge: Judge) -> None:
+    total = torch.cuda.get_device_properties(0).total_memory
+    src = candidate("ok_relu_scale_add").replace(
+        "        x = x.contiguous()\n",
+        "        x = x.contiguous()\n"
+        f"        _waste = torch.empty({2 * total // 4}, dtype=torch.float32, device=x.device)\n")
+    v = gpu_judge.evaluate(example(RELU), src, candidate_id="too-big")
+    assert v.status == "runtime_error"
+    assert "needs about" in v.reason and "the device has" in v.reason, v.reason

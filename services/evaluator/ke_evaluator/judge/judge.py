@@ -38,13 +38,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
+from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 from .. import device_lock
 from . import gpus, static_policy
+from .memory_admission import DeviceMemory, Footprint, MemoryAdmission, Ticket, TorchDeviceMemory, gib, requested_bytes
 from .options import EvalOptions, resolve_device
-from .worker_pool import Slot, WorkerPool, WorkerProcess
+from .worker_pool import Slot, WorkerPool, WorkerProcess, _Reply
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,10 @@ class EvalJob:
 class Judge:
     """Evaluates candidates against specs in sandboxed, reusable worker processes."""
 
-    def __init__(self, opts: EvalOptions | None = None) -> None:
+    def __init__(self, opts: EvalOptions | None = None, device_memory: DeviceMemory | None = None) -> None:
+        """``device_memory``: the port that reads a GPU's free memory for the memory
+        admission (``memory_admission.py``); default ``TorchDeviceMemory`` on CUDA with
+        ``pool.memory_admission``, none on the CPU (tests pass ``FixedDeviceMemory``)."""
         self.opts = dataclasses.replace(opts) if opts is not None else EvalOptions()  # ours to adjust
         self.opts.validate()
         self.device = resolve_device(self.opts.device)
@@ -101,6 +105,14 @@ class Judge:
         early = p.spare_worker and (p.spare_from_start if p.spare_from_start is not None else self.device == "cuda")
         self._pool = WorkerPool([Slot(i, functools.partial(self._spawn, self.pins[i]), o, lock_wait,
                                        spare_early=early) for i in range(n)])
+        # Memory admission per GPU, and each spec's measured footprint (by spec digest).
+        self._footprints: dict[str, Footprint] = {}
+        self._admission: dict[str | None, MemoryAdmission] = {}
+        if device_memory is None and self.device == "cuda" and o.pool.memory_admission:
+            device_memory = TorchDeviceMemory()
+        if device_memory is not None:
+            for gpu in dict.fromkeys(self._gpu_of(i) for i in range(n)):
+                self._admission[gpu] = MemoryAdmission(device_memory, gpu, o.pool.memory_margin)
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}
@@ -112,6 +124,52 @@ class Judge:
         sandbox = dataclasses.replace(self.opts.sandbox, cuda_visible_devices=gpu)
         return WorkerProcess(self.root, self.device, dataclasses.replace(self.opts, sandbox=sandbox),
                              lock_dir=lock_dir)
+
+    def _gpu_of(self, slot_index: int) -> str | None:
+        return self.pins[slot_index] if self.pins[slot_index] is not None else self.opts.sandbox.cuda_visible_devices
+
+    def admission(self, slot_index: int = 0) -> MemoryAdmission | None:
+        """The memory admission of a slot's GPU (None: admission off)."""
+        return self._admission.get(self._gpu_of(slot_index))
+
+    def footprint(self, spec_source: str, compile_baseline: bool = False) -> Footprint | None:
+        """The spec's footprint as measured by an earlier evaluation on this Judge."""
+        key = self._footprint_key(hashlib.sha256(spec_source.encode()).hexdigest(), compile_baseline)
+        with self._state:
+            return self._footprints.get(key)
+
+    def _footprint_key(self, sha: str, compile_baseline: bool) -> str:
+        # A job that also compiles the reference has a footprint of its own (Inductor's
+        # buffers and the compiled baseline's timing beside the eager one).
+        return sha + (":compile" if compile_baseline or self.opts.timing.compile_baseline else "")
+
+    def _send(self, slot: Slot, msg: dict[str, Any], sha: str,
+              alone: bool = False) -> tuple[_Reply, WorkerProcess, Ticket | None]:
+        """Send a job once the slot's GPU has memory for it (admission waits happen before
+        the job reaches the worker: never on its phase clocks)."""
+        adm = self.admission(slot.index)
+        ticket: Ticket | None = None
+        if adm is None:
+            reply, worker = slot.send(msg)
+        else:
+            with self._state:
+                fp = self._footprints.get(sha)
+            with adm.admit(fp.need_bytes if fp is not None else None, alone=alone) as ticket:
+                reply, worker = slot.send(msg)
+        if reply.kind == "unavailable":
+            raise DeviceUnavailable(reply.reason)
+        return reply, worker, ticket
+
+    def _learn(self, sha: str, payload: dict[str, Any]) -> Footprint | None:
+        """Keep the footprint a job measured: the first measurement of a spec, then the
+        larger of it and any correct job's (out-of-memory jobs teach nothing)."""
+        ev = payload.get("evidence", {}) if isinstance(payload.get("evidence"), dict) else {}
+        fp = None if ev.get("out_of_memory") else Footprint.from_report(ev.get("memory"))
+        with self._state:
+            old = self._footprints.get(sha)
+            if fp is not None and (old is None or payload.get("status") == "correct"):
+                self._footprints[sha] = fp if old is None else old.merged(fp)
+            return self._footprints.get(sha)
 
     @property
     def workers_started(self) -> int:
@@ -194,7 +252,7 @@ class Judge:
         with self._pool.lease() as slot:
             msg = {"op": "validate_spec", "job_id": uuid.uuid4().hex, "spec_source": spec_source,
                    "spec_name": spec_name, "options": self._job_options()}
-            reply, worker = slot.send(msg)
+            reply, worker, _ = self._send(slot, msg, hashlib.sha256(spec_source.encode()).hexdigest())
             self._note_worker(slot)
             if reply.kind != "result":
                 slot.replace()
@@ -240,7 +298,16 @@ class Judge:
                                **({"compile_baseline": True} if compile_baseline else {})}}
             if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
                 slot.replace()
-            reply, worker = slot.send(msg)
+            fp_key = self._footprint_key(affinity, compile_baseline)
+            reply, worker, ticket = self._send(slot, msg, fp_key)
+            first: dict[str, Any] | None = None
+            if ticket is not None and ticket.shared and _out_of_memory(reply):
+                # Out of memory while other jobs shared the GPU: not the candidate's verdict.
+                # Again alone, in a fresh worker (the old one's allocator is fragmented).
+                first = {"reason": str(reply.payload.get("reason", ""))[:300], "admission": ticket.evidence()}
+                log.info("candidate %s ran out of memory beside other jobs; re-running it alone", candidate_id)
+                slot.replace()
+                reply, worker, ticket = self._send(slot, msg, fp_key, alone=True)
             self._note_worker(slot)
             if reply.kind == "result" and "spec_error" in reply.payload:
                 slot.replace()
@@ -260,6 +327,12 @@ class Judge:
             if v.interpreted and not any("interpreter" in w for w in v.warnings):
                 v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
             v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs, "slot": slot.index}
+            if ticket is not None:
+                self._note_memory(v, reply, fp_key, ticket, first)
+                adm = self.admission(slot.index)
+                held = v.evidence["memory"]["job"].get("held_after_job_bytes")
+                if adm is not None and isinstance(held, int):
+                    adm.note_resident(slot.index, held)
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             if v.status != "correct" and not self._may_reuse(v):
                 # The interpreter, an out-of-bounds access or a half-run candidate can leave
@@ -287,6 +360,28 @@ class Judge:
                 f.exception()  # wait for all before raising any
             return [f.result() for f in futures]
 
+    def _note_memory(self, v: Verdict, reply: _Reply, sha: str, ticket: Ticket, first: dict[str, Any] | None) -> None:
+        """Footprint and admission in the verdict's evidence; an out-of-memory error of a
+        job that ran alone becomes what it needs against what the device has."""
+        reported = v.evidence.get("memory")
+        job: dict[str, Any] = reported if isinstance(reported, dict) else {}
+        fp = self._learn(sha, reply.payload) if reply.kind == "result" else None
+        mem: dict[str, Any] = {"job": job, "admission": ticket.evidence()}
+        if fp is not None:
+            mem["footprint"] = fp.to_dict()
+        if first is not None:
+            mem["first_attempt"] = first
+            mem["rerun_alone"] = True
+        v.evidence["memory"] = mem
+        if v.status == "runtime_error" and v.evidence.get("out_of_memory") and not ticket.shared:
+            job_peak = int(job.get("job_peak_bytes", 0) or 0)
+            floor = int(job.get("inputs_bytes", 0) or 0) + int(job.get("parameters_bytes", 0) or 0)
+            need = max(fp.need_bytes if fp is not None else 0, max(job_peak, floor) + requested_bytes(v.reason))
+            total = ticket.total_bytes
+            v.reason = (f"out of memory running alone on the device: needs about {gib(need)}, the device has "
+                        f"{gib(total)} ({gib(ticket.capacity_bytes)} free with no other evaluation running); "
+                        f"{v.reason}")[:1500]
+
     def _may_reuse(self, v: Verdict) -> bool:
         """Whether a worker that produced a non-correct verdict may serve the next job.
 
@@ -302,6 +397,11 @@ class Judge:
         if v.status in ("incorrect", "compile_error"):
             return True
         return v.status == "runtime_error" and self.device == "cpu"
+
+
+def _out_of_memory(reply: _Reply) -> bool:
+    ev = reply.payload.get("evidence") if reply.kind == "result" else None
+    return isinstance(ev, dict) and bool(ev.get("out_of_memory"))
 
 
 def _spec_precheck(spec_source: str) -> str:

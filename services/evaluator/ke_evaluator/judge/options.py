@@ -86,6 +86,8 @@ class EvalOptions:
             raise InvalidArgumentError("cache.limit_bytes must be >= 0 (or None)")
         if not 0.0 <= self.cache.fraction <= 1.0:
             raise InvalidArgumentError("cache.fraction must be within [0, 1]")
+        if self.pool.memory_margin < 1.0:
+            raise InvalidArgumentError("pool.memory_margin must be >= 1")
 
 
 def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> EvalOptions:

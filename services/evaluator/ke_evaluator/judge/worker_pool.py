@@ -80,7 +80,7 @@ class _PhaseClock:
 
 @dataclass
 class _Reply:
-    kind: str  # "result" | "timeout" | "crashed"
+    kind: str  # "result" | "timeout" | "crashed" | "unavailable" (the device could not start a worker)
     payload: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
 
@@ -114,6 +114,9 @@ class WorkerProcess:
         self.log_path = os.path.join(self.scratch, "worker.log")
         self.jobs = 0
         self.ready: dict[str, Any] | None = None
+        # Why the worker could not start its device (out of memory after its retries): an
+        # infrastructure failure, never a candidate's verdict.
+        self.startup_failed = ""
         job_r, job_w = os.pipe()
         res_r, res_w = os.pipe()
         env = worker_environment.child_environment(
@@ -189,6 +192,9 @@ class WorkerProcess:
                 return f"worker sent a malformed message during start-up: {exc}"
             if clock.observe(msg):
                 continue
+            if msg.get("type") == "startup_failed":
+                self.startup_failed = str(msg.get("reason", "device start-up failed"))
+                return f"worker could not start its device: {self.startup_failed}"
             if msg.get("type") != "ready":
                 return f"unexpected first message from worker: {msg.get('type')!r}"
             self.ready = msg
@@ -344,6 +350,8 @@ class Slot:
             if why:
                 self.worker = None
                 worker.kill()
+                if worker.startup_failed:
+                    return _Reply("unavailable", reason=f"evaluation worker failed to start: {why}"), worker
                 return _Reply("crashed", reason=f"evaluation worker failed to start: {why}"), worker
         reply = worker.request(msg, self.opts.compile_timeout_s, self.opts.run_timeout_s, self.lock_wait_timeout)
         return reply, worker

@@ -33,7 +33,7 @@ import torch
 from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
 from ..device_lock import DeviceLock, Mode
-from . import defenses, diagnosis, launch_counter, loading, output_checks, reference_cache, timing
+from . import defenses, diagnosis, launch_counter, loading, memory, output_checks, reference_cache, timing
 from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .global_state import GlobalState, set_precision_flags, snapshot, state_violations
@@ -96,6 +96,7 @@ class Evaluator:
         self._output_sizes: set[int] = set()
         self._before: GlobalState | None = None
         self._refs: reference_cache.JobReferences | None = None  # the running job's view of ref_cache
+        self._mem = memory.JobMemory(torch.device("cpu"))  # the running job's memory measurement
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
@@ -147,6 +148,7 @@ class Evaluator:
         if self.lock is not None:
             self.lock.reset_stats()
         compiles_unlocked = self.compile_release.released if self.compile_release is not None else 0
+        self._mem = memory.JobMemory(self.device)
         try:
             self._evaluate(job, opts, v, phase)
         except Outcome as o:
@@ -169,6 +171,10 @@ class Evaluator:
                 v.evidence["device_lock"]["compiles_unlocked"] = self.compile_release.released - compiles_unlocked
         if v.status != "correct":
             v.speedup = 0.0
+        # For the Judge's admission (footprint of the spec) and its out-of-memory re-run.
+        v.evidence["memory"] = self._mem.report()
+        if v.status == "runtime_error" and memory.out_of_memory(v.reason):
+            v.evidence["out_of_memory"] = True
         return v.to_dict()
 
     def _evaluate(self, job: dict[str, Any], opts: JobOptions, v: Verdict, phase: PhaseFn) -> None:
@@ -256,31 +262,35 @@ class Evaluator:
         # ---- run: correctness --------------------------------------------------------------
         lap("compile")
         phase("run")
-        trial_sets: list[tuple[str, list[Any]]] = [("trial 0", inputs0)]
+        # Each set is made when its trial starts (same seeds as before), not all up front:
+        # on the device one trial's set is live at a time (plus trial 0's), not all of them.
+        trial_sets: list[tuple[str, Callable[[], list[Any]]]] = [("trial 0", lambda: inputs0)]
         fresh: set[str] = set()  # per-job values: never cached
         for i in range(1, max(1, opts.correctness_trials)):
             if i == 1 and opts.seed_shared:
-                trial_sets.append(("trial 1", spec.inputs(fresh_seed + 1001, dev)))
+                trial_sets.append(("trial 1", partial(spec.inputs, fresh_seed + 1001, dev)))
                 fresh.add("trial 1")
             else:
-                trial_sets.append((f"trial {i}", refs.inputs(f"trial {i}", partial(spec.inputs, seed + 1000 + i, dev))))
+                trial_sets.append((f"trial {i}", partial(refs.inputs, f"trial {i}",
+                                                         partial(spec.inputs, seed + 1000 + i, dev))))
         if opts.seed_shared:
             # Per-job values where a check hangs on one set (hard-coded shapes, the error
             # budget below): an answer stored by an earlier job of the spec cannot pass them.
             extras = [(f"extra shape set {j}", x) for j, x in enumerate(spec.extra_inputs(fresh_seed + 5000, dev))]
             fresh |= {label for label, _ in extras}
-            trial_sets += extras
             refs.stats["fresh_values"] = "trial 1, the extra shape sets, the timing sets (per-job secret seed)"
         else:
-            trial_sets += refs.extras(lambda: spec.extra_inputs(seed + 5000, dev))
+            extras = refs.extras(lambda: spec.extra_inputs(seed + 5000, dev))
+        trial_sets += [(label, partial(_given, x)) for label, x in extras]
 
         corr = Correctness(trials=0)
         worst_abs = worst_rel = 0.0
         persistent = first_in  # trial 1 reuses trial 0's buffers (x.copy_(new))
         ref_out0: Any = None
         out_shapes: list[Any] = []
-        for idx, (label, inputs) in enumerate(trial_sets):
+        for idx, (label, make_inputs) in enumerate(trial_sets):
             self._step_aside()
+            inputs = make_inputs()
             if idx == 0:
                 cand_in, out = first_in, first_out
             elif idx == 1 and _same_shapes(persistent, inputs):
@@ -304,7 +314,8 @@ class Evaluator:
 
             def reference(inputs: list[Any] = inputs) -> tuple[Any, bool]:
                 ref_in = output_checks.clone_tree(inputs)
-                out_ref = self._call(ref_model, ref_in)
+                with self._mem.reference():
+                    out_ref = self._call(ref_model, ref_in)
                 set_precision_flags()
                 return out_ref, output_checks.aliases_any(out_ref, ref_in)
 
@@ -313,6 +324,7 @@ class Evaluator:
                 ref, ref_aliases = reference()
                 if idx == 0:
                     refs.check_recomputed(key, ref, ref_aliases, spec.tolerance)
+                    self._mem.note(inputs, ref_model, ref)
             else:
                 ref, ref_aliases = refs.reference(key, reference)
             if len(self._output_sizes) < 64:
@@ -458,7 +470,12 @@ class Evaluator:
     def _time(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
               opts: JobOptions, v: Verdict, seed: int) -> None:
         dev = self.device
-        sets = [spec.inputs(seed + 9000 + i, dev) for i in range(max(1, opts.timing_input_sets))]
+        sets = [spec.inputs(seed + 9000, dev)]
+        # Each timing set lives twice (values and their source): as many as half the free
+        # device memory holds, up to the option (3 sets of a 12 GB input were 72 GB).
+        wanted = max(1, opts.timing_input_sets)
+        sets += [spec.inputs(seed + 9000 + i, dev)
+                 for i in range(1, memory.sets_that_fit(wanted, 2 * memory.tensor_bytes(sets[0]), dev))]
         policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
                                      ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
 
@@ -506,11 +523,15 @@ class Evaluator:
                 v.speedup_vs_compile = v.compile_baseline_timing.median_ms / v.candidate_timing.median_ms
         per_call = (v.baseline_timing.per_call_median_ms / v.candidate_timing.per_call_median_ms
                     if v.candidate_timing.per_call_median_ms > 0 else None)
-        v.evidence["timing"] = {"input_sets": len(sets), "fresh_values_each_round": True,
+        v.evidence["timing"] = {"input_sets": len(sets), "input_sets_wanted": wanted, "fresh_values_each_round": True,
                                 "l2_flush": dev.type == "cuda", "speedup_per_call": per_call,
                                 "clock": "cuda events behind a spin kernel + device synchronize; host enqueue "
                                          "time apart" if dev.type == "cuda" else "time.perf_counter",
                                 "spin_shorter_than_host": timer.spin_short}
+
+
+def _given(inputs: list[Any]) -> list[Any]:
+    return inputs
 
 
 def _same_shapes(a: list[Any], b: list[Any]) -> bool:

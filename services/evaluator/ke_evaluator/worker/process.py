@@ -16,6 +16,7 @@ import re
 import signal
 import sys
 import time
+from functools import partial
 from typing import Any
 
 
@@ -64,6 +65,16 @@ def _fingerprint(device: Any) -> dict[str, str]:
     else:
         fp["device_name"] = platform.processor() or platform.machine()
     return fp
+
+
+def _sleep_unlocked(lock: Any, seconds: float) -> None:
+    """A start-up wait for device memory: let the SHARED device lock go meanwhile, so the
+    job whose memory we wait for can still take it EXCLUSIVE for its timing."""
+    if lock is not None:
+        lock.release()
+    time.sleep(seconds)
+    if lock is not None:
+        lock.acquire("shared")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from . import compile_release, diagnosis, evaluation, global_state, launch_counter, spec_validation, warm_up
+    from . import compile_release, diagnosis, evaluation, global_state, launch_counter, memory, spec_validation, warm_up
 
     clock.mark("import")
 
@@ -136,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         lock.acquire("shared")
     clock.mark("lock_wait")
     if device.type == "cuda":
-        torch.cuda.init()
-        torch.cuda.set_device(device)
+        why = memory.start_device(device, sleep=partial(_sleep_unlocked, lock))
+        if why:
+            # Not a candidate's fault: the Judge reports the device as unavailable.
+            wire.write_message(out_fd, {"type": "startup_failed", "reason": why})
+            return 3
     global_state.set_precision_flags()
     # Start torch's intra-op thread pool (and the profiler's thread, below) now so a later thread-count check sees only
     # threads the candidate created.
@@ -202,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                     lock.release()
         else:
             payload = {"error": f"unknown op {op!r}"}
+        memory.release_cached(device)
         sys.stderr.flush()
         wire.write_message(out_fd, {"type": "result", "job_id": job_id, "payload": payload})
 

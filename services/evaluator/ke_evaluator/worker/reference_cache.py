@@ -200,6 +200,7 @@ class JobReferences:
         self._counts = {"input_sets_cached": 0, "input_sets_generated": 0, "reference_outputs_cached": 0,
                         "reference_outputs_computed": 0, "float64_cached": 0, "float64_computed": 0}
         self.bundle: Bundle | None = None
+        self._refused = 0  # sets or outputs left out: no room in the cache
         if cache is None:
             return
         if shared:
@@ -211,8 +212,18 @@ class JobReferences:
             bundle = None
         self.bundle = bundle if bundle is not None else Bundle()
 
+    def _room(self, obj: Any) -> bool:
+        """Whether ``obj`` still fits the cache's cap beside the bundle. What does not fit is
+        not kept even for the rest of the job: a bundle larger than the cap is dropped at the
+        end anyway, and holding every set of a 12 GB spec on the device until then is what
+        ran workers out of memory. Such sets are regenerated from their seeds next time."""
+        fits = (self.cache is not None and self.bundle is not None
+                and self.bundle.nbytes() + tree_bytes(obj) <= self.cache.limit_bytes)
+        self._refused += not fits
+        return fits
+
     def _store(self, label: str, inputs: list[Any]) -> list[Any]:
-        if self.bundle is not None:
+        if self.bundle is not None and self._room(inputs):
             try:
                 self.bundle.entries[label] = Entry(inputs=inputs, inputs_sum=checksum(inputs))
             except (RuntimeError, TypeError):
@@ -249,7 +260,7 @@ class JobReferences:
             return entry.ref, entry.ref_aliases
         ref, aliases = compute()
         self._counts["reference_outputs_computed"] += 1
-        if entry is not None:
+        if entry is not None and self._room(ref):
             try:
                 entry.ref, entry.ref_aliases, entry.ref_sum = ref, aliases, checksum(ref)
             except (RuntimeError, TypeError):
@@ -263,6 +274,9 @@ class JobReferences:
         if entry is None:
             return
         if entry.ref_sum is None:
+            if not self._room(fresh):
+                self.stats["trial0_reference"] = "computed (too large to cache)"
+                return
             try:
                 entry.ref, entry.ref_aliases, entry.ref_sum = fresh, aliases, checksum(fresh)
             except (RuntimeError, TypeError):
@@ -285,7 +299,7 @@ class JobReferences:
             return entry.ref64
         out = compute()
         self._counts["float64_computed"] += 1
-        if entry is not None:
+        if entry is not None and self._room(out):
             try:
                 entry.ref64, entry.ref64_sum = out, checksum(out)
             except (RuntimeError, TypeError):
@@ -308,8 +322,10 @@ class JobReferences:
         c = self._counts
         if self.cache is not None and self.bundle is not None:
             kept = self.cache.put(self.key, self.bundle)
-            if not kept:
+            if not kept or (self._refused and not self.bundle.entries):
                 self.stats["kept"] = "no: larger than the cache"
+            elif self._refused:
+                self.stats["kept"] = f"partly: {self._refused} sets or outputs did not fit the cache"
         self.stats.update(c)
         cached_refs = c["reference_outputs_cached"] + c["float64_cached"]
         computed_refs = c["reference_outputs_computed"] + c["float64_computed"]
