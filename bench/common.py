@@ -177,6 +177,47 @@ def add_example_arguments(ap: argparse.ArgumentParser) -> None:
 
 # example specs: our operators, then the same kinds of specs written in other people's styles
 EXAMPLE_DIRS = (ROOT / "examples" / "ops", ROOT / "examples" / "styles")
+# specs at the sizes people run them (4-12 GB inputs, 50-layer nets): never part of "all",
+# whose scripts run the reference on the host; only real_size_verdicts.py takes them.
+LARGE_DIR = ROOT / "examples" / "large"
+
+
+def large_names(specs: str) -> list[str]:
+    """``large`` (every spec of examples/large), ``large+all`` (those, then every example at
+    its GPU size), or comma-separated names of either folder."""
+    every = sorted(p.stem for p in LARGE_DIR.glob("*.py"))
+    if specs == "large":
+        return every
+    if specs == "large+all":
+        return every + example_names("all")
+    return [n for n in specs.split(",") if n]
+
+
+def spec_source(name: str) -> tuple[str, bool]:
+    """The source a benchmark judges for spec ``name`` and whether it is a real-size spec:
+    examples/large as written (its sizes are the point), any other example at its GPU size."""
+    large = LARGE_DIR / f"{name}.py"
+    if large.exists():
+        return large.read_text(), True
+    return gpu_variant(example_path(name).read_text()), False
+
+
+def verdict_row(judge: Any, spec: str, source: str, cand_source: str) -> dict[str, Any]:
+    """The judge's verdict on one candidate as a result row (status, reason, speedup, the
+    candidate's median, the worker's stage seconds, wall seconds, max error); an unusable
+    spec at this size is a finding (``spec_error``), not the end of the benchmark."""
+    from kernelevolve.errors import KernelEvolveError
+
+    try:
+        v = judge.evaluate(source, cand_source, candidate_id=f"{spec}-seed")
+    except KernelEvolveError as exc:
+        return {"status": "spec_error", "reason": str(exc)[:600]}
+    t = v.candidate_timing
+    return {"status": v.status, "reason": v.reason[:600], "speedup": v.speedup,
+            "candidate_ms": t.median_ms if t else None, "stage_s": v.evidence.get("stage_s"),
+            "wall_s": v.evidence.get("wall_s"),
+            "max_abs_error": v.correctness.max_abs_error if v.correctness else None,
+            "evidence_keys": sorted(v.evidence)}
 
 
 def example_path(name: str) -> Path:

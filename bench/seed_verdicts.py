@@ -34,23 +34,13 @@ def _lower(args: tuple[str, int]) -> dict[str, Any]:
 
 
 def _judge_one(judge: Any, prep: dict[str, Any]) -> dict[str, Any]:
-    from kernelevolve.errors import KernelEvolveError
-
     row: dict[str, Any] = {"spec": prep["spec"], "scale": prep.get("scale")}
     if "lower_error" in prep:
         row.update(status="lower_error", reason=prep["lower_error"])
         return row
-    try:
-        v = judge.evaluate(prep["source"], prep["cand_source"], candidate_id=f"{prep['spec']}-seed")
-    except KernelEvolveError as exc:  # an unusable spec at this size is a finding, not the end
-        row.update(status="spec_error", reason=str(exc)[:600])
-        return row
-    t = v.candidate_timing
-    row.update(status=v.status, reason=v.reason[:600], speedup=v.speedup,
-               candidate_ms=t.median_ms if t else None, stage_s=v.evidence.get("stage_s"),
-               wall_s=v.evidence.get("wall_s"),
-               max_abs_error=v.correctness.max_abs_error if v.correctness else None)
-    if v.status != "correct":
+    row.update(common.verdict_row(judge, prep["spec"], prep["source"], prep["cand_source"]))
+    row.pop("evidence_keys", None)
+    if row["status"] != "correct":
         row["genome"] = prep["genome"]  # to reproduce it
     return row
 

@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ke_cli import commands, knowledge_cli
+from ke_cli import commands, knowledge_cli, real_size
 from ke_cli.client import KernelEvolveClient
 from ke_cli.console import CPU_NOTE, Progress, status_name
 from ke_cli.live import make_progress, working
@@ -42,6 +42,7 @@ from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import load_spec_file
+from kernelevolve.spec_shrink import FitResult
 from kernelevolve.v1 import common_pb2 as pb
 
 log = logging.getLogger("kernelevolve.cli")
@@ -267,6 +268,9 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             raise UsageError("--synthesizer chooses the embedded stack's synthesizer; a cluster's is set in its "
                              "configuration (KE_SYNTHESIZER_KIND)")
         settings = replace(settings, synthesizer=replace(settings.synthesizer, kind=args.synthesizer))
+    fit = None
+    if not args.gateway and real_size.judged_on_cpu(settings):  # a gateway's evaluators may have GPUs
+        spec, fit = real_size.fit_spec(spec, quiet=args.json)
     session_id = new_session_id()
     run_dir, created = _prepare_run_dir(args.out, session_id)
     started = False
@@ -279,6 +283,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
                 session_id=session_id, spec=str(args.spec), spec_name=spec.name, budget=budget,
                 strategy=args.strategy, max_inflight=args.max_inflight, gateway=args.gateway))
             stack.enter_context(runstate.hold(run_dir))
+            if fit is not None:
+                real_size.record(run_dir, fit)
             if args.gateway:
                 target = args.gateway
             else:
@@ -304,7 +310,7 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             if settings.synthesizer.kind == "agent" and not args.gateway and not args.json:
                 sys.stderr.write(f"kernelevolve: candidates come from outside: answer with `kernelevolve agent next "
                                  f"--session {session_id}` and `kernelevolve agent submit`\n")
-            return await _follow(args, client, session, run_dir, budget, stop)
+            return await _follow(args, client, session, run_dir, budget, stop, fit=fit)
     finally:
         if not started and created:
             shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
@@ -322,7 +328,7 @@ def synthesizer_settings(args: argparse.Namespace, settings: Settings) -> Settin
 
 
 async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session: pb.Session, run_dir: Path,
-                  budget: int, stop: _Stop) -> int:
+                  budget: int, stop: _Stop, fit: FitResult | None = None) -> int:
     sid = session.session_id
     progress = make_progress(budget, quiet=args.json or getattr(args, "quiet", False))
     progress.line(f"KernelEvolve session {sid}: {session.spec.name}, budget {budget}, "
@@ -358,6 +364,8 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
     if args.gateway:
         await client.export(sid, run_dir)
     summary = await _summary(client, final, run_dir, progress.interpreted)
+    if fit is not None:
+        summary["judged_shapes"] = fit.to_dict()
     summary["report"] = commands.write_session_report(run_dir)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
@@ -434,6 +442,8 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
     progress.line(f"Run folder: {s['run_dir']} (candidates/, reports/, lineage.json)")
     if s.get("report"):
         progress.line(f"Report: {s['report']}  (kernelevolve report {s['run_dir']} --open)")
+    if s.get("judged_shapes"):
+        progress.line(f"Shapes: {s['judged_shapes']['description']}.")
     if s.get("note"):
         progress.line(f"Note: {s['note']}")
 

@@ -26,6 +26,7 @@ class RunData:
     retimes: dict[str, dict[str, Any]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)  # candidate id -> epoch seconds its report was written
     run_dir: str = ""
+    judged_shapes: dict[str, Any] = field(default_factory=dict)  # judged_shapes.json: a spec judged shrunk
 
     @property
     def interpreted(self) -> bool:
@@ -72,7 +73,7 @@ def load_run_folder(run_dir: str | Path) -> RunData:
     run = RunData(session_id=str(summary.get("session_id") or lineage.get("session_id") or root.name),
                   spec_name=str(summary.get("spec") or lineage.get("spec") or ""),
                   spec_source=(read("spec.py") or b"").decode("utf-8", "replace"),
-                  summary=summary, run_dir=str(root))
+                  summary=summary, run_dir=str(root), judged_shapes=_json(read("judged_shapes.json")))
     for n in lineage.get("nodes", []):
         cid = str(n.get("node_id", "")) if isinstance(n, dict) else ""
         if not _ID.match(cid):

@@ -434,6 +434,10 @@ def render_html(run: RunData) -> str:
     hardware = next((str(r.get("device")) for r in run.reports.values() if r.get("device")), "")
     note = f"<div class='note' id='cpu-note'><b>Interpreter timings.</b> {escape(CPU_NOTE)}</div>" \
         if run.interpreted else ""
+    if run.judged_shapes.get("description"):
+        shapes = escape(str(run.judged_shapes["description"]))
+        note += (f"<div class='note' id='shapes-note'><b>Shrunk shapes.</b> {shapes}: the spec is too large for "
+                 "the CPU interpreter at its own size.</div>")
     for key, title in (("error", "The session failed"), ("common_failure", "Every candidate failed the same way")):
         if s.get(key):
             note += f"<div class='note fail' id='{key.replace('_', '-')}'><b>{title}:</b> {escape(str(s[key]))}</div>"

@@ -1,0 +1,42 @@
+"""Real-size specs on a machine without a GPU: before an embedded CPU session starts, the
+spec is sized without allocating anything and, when the interpreter cannot judge it at its
+size in time, replaced by a shrunk variant (``kernelevolve.spec_shrink``). The user is told
+up front, and the summary, the JSON output and the report say which shapes were judged."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from kernelevolve.config import Settings
+from kernelevolve.spec import make_spec
+from kernelevolve.spec_shrink import FitResult, fit_for_interpreter
+from kernelevolve.v1 import common_pb2 as pb
+
+SHAPES_FILE = "judged_shapes.json"
+
+
+def judged_on_cpu(settings: Settings) -> bool:
+    """Whether the embedded stack's evaluator will judge in the CPU interpreter."""
+    from ke_evaluator.judge import resolve_hardware_kind
+
+    return resolve_hardware_kind(settings.evaluator.hardware_kind) not in ("nvidia",)
+
+
+def fit_spec(spec: pb.OperatorSpec, quiet: bool) -> tuple[pb.OperatorSpec, FitResult | None]:
+    """The spec the CPU session should judge, and how it was fitted (None: as it is).
+    Raises SpecShrinkError (exit 2) when it is too large and cannot be shrunk."""
+    fit = fit_for_interpreter(spec.source)
+    if not fit.shrunk:
+        return spec, None
+    if not quiet:
+        sys.stderr.write(f"kernelevolve: {spec.name} is too large for the CPU interpreter at its own size "
+                         f"({fit.original_input_bytes / 2**30:.3g} GiB of inputs); correctness is "
+                         f"{fit.describe()}. Timings at these shapes say nothing about the real size.\n")
+    return make_spec(spec.name, fit.source), fit
+
+
+def record(run_dir: Path, fit: FitResult) -> None:
+    """``RUN_DIR/judged_shapes.json``, read by the session report."""
+    (run_dir / SHAPES_FILE).write_text(json.dumps(fit.to_dict(), indent=2))

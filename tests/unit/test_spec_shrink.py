@@ -1,0 +1,178 @@
+"""kernelevolve.spec_shrink: finding a spec's size constants, rewriting them, and fitting
+odd specs to the CPU interpreter's budget (measured on the meta device in a child)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kernelevolve.errors import InvalidSpecError
+from kernelevolve.spec_shrink import ShrinkBudget, SpecShrinkError, fit_for_interpreter, rewrite, size_constants
+from tests.conftest import REPO_ROOT
+
+LARGE = REPO_ROOT / "examples" / "large"
+
+# sizes in __init__ (through get_init_inputs), a size derived from another, a tuple
+# assignment, and non-size constants (eps, dropout p, kernel size, a dim index) to keep.
+ODD = '''"""Odd spec."""
+import torch
+import torch.nn as nn
+
+batch_size, seq = 8192, 4096
+hidden: int = 2048
+inner = 4 * hidden
+eps = 1e-5
+p = 0.1
+kernel_size = 3
+dim = -1
+use_bias = True
+
+
+class Model(nn.Module):
+    def __init__(self, hidden, inner, eps, p, kernel_size):
+        super().__init__()
+        self.up = nn.Linear(hidden, inner)
+        self.down = nn.Linear(inner, hidden)
+        self.norm = nn.LayerNorm(hidden, eps=eps)
+        self.drop = nn.Dropout(p)
+        self.conv = nn.Conv1d(hidden, hidden, kernel_size, padding=kernel_size // 2, groups=hidden)
+
+    def forward(self, x):
+        y = self.conv(x.transpose(1, 2)).transpose(1, 2)
+        return self.norm(x + self.down(torch.relu(self.up(self.drop(y)))))
+
+
+def get_inputs():
+    return [torch.randn(batch_size // 1024, seq, hidden)]
+
+
+def get_init_inputs():
+    return [hidden, inner, eps, p, kernel_size]
+'''
+
+NO_CONSTANTS = '''"""A real-size spec with its sizes written inline."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(65536, 16384)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CPU_DECLARED = NO_CONSTANTS + '''
+
+def get_cpu_inputs():
+    return [torch.randn(64, 512)]
+'''
+
+DIVISIBLE = '''"""Heads must divide the width: halving width below heads * 8 breaks the view."""
+import torch
+import torch.nn as nn
+
+tokens = 1048576
+width = 512
+n_heads = 8
+
+
+class Model(nn.Module):
+    def __init__(self, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+
+    def forward(self, x):
+        b, d = x.shape
+        y = x.view(b, self.n_heads, d // self.n_heads)
+        return torch.softmax(y, dim=-1).reshape(b, d)
+
+
+def get_inputs():
+    return [torch.randn(tokens, width)]
+
+
+def get_init_inputs():
+    return [n_heads]
+'''
+
+
+def test_size_constants_are_the_integer_sizes_only() -> None:
+    found = {c.name: c.value for c in size_constants(ODD)}
+    assert found == {"batch_size": 8192, "seq": 4096, "hidden": 2048}  # inner is derived; eps, p, ... kept
+
+
+def test_rewrite_changes_only_the_given_literals_and_keeps_the_rest() -> None:
+    consts = size_constants(ODD)
+    out = rewrite(ODD, consts, {"batch_size": 64, "hidden": 128})
+    assert "batch_size, seq = 64, 4096" in out and "hidden: int = 128" in out and "inner = 4 * hidden" in out
+    assert out.replace("64, 4096", "8192, 4096").replace("int = 128", "int = 2048") == ODD
+    ast.parse(out)
+
+
+def test_a_name_assigned_twice_is_not_shrunk() -> None:
+    assert [c.name for c in size_constants("n = 4096\nn = 8192\nm = 1024\n")] == ["m"]
+
+
+def test_odd_spec_is_shrunk_below_budget_with_its_non_size_constants_untouched() -> None:
+    fit = fit_for_interpreter(ODD)
+    assert fit.method == "constants" and fit.shrunk
+    assert fit.original_inputs[0].shape == [8, 4096, 2048]
+    assert fit.input_bytes <= ShrinkBudget().input_bytes < fit.original_input_bytes
+    assert set(fit.changed) <= {"batch_size", "seq", "hidden"} and fit.changed
+    tree = {n.targets[0].id: n.value for n in ast.parse(fit.source).body
+            if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+    for name, value in (("eps", 1e-5), ("p", 0.1), ("kernel_size", 3), ("use_bias", True)):
+        assert ast.literal_eval(tree[name]) == value
+    assert ast.unparse(tree["dim"]) == "-1" and ast.unparse(tree["inner"]) == "4 * hidden"
+    text = fit.describe()
+    assert text.startswith("judged at shrunk shapes: x [") and "instead of [8, 4096, 2048]" in text
+
+
+def test_a_spec_that_fits_is_judged_as_it_is() -> None:
+    fit = fit_for_interpreter(NO_CONSTANTS.replace("65536, 16384", "64, 512"))
+    assert fit.method == "as_is" and not fit.shrunk and fit.inputs[0].shape == [64, 512]
+    assert fit.describe() == "judged at the spec's own shapes"
+
+
+def test_a_spec_without_constants_is_refused_clearly() -> None:
+    with pytest.raises(SpecShrinkError, match=r"too large for the CPU interpreter \(inputs x \[65536, 16384\]: 4 GiB"
+                       r".*declares no get_cpu_inputs\(\) nor module-level integer size constants"):
+        fit_for_interpreter(NO_CONSTANTS)
+
+
+def test_declared_cpu_inputs_are_used() -> None:
+    fit = fit_for_interpreter(CPU_DECLARED)
+    assert fit.method == "get_cpu_inputs" and fit.inputs[0].shape == [64, 512]
+    assert "the spec's get_cpu_inputs()" in fit.describe()
+
+
+def test_a_halving_that_breaks_the_reference_is_not_taken() -> None:
+    fit = fit_for_interpreter(DIVISIBLE, ShrinkBudget(input_bytes=2**16))
+    shape = fit.inputs[0].shape
+    assert shape is not None and shape[1] % 8 == 0 and "n_heads" not in fit.changed  # structural: never halved
+    assert fit.input_bytes <= 2**16
+
+
+def test_a_spec_whose_reference_fails_is_a_spec_error() -> None:
+    with pytest.raises(InvalidSpecError, match="could not be sized on the meta device"):
+        fit_for_interpreter(NO_CONSTANTS.replace("torch.softmax(x, dim=-1)", "x @ torch.ones(3, 3)")
+                            .replace("65536, 16384", "64, 512"))
+
+
+# examples/large: every spec parses and keeps its sizes in module-level constants, so a CPU
+# session can shrink it; none is run here at its real size (4-12 GB of inputs).
+@pytest.mark.parametrize("path", sorted(LARGE.glob("*.py")), ids=lambda p: p.stem)
+def test_large_examples_have_size_constants(path: Path) -> None:
+    source = path.read_text()
+    names = {n.name for n in ast.parse(source).body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    assert {"Model", "get_inputs", "get_init_inputs"} <= names
+    assert size_constants(source)
