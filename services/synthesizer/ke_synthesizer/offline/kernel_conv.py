@@ -25,8 +25,12 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from .emit.launch_helpers import cached_plan_lines, tuple_source
+from .emit.lower_pointwise import PointwiseEmitter
+from .emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
-from .fx_meta import dtype_of, shape_of
+from .frontend.fx_meta import dtype_of, shape_of
+from .frontend.ops import NormOp
 from .kernel_pointwise import (
     epilogue_broadcast_checks,
     epilogue_key_parts,
@@ -38,12 +42,8 @@ from .kernel_pointwise import (
     kernel_name,
     operand_shape,
 )
-from .launch_helpers import cached_plan_lines, tuple_source
-from .lower_pointwise import PointwiseEmitter
-from .ops import NormOp
-from .plan import Group, Plan, PlanContext
-from .plan_outputs import group_outputs
-from .precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from .plan.plan import Group, Plan, PlanContext
+from .plan.plan_outputs import group_outputs
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}

@@ -13,8 +13,11 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .emit.launch_helpers import cached_plan_lines, tuple_source
+from .emit.lower_pointwise import PointwiseEmitter
 from .family import Emitted, KernelFamily, LaunchArgs, Recognised
-from .fx_meta import dtype_of, shape_of
+from .frontend.fx_meta import dtype_of, shape_of
+from .frontend.ops import NormOp
 from .kernel_pointwise import (
     epilogue_broadcast_checks,
     epilogue_key_parts,
@@ -27,11 +30,8 @@ from .kernel_pointwise import (
     load_cast,
     operand_shape,
 )
-from .launch_helpers import cached_plan_lines, tuple_source
-from .lower_pointwise import PointwiseEmitter
-from .ops import NormOp
-from .plan import Group, Plan, PlanContext
-from .plan_outputs import group_outputs
+from .plan.plan import Group, Plan, PlanContext
+from .plan.plan_outputs import group_outputs
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
           F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3),

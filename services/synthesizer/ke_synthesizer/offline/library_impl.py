@@ -23,11 +23,11 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
+from .frontend.ops import NormOp
 from .kernel_conv import conv_op
 from .kernel_convnd import convnd_op
 from .kernel_matmul import matmul_info
-from .ops import NormOp
-from .plan import Plan
+from .plan.plan import Plan
 
 IMPL_CHOICES = ("triton", "library")
 # forward comment of a node whose library call the genome chose (see codegen)

@@ -19,9 +19,9 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .fx_meta import dtype_of
+from .frontend.fx_meta import dtype_of
 from .kernel_pointwise import load_cast
-from .lower_reduction import Micro
+from .plan.lower_reduction import Micro
 from .row_builder import RowBuilder
 from .row_layout import IndexGen
 

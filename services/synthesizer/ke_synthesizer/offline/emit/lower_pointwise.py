@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .ops import NormOp
+from ..frontend.ops import NormOp
 
 # Triton helpers emitted once per candidate when an expression needs them: Triton's
 # core language has no tanh/log1p, so they are written in terms of exp/log.

@@ -19,8 +19,8 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .fx_meta import dtype_of, shape_of
-from .ops import NormOp
+from ..frontend.fx_meta import dtype_of, shape_of
+from ..frontend.ops import NormOp
 
 FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod", "cummax", "cummin"}
 # cummax / cummin: the values of torch.cummax / cummin (overrides.cummax_overrides)

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from .fx_meta import shape_of
+from ..frontend.fx_meta import shape_of
+from ..frontend.ops import POINTWISE
 from .lower_reduction import FULL_OUTPUT
-from .ops import POINTWISE
 from .plan import Group, Plan, node_inputs
 
 

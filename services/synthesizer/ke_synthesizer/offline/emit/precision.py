@@ -8,7 +8,7 @@ import torch
 
 from kernelevolve.errors import LoweringError
 
-from .captured import CapturedSpec
+from ..frontend.captured import CapturedSpec
 
 # tl.dot input precision of fp32 operands (matmul, attention and conv groups). tf32x3
 # sums three TF32 tensor-core products (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi): close to fp32

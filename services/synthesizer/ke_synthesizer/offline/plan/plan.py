@@ -16,8 +16,8 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .captured import CapturedSpec
-from .ops import NormOp
+from ..frontend.captured import CapturedSpec
+from ..frontend.ops import NormOp
 
 # Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
 OPERAND_ARGS = ("condition", "input", "mask", "other", "exponent", "min", "max", "value", "fill_value", "weight",
