@@ -23,9 +23,9 @@ from kernelevolve.errors import LoweringError
 from .emit import cuda_graph
 from .emit.launch_helpers import LAUNCH_HELPERS, used_launch_helpers
 from .emit.lower_pointwise import HELPERS, PointwiseEmitter
-from .family import KernelFamily
+from .families.family import KernelFamily
+from .families.library_impl import LIBRARY_COMMENT
 from .frontend.fx_meta import tensor_meta
-from .library_impl import LIBRARY_COMMENT
 from .plan.plan import GroupFailure, Plan
 from .plan.plan_outputs import is_dead, metadata_aliases
 

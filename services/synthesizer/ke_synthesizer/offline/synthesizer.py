@@ -23,7 +23,7 @@ from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformati
 
 from .codegen import assemble
 from .families import FAMILIES
-from .family import KernelFamily
+from .families.family import KernelFamily
 from .frontend.capture import capture
 from .frontend.captured import CapturedSpec
 from .frontend.fx_meta import FLOAT_DTYPES, dtype_of

@@ -29,8 +29,8 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .frontend.fx_meta import shape_of, tensor_meta
-from .plan.lower_reduction import RowInfo
+from ...frontend.fx_meta import shape_of, tensor_meta
+from ...plan.lower_reduction import RowInfo
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import torch.fx
 
-from .plan.lower_reduction import Micro
+from ...plan.lower_reduction import Micro
 from .row_body import (
     BIG_INDEX,
     NEUTRAL,

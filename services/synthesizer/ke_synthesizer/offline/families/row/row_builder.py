@@ -12,10 +12,10 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .emit.lower_pointwise import PointwiseEmitter, literal
-from .frontend.fx_meta import shape_of
-from .plan.lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
-from .plan.plan import Group, Plan
+from ...emit.lower_pointwise import PointwiseEmitter, literal
+from ...frontend.fx_meta import shape_of
+from ...plan.lower_reduction import ROW_OPS, Micro, RowInfo, expand_composite
+from ...plan.plan import Group, Plan
 from .row_layout import Operand, classify, make_layout
 
 

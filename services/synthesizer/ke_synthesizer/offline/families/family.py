@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 
 import torch.fx
 
-from .emit.lower_pointwise import PointwiseEmitter
-from .frontend.ops import NormOp
-from .plan.plan import Group, Plan, PlanContext
+from ..emit.lower_pointwise import PointwiseEmitter
+from ..frontend.ops import NormOp
+from ..plan.plan import Group, Plan, PlanContext
 
 # (canonical op of the group's first member, the group's info) of a recognised node
 Recognised = tuple[NormOp, dict[str, Any]]

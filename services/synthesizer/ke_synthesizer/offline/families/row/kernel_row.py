@@ -22,13 +22,13 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .emit.launch_helpers import helper_function
-from .emit.lower_pointwise import PointwiseEmitter
-from .family import Emitted, KernelFamily, LaunchArgs, narrowed
-from .kernel_pointwise import kernel_name
+from ...emit.launch_helpers import helper_function
+from ...emit.lower_pointwise import PointwiseEmitter
+from ...plan.plan import Group, Plan
+from ...plan.plan_outputs import group_outputs
+from ..family import Emitted, KernelFamily, LaunchArgs, narrowed
+from ..pointwise.kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
-from .plan.plan import Group, Plan
-from .plan.plan_outputs import group_outputs
 from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
 from .row_builder import RowBuilder
 from .row_launcher import MAX_TILE, LaunchInfo, gen_launcher, tile_limit

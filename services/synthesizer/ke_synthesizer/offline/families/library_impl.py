@@ -23,11 +23,11 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .frontend.ops import NormOp
-from .kernel_conv import conv_op
-from .kernel_convnd import convnd_op
-from .kernel_matmul import matmul_info
-from .plan.plan import Plan
+from ..frontend.ops import NormOp
+from ..plan.plan import Plan
+from .conv.kernel_conv import conv_op
+from .convnd.kernel_convnd import convnd_op
+from .matmul.kernel_matmul import matmul_info
 
 IMPL_CHOICES = ("triton", "library")
 # forward comment of a node whose library call the genome chose (see codegen)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .attention.kernel_attention import AttentionFamily
+from .conv.kernel_conv import ConvFamily
+from .convnd.kernel_convnd import ConvNdFamily
 from .family import KernelFamily
-from .kernel_attention import AttentionFamily
-from .kernel_conv import ConvFamily
-from .kernel_convnd import ConvNdFamily
-from .kernel_matmul import MatmulFamily
-from .kernel_pointwise import PointwiseFamily
-from .kernel_pool import PoolFamily
-from .kernel_row import RowFamily
+from .matmul.kernel_matmul import MatmulFamily
+from .pointwise.kernel_pointwise import PointwiseFamily
+from .pool.kernel_pool import PoolFamily
+from .row.kernel_row import RowFamily
 
 FAMILIES: tuple[KernelFamily, ...] = (
     PointwiseFamily(),

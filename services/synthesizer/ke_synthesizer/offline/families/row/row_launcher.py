@@ -29,8 +29,8 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .emit.launch_helpers import cached_plan_lines, tuple_source
-from .frontend.fx_meta import dtype_of
+from ...emit.launch_helpers import cached_plan_lines, tuple_source
+from ...frontend.fx_meta import dtype_of
 from .row_builder import RowBuilder
 from .row_layout import IndexGen, operand_meta, own_dim
 

@@ -35,12 +35,12 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .emit.launch_helpers import cached_plan_lines, helper_function, tuple_source
-from .emit.lower_pointwise import PointwiseEmitter, literal
-from .family import Emitted, KernelFamily, LaunchArgs
-from .frontend.fx_meta import dtype_of, shape_of, tensor_meta
-from .plan.plan import Group, Plan, node_inputs
-from .plan.plan_outputs import group_outputs
+from ...emit.launch_helpers import cached_plan_lines, helper_function, tuple_source
+from ...emit.lower_pointwise import PointwiseEmitter, literal
+from ...frontend.fx_meta import dtype_of, shape_of, tensor_meta
+from ...plan.plan import Group, Plan, node_inputs
+from ...plan.plan_outputs import group_outputs
+from ..family import Emitted, KernelFamily, LaunchArgs
 
 TL_DTYPES = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
              torch.float64: "tl.float64"}
