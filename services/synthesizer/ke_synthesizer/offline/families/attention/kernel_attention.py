@@ -16,13 +16,13 @@ import torch.fx
 import torch.nn.functional as F
 
 from ...emit.lower_pointwise import PointwiseEmitter
+from ...emit.operands import kernel_name
 from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
 from ...plan.plan_outputs import group_outputs
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from ..pointwise.kernel_pointwise import kernel_name
 
 _NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
 

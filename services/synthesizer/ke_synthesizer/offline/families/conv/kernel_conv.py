@@ -27,13 +27,7 @@ from kernelevolve.errors import LoweringError
 
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
-from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
-from ...frontend.fx_meta import dtype_of, shape_of
-from ...frontend.ops import NormOp
-from ...plan.plan import Group, Plan, PlanContext
-from ...plan.plan_outputs import group_outputs
-from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from ..pointwise.kernel_pointwise import (
+from ...emit.operands import (
     epilogue_broadcast_checks,
     epilogue_key_parts,
     epilogue_lines,
@@ -44,6 +38,12 @@ from ..pointwise.kernel_pointwise import (
     kernel_name,
     operand_shape,
 )
+from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...frontend.fx_meta import dtype_of, shape_of
+from ...frontend.ops import NormOp
+from ...plan.plan import Group, Plan, PlanContext
+from ...plan.plan_outputs import group_outputs
+from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}

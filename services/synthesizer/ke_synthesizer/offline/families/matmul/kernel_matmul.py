@@ -19,13 +19,13 @@ from kernelevolve.errors import LoweringError
 
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter, literal
+from ...emit.operands import kernel_name, load_cast
 from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
 from ...plan.plan_outputs import group_outputs
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from ..pointwise.kernel_pointwise import kernel_name, load_cast
 
 MATMUL_OPS = {"linear", "matmul", "addmm"}
 TRI_KEYS = ("out_tri", "a_tri", "b_tri")

@@ -15,12 +15,7 @@ import torch.nn.functional as F
 
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
-from ...frontend.fx_meta import dtype_of, shape_of
-from ...frontend.ops import NormOp
-from ...plan.plan import Group, Plan, PlanContext
-from ...plan.plan_outputs import group_outputs
-from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from ..pointwise.kernel_pointwise import (
+from ...emit.operands import (
     epilogue_broadcast_checks,
     epilogue_key_parts,
     epilogue_lines,
@@ -32,6 +27,11 @@ from ..pointwise.kernel_pointwise import (
     load_cast,
     operand_shape,
 )
+from ...frontend.fx_meta import dtype_of, shape_of
+from ...frontend.ops import NormOp
+from ...plan.plan import Group, Plan, PlanContext
+from ...plan.plan_outputs import group_outputs
+from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
           F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3),

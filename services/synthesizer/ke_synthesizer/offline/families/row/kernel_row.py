@@ -24,10 +24,10 @@ from kernelevolve.errors import LoweringError
 
 from ...emit.launch_helpers import helper_function
 from ...emit.lower_pointwise import PointwiseEmitter
+from ...emit.operands import kernel_name
 from ...plan.plan import Group, Plan
 from ...plan.plan_outputs import group_outputs
 from ..family import Emitted, KernelFamily, LaunchArgs, narrowed
-from ..pointwise.kernel_pointwise import kernel_name
 from .kernel_row_split import split_kernels, split_plan
 from .row_body import ROW_HELPERS, looped_body, online_pairs, single_body
 from .row_builder import RowBuilder

@@ -19,9 +19,9 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.operands import load_cast
 from ...frontend.fx_meta import dtype_of
 from ...plan.lower_reduction import Micro
-from ..pointwise.kernel_pointwise import load_cast
 from .row_builder import RowBuilder
 from .row_layout import IndexGen
 
