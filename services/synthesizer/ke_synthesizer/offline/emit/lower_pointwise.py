@@ -58,123 +58,16 @@ class PointwiseEmitter:
     def emit(self, op: NormOp, val: Callable[[Any], str]) -> str | None:
         a = op.args
         name = op.op
+        # the input's expression first, for every op: kernels number their operands in the
+        # order ``val`` first sees them
         x = val(a["input"]) if "input" in a and name != "where" else ""
-        if name == "identity":
-            return x
-        if name == "masked_fill":
-            return f"tl.where({val(a['mask'])}, {val(a['value'])}, {x})"
-        if name == "zeros_like":
-            return f"tl.zeros_like({x})"
-        if name == "ones_like":
-            return f"(tl.zeros_like({x}) + 1.0)"
-        if name == "full_like":
-            v = literal(a["fill_value"])
-            return None if v is None else f"(tl.zeros_like({x}) + {v})"
-        if name == "relu":
-            return f"tl.maximum({x}, 0.0)"
-        if name == "relu6":
-            return f"tl.minimum(tl.maximum({x}, 0.0), 6.0)"
-        if name == "leaky_relu":
-            return f"tl.where({x} > 0, {x}, {x} * {literal(a['negative_slope'])})"
-        if name == "gelu":
-            if a["approximate"] == "tanh":
-                self.helpers.add("_tanh")
-                return (f"0.5 * {x} * (1.0 + _tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})))")
-            if a["approximate"] == "none":
-                return f"0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476))"
-            return None
-        if name == "silu":
-            return f"{x} * tl.sigmoid({x})"
-        if name == "sigmoid":
-            return f"tl.sigmoid({x})"
-        if name == "tanh":
-            self.helpers.add("_tanh")
-            return f"_tanh({x})"
-        if name == "softplus":
-            beta, thr = literal(a["beta"]), literal(a["threshold"])
-            if beta is None or thr is None:
-                return None
-            self.helpers.add("_softplus")
-            return f"tl.where({x} * {beta} > {thr}, {x}, _softplus({x} * {beta}) / {beta})"
-        if name == "elu":
-            return f"tl.where({x} > 0, {x}, {literal(a['alpha'])} * (tl.exp({x}) - 1.0))"
-        if name == "celu":
-            al = literal(a["alpha"])
-            return f"tl.where({x} > 0, {x}, {al} * (tl.exp({x} / {al}) - 1.0))"
-        if name == "selu":
-            return f"{SELU_SCALE!r} * tl.where({x} > 0, {x}, {SELU_ALPHA!r} * (tl.exp({x}) - 1.0))"
-        if name == "hardtanh":
-            return f"tl.minimum(tl.maximum({x}, {literal(a['min_val'])}), {literal(a['max_val'])})"
-        if name == "hardsigmoid":
-            return f"tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0"
-        if name == "hardswish":
-            return f"{x} * tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0"
-        if name == "mish":
-            self.helpers.update(("_tanh", "_softplus"))
-            return f"{x} * _tanh(tl.where({x} > 20.0, {x}, _softplus({x})))"
-        if name == "softsign":
-            return f"{x} / (1.0 + tl.abs({x}))"
-        if name == "logsigmoid":
-            return f"tl.minimum({x}, 0.0) - tl.log(1.0 + tl.exp(-tl.abs({x})))"
-        if name == "tanhshrink":
-            self.helpers.add("_tanh")
-            return f"{x} - _tanh({x})"
-        if name == "softshrink":
-            lam = literal(a["lambd"])
-            return f"tl.where({x} > {lam}, {x} - {lam}, tl.where({x} < -{lam}, {x} + {lam}, 0.0))"
-        if name == "hardshrink":
-            lam = literal(a["lambd"])
-            return f"tl.where(tl.abs({x}) > {lam}, {x}, 0.0)"
-        if name == "threshold":
-            return f"tl.where({x} > {literal(a['threshold'])}, {x}, {literal(a['value'])})"
-        simple = {
-            "abs": "tl.abs({})", "exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt({})",
-            "rsqrt": "tl.rsqrt({})", "neg": "-({})", "reciprocal": "1.0 / ({})", "sin": "tl.sin({})",
-            "cos": "tl.cos({})", "erf": "tl.erf({})", "exp2": "tl.exp2({})", "log2": "tl.log2({})",
-            "floor": "tl.floor({})", "ceil": "tl.ceil({})", "log1p": "tl.log(1.0 + ({}))",
-            "expm1": "(tl.exp({}) - 1.0)",
-        }
-        if name in simple:
-            return simple[name].format(x)
-        if name == "square":
-            return f"({x} * {x})"
-        if name == "sign":
-            return f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))"
-        if name in ("add", "sub", "rsub"):
-            y = val(a["other"])
-            alpha = a["alpha"]
-            if alpha != 1:
-                y = f"({y} * {literal(alpha)})"
-            if name == "add":
-                return f"({x} + {y})"
-            if name == "sub":
-                return f"({x} - {y})"
-            return f"({y} - {x})" if alpha == 1 else f"({val(a['other'])} - {x} * {literal(alpha)})"
-        if name == "mul":
-            return f"({x} * {val(a['other'])})"
-        if name == "div":
-            if a["rounding_mode"] is not None:
-                return None
-            return f"({x} / {val(a['other'])})"
-        if name == "pow":
-            return self._pow(a, val)
-        if name in ("maximum", "minimum"):
-            return f"tl.{name}({x}, {val(a['other'])})"
-        if name == "where":
-            return f"tl.where({val(a['condition'])}, {val(a['input'])}, {val(a['other'])})"
-        if name in ("clamp", "clamp_min", "clamp_max"):
-            lo = a.get("min") if name != "clamp_max" else None
-            hi = a.get("max") if name != "clamp_min" else None
-            out = x
-            if lo is not None:
-                out = f"tl.maximum({out}, {val(lo)})"
-            if hi is not None:
-                out = f"tl.minimum({out}, {val(hi)})"
-            return out
-        cmp = {"gt": ">", "lt": "<", "ge": ">=", "le": "<=", "eq": "==", "ne": "!="}
-        if name in cmp:
-            return f"({x} {cmp[name]} {val(a['other'])})"
-        return None
+        rule = RULES.get(name)
+        return None if rule is None else rule(self, a, x, val)
+
+    def needs(self, expr: str, *helpers: str) -> str:
+        """``expr``, recording the Triton helpers (``HELPERS``) it calls."""
+        self.helpers.update(helpers)
+        return expr
 
     def _pow(self, a: dict[str, Any], val: Callable[[Any], str]) -> str | None:
         base, exp = a["input"], a["exponent"]
@@ -199,3 +92,150 @@ class PointwiseEmitter:
         if base_lit is not None and exp_lit is None and float(base) > 0:
             return f"tl.exp({val(exp)} * {math.log(float(base))!r})"
         return None  # tensor ** tensor: left to the library (sign rules of pow)
+
+
+# How one canonical op is written: (emitter, the op's bound arguments, the input's
+# expression, operand -> expression) -> a Triton expression, or None where this use of the
+# op stays a library call. ``RULES`` maps every op the pointwise emitter knows to its rule.
+Rule = Callable[[PointwiseEmitter, dict[str, Any], str, Callable[[Any], str]], "str | None"]
+
+
+def _full_like(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    v = literal(a["fill_value"])
+    return None if v is None else f"(tl.zeros_like({x}) + {v})"
+
+
+def _gelu(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    if a["approximate"] == "tanh":
+        return em.needs(f"0.5 * {x} * (1.0 + _tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})))",
+                        "_tanh")
+    if a["approximate"] == "none":
+        return f"0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476))"
+    return None
+
+
+def _softplus(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    beta, thr = literal(a["beta"]), literal(a["threshold"])
+    if beta is None or thr is None:
+        return None
+    return em.needs(f"tl.where({x} * {beta} > {thr}, {x}, _softplus({x} * {beta}) / {beta})", "_softplus")
+
+
+def _celu(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    al = literal(a["alpha"])
+    return f"tl.where({x} > 0, {x}, {al} * (tl.exp({x} / {al}) - 1.0))"
+
+
+def _softshrink(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    lam = literal(a["lambd"])
+    return f"tl.where({x} > {lam}, {x} - {lam}, tl.where({x} < -{lam}, {x} + {lam}, 0.0))"
+
+
+def _hardshrink(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    lam = literal(a["lambd"])
+    return f"tl.where(tl.abs({x}) > {lam}, {x}, 0.0)"
+
+
+def _simple(template: str) -> Rule:
+    """A function of the input alone, ``template`` with ``{}`` for it."""
+    return lambda em, a, x, val: template.format(x)
+
+
+def _additive(name: str) -> Rule:
+    """add, sub, rsub with their ``alpha``."""
+
+    def rule(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+        y = val(a["other"])
+        alpha = a["alpha"]
+        if alpha != 1:
+            y = f"({y} * {literal(alpha)})"
+        if name == "add":
+            return f"({x} + {y})"
+        if name == "sub":
+            return f"({x} - {y})"
+        return f"({y} - {x})" if alpha == 1 else f"({val(a['other'])} - {x} * {literal(alpha)})"
+
+    return rule
+
+
+def _div(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    if a["rounding_mode"] is not None:
+        return None
+    return f"({x} / {val(a['other'])})"
+
+
+def _extremum(name: str) -> Rule:
+    """maximum / minimum of two operands."""
+    return lambda em, a, x, val: f"tl.{name}({x}, {val(a['other'])})"
+
+
+def _clamp(name: str) -> Rule:
+    """clamp, clamp_min, clamp_max (bounds are scalars or operands)."""
+
+    def rule(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+        lo = a.get("min") if name != "clamp_max" else None
+        hi = a.get("max") if name != "clamp_min" else None
+        out = x
+        if lo is not None:
+            out = f"tl.maximum({out}, {val(lo)})"
+        if hi is not None:
+            out = f"tl.minimum({out}, {val(hi)})"
+        return out
+
+    return rule
+
+
+def _compare(symbol: str) -> Rule:
+    return lambda em, a, x, val: f"({x} {symbol} {val(a['other'])})"
+
+
+SIMPLE = {
+    "abs": "tl.abs({})", "exp": "tl.exp({})", "log": "tl.log({})", "sqrt": "tl.sqrt({})",
+    "rsqrt": "tl.rsqrt({})", "neg": "-({})", "reciprocal": "1.0 / ({})", "sin": "tl.sin({})",
+    "cos": "tl.cos({})", "erf": "tl.erf({})", "exp2": "tl.exp2({})", "log2": "tl.log2({})",
+    "floor": "tl.floor({})", "ceil": "tl.ceil({})", "log1p": "tl.log(1.0 + ({}))",
+    "expm1": "(tl.exp({}) - 1.0)",
+}
+COMPARISONS = {"gt": ">", "lt": "<", "ge": ">=", "le": "<=", "eq": "==", "ne": "!="}
+
+RULES: dict[str, Rule] = {
+    "identity": lambda em, a, x, val: x,
+    "masked_fill": lambda em, a, x, val: f"tl.where({val(a['mask'])}, {val(a['value'])}, {x})",
+    "zeros_like": lambda em, a, x, val: f"tl.zeros_like({x})",
+    "ones_like": lambda em, a, x, val: f"(tl.zeros_like({x}) + 1.0)",
+    "full_like": _full_like,
+    "relu": lambda em, a, x, val: f"tl.maximum({x}, 0.0)",
+    "relu6": lambda em, a, x, val: f"tl.minimum(tl.maximum({x}, 0.0), 6.0)",
+    "leaky_relu": lambda em, a, x, val: f"tl.where({x} > 0, {x}, {x} * {literal(a['negative_slope'])})",
+    "gelu": _gelu,
+    "silu": lambda em, a, x, val: f"{x} * tl.sigmoid({x})",
+    "sigmoid": lambda em, a, x, val: f"tl.sigmoid({x})",
+    "tanh": lambda em, a, x, val: em.needs(f"_tanh({x})", "_tanh"),
+    "softplus": _softplus,
+    "elu": lambda em, a, x, val: f"tl.where({x} > 0, {x}, {literal(a['alpha'])} * (tl.exp({x}) - 1.0))",
+    "celu": _celu,
+    "selu": lambda em, a, x, val: f"{SELU_SCALE!r} * tl.where({x} > 0, {x}, {SELU_ALPHA!r} * (tl.exp({x}) - 1.0))",
+    "hardtanh": lambda em, a, x, val: (f"tl.minimum(tl.maximum({x}, {literal(a['min_val'])}), "
+                                       f"{literal(a['max_val'])})"),
+    "hardsigmoid": lambda em, a, x, val: f"tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0",
+    "hardswish": lambda em, a, x, val: f"{x} * tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0",
+    "mish": lambda em, a, x, val: em.needs(f"{x} * _tanh(tl.where({x} > 20.0, {x}, _softplus({x})))",
+                                           "_tanh", "_softplus"),
+    "softsign": lambda em, a, x, val: f"{x} / (1.0 + tl.abs({x}))",
+    "logsigmoid": lambda em, a, x, val: f"tl.minimum({x}, 0.0) - tl.log(1.0 + tl.exp(-tl.abs({x})))",
+    "tanhshrink": lambda em, a, x, val: em.needs(f"{x} - _tanh({x})", "_tanh"),
+    "softshrink": _softshrink,
+    "hardshrink": _hardshrink,
+    "threshold": lambda em, a, x, val: f"tl.where({x} > {literal(a['threshold'])}, {x}, {literal(a['value'])})",
+    **{op: _simple(template) for op, template in SIMPLE.items()},
+    "square": lambda em, a, x, val: f"({x} * {x})",
+    "sign": lambda em, a, x, val: f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))",
+    **{op: _additive(op) for op in ("add", "sub", "rsub")},
+    "mul": lambda em, a, x, val: f"({x} * {val(a['other'])})",
+    "div": _div,
+    "pow": lambda em, a, x, val: em._pow(a, val),
+    **{op: _extremum(op) for op in ("maximum", "minimum")},
+    "where": lambda em, a, x, val: f"tl.where({val(a['condition'])}, {val(a['input'])}, {val(a['other'])})",
+    **{op: _clamp(op) for op in ("clamp", "clamp_min", "clamp_max")},
+    **{op: _compare(symbol) for op, symbol in COMPARISONS.items()},
+}
