@@ -1,6 +1,6 @@
 """KernelFamily: one kind of generated kernel (pointwise, row, matmul, pool, conv,
 attention, ...) as the partitioner, the transformation space and the code generator
-see it. Each family lives in one ``kernel_<kind>.py`` and is listed once in
+see it. Each family lives in one folder ``families/<kind>/`` and is listed once in
 ``families.FAMILIES``; nothing else names it (README.md: "add an op family").
 """
 
