@@ -107,7 +107,7 @@ def main() -> None:
     if not torch.cuda.is_available():  # correctness only, through Triton's interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from ke_synthesizer.offline import OfflineSynthesizer
-    from ke_synthesizer.offline.capture import capture  # the synthesizer's own capture
+    from ke_synthesizer.offline.frontend.capture import capture  # the synthesizer's own capture
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     synth = OfflineSynthesizer()

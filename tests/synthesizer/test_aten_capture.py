@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from ke_synthesizer.offline.aten_capture import AtenCaptureError, aten_trace
+from ke_synthesizer.offline.frontend.aten_capture import AtenCaptureError, aten_trace
 
 
 class _Recurrent(nn.Module):

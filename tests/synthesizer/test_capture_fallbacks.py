@@ -10,7 +10,7 @@ import pytest
 
 from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
-from ke_synthesizer.offline.capture import capture
+from ke_synthesizer.offline.frontend.capture import capture
 from kernelevolve.errors import InvalidSpecError
 from kernelevolve.ports.synthesis import ProposalRequest
 

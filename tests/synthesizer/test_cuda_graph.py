@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from ke_synthesizer.offline import OfflineSynthesizer, cuda_graph
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.emit import cuda_graph
 from tests.synthesizer.conftest import example_source, lower_example
 
 WHOLE_MODEL = "model_mlp_layer_list"

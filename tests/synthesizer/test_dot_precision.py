@@ -12,9 +12,9 @@ import pytest
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
-from ke_synthesizer.offline.kernel_matmul import MatmulFamily
-from ke_synthesizer.offline.plan import Group
-from ke_synthesizer.offline.precision import dot_precision
+from ke_synthesizer.offline.emit.precision import dot_precision
+from ke_synthesizer.offline.families.matmul.kernel_matmul import MatmulFamily
+from ke_synthesizer.offline.plan.plan import Group
 from kernelevolve.errors import LoweringError
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 

@@ -10,12 +10,12 @@ import torch.fx
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.emit.lower_pointwise import PointwiseEmitter
 from ke_synthesizer.offline.families import FAMILIES
-from ke_synthesizer.offline.family import Emitted, KernelFamily, LaunchArgs, Recognised
-from ke_synthesizer.offline.kernel_pool import PoolFamily
-from ke_synthesizer.offline.lower_pointwise import PointwiseEmitter
-from ke_synthesizer.offline.ops import NormOp
-from ke_synthesizer.offline.plan import Group, Plan, PlanContext
+from ke_synthesizer.offline.families.family import Emitted, KernelFamily, LaunchArgs, Recognised
+from ke_synthesizer.offline.families.pool.kernel_pool import PoolFamily
+from ke_synthesizer.offline.frontend.ops import NormOp
+from ke_synthesizer.offline.plan.plan import Group, Plan, PlanContext
 from ke_synthesizer.offline.space import GROUP_KNOBS
 from kernelevolve.ports.synthesis import ProposalRequest
 

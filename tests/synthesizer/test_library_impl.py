@@ -10,7 +10,7 @@ import pytest
 
 from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
-from ke_synthesizer.offline.library_impl import LIBRARY_COMMENT
+from ke_synthesizer.offline.families.library_impl import LIBRARY_COMMENT
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
 from .conftest import example_source

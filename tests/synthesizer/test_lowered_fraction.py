@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from ke_synthesizer.offline.capture import capture
+from ke_synthesizer.offline.frontend.capture import capture
 from tests.bench_scripts import load_bench_script
 from tests.conftest import REPO_ROOT
 

@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from ke_synthesizer.offline.model_source import model_source
+from ke_synthesizer.offline.frontend.model_source import model_source
 from kernelevolve.errors import InvalidSpecError
 
 _TAIL = "\n\ndef get_inputs():\n    return [torch.randn(2, 4)]\n\n\ndef get_init_inputs():\n    return []\n"

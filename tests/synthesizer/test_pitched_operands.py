@@ -19,7 +19,7 @@ import torch
 from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
-from ke_synthesizer.offline.launch_helpers import LAUNCH_HELPERS
+from ke_synthesizer.offline.emit.launch_helpers import LAUNCH_HELPERS
 from kernelevolve.ports.synthesis import ProposalRequest
 
 from .conftest import example_source

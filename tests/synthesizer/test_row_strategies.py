@@ -204,7 +204,7 @@ def test_register_tiles_are_bounded_per_warp(synth: OfflineSynthesizer, tmp_path
 
     import torch
 
-    from ke_synthesizer.offline.row_launcher import MAX_TILE, tile_limit
+    from ke_synthesizer.offline.families.row.row_launcher import MAX_TILE, tile_limit
 
     src = TILE_SPECS[orient]
     strategies = dict(synth.space(src, orient, {"g0.num_warps": warps}))["g0.strategy"]

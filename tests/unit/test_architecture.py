@@ -2,6 +2,7 @@
 packages, no service package importing another service's package, the shared library
 importing no service, and the CLI (the composition root of the embedded stack) reaching
 services only through their composition roots (``ke_<service>.app``) and public judge.
+Inside the offline synthesizer, its layers import one way only (its README's *Layers*).
 
 Every import counts, also one written inside a function or under ``if TYPE_CHECKING``:
 such an import hides a cycle from the interpreter, not from a reader.
@@ -63,7 +64,7 @@ def _imports(name: str, path: Path) -> set[str]:
 GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
-def _cycles() -> list[list[str]]:
+def _cycles(graph: dict[str, set[str]] = GRAPH) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -75,7 +76,7 @@ def _cycles() -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on.add(v)
-        for w in GRAPH[v]:
+        for w in graph.get(v, set()):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -92,7 +93,7 @@ def _cycles() -> list[list[str]]:
             if len(comp) > 1:
                 out.append(sorted(comp))
 
-    for v in sorted(GRAPH):
+    for v in sorted(graph):
         if v not in index:
             visit(v)
     return out
@@ -165,3 +166,76 @@ def test_the_python_api_depends_on_ports_only() -> None:
     bad = sorted(t for t in GRAPH["kernelevolve.api"]
                  if not t.startswith("kernelevolve.ports.") and t not in API_MAY_IMPORT)
     assert not bad, "kernelevolve.api imports beyond the ports: " + ", ".join(bad)
+
+
+# The offline synthesizer's layers, lowest first: a module imports only modules of its own
+# layer or a lower one; a family folder (families/<kind>/) imports no other family, only
+# the shared layers below it. The registry (families/__init__) and what spans families
+# (families.library_impl) sit above the family folders; the pipeline at the package root
+# (partitioner, transformation space, assembler, synthesizer) above everything.
+OFFLINE = "ke_synthesizer.offline"
+LAYERS = ("frontend", "plan", "emit", "families.family", "families.<kind>", "families", "pipeline")
+
+
+def offline_layer(module: str, package: str = OFFLINE) -> tuple[int, str]:
+    """(rank in ``LAYERS``, the family kind for modules of a family folder, else "")."""
+    rest = module.removeprefix(package).lstrip(".").split(".")
+    if rest[0] in ("frontend", "plan", "emit"):
+        return LAYERS.index(rest[0]), ""
+    if rest[0] == "families":
+        if len(rest) > 1 and rest[1] == "family":
+            return LAYERS.index("families.family"), ""
+        if len(rest) > 2:  # families.<kind>.<module>
+            return LAYERS.index("families.<kind>"), rest[1]
+        return LAYERS.index("families"), ""  # the registry, library_impl, a kind's __init__ is below
+    return LAYERS.index("pipeline"), ""
+
+
+def layer_violations(graph: dict[str, set[str]], package: str = OFFLINE) -> list[str]:
+    """Imports inside ``package`` that point up a layer or from one family into another."""
+    bad: list[str] = []
+    for m, targets in sorted(graph.items()):
+        if not m.startswith(package + "."):
+            continue
+        (rank, kind) = offline_layer(m, package)
+        for t in sorted(targets):
+            if not t.startswith(package + ".") or t == package:
+                continue
+            (t_rank, t_kind) = offline_layer(t, package)
+            if t_rank > rank or (rank == t_rank and kind != t_kind):
+                bad.append(f"{m} ({LAYERS[rank]}) -> {t} ({LAYERS[t_rank]})")
+    return bad
+
+
+def test_the_offline_synthesizer_layers_import_one_way() -> None:
+    assert any(offline_layer(m)[1] == "row" for m in GRAPH if m.startswith(OFFLINE)), "family folders are seen"
+    bad = layer_violations(GRAPH)
+    assert not bad, "offline synthesizer layers (README.md: Layers):\n" + "\n".join(bad)
+
+
+def test_no_import_cycles_inside_the_offline_synthesizer() -> None:
+    offline = {m: {t for t in ts if t.startswith(OFFLINE)} for m, ts in GRAPH.items() if m.startswith(OFFLINE)}
+    assert len(offline) > 40
+    assert not _cycles(offline)
+
+
+def test_the_layer_check_fails_on_violations() -> None:
+    p = "pkg"
+    graph = {
+        "pkg.frontend.capture": {"pkg.plan.plan"},  # up a layer
+        "pkg.plan.plan": {"pkg.frontend.ops", "pkg.emit.operands"},  # down (fine), up (bad)
+        "pkg.emit.operands": {"pkg.families.family"},  # emit must not know families
+        "pkg.families.row.kernel_row": {"pkg.families.row.row_body", "pkg.families.family", "pkg.emit.operands"},
+        "pkg.families.conv.kernel_conv": {"pkg.families.pointwise.kernel_pointwise"},  # family -> family
+        "pkg.families.family": {"pkg.emit.lower_pointwise", "pkg.families.row.kernel_row"},  # interface -> a kind
+        "pkg.families": {"pkg.families.row.kernel_row", "pkg.families.family"},  # the registry: fine
+        "pkg.graph": {"pkg.families", "pkg.frontend.ops"},  # the pipeline: fine
+    }
+    assert layer_violations(graph, p) == [
+        "pkg.emit.operands (emit) -> pkg.families.family (families.family)",
+        "pkg.families.conv.kernel_conv (families.<kind>) -> pkg.families.pointwise.kernel_pointwise (families.<kind>)",
+        "pkg.families.family (families.family) -> pkg.families.row.kernel_row (families.<kind>)",
+        "pkg.frontend.capture (frontend) -> pkg.plan.plan (plan)",
+        "pkg.plan.plan (plan) -> pkg.emit.operands (emit)",
+    ]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

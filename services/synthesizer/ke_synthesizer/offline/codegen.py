@@ -20,14 +20,14 @@ from torch.fx.node import _get_qualified_name
 
 from kernelevolve.errors import LoweringError
 
-from . import cuda_graph
-from .family import KernelFamily
-from .fx_meta import tensor_meta
-from .launch_helpers import LAUNCH_HELPERS, used_launch_helpers
-from .library_impl import LIBRARY_COMMENT
-from .lower_pointwise import HELPERS, PointwiseEmitter
-from .plan import GroupFailure, Plan
-from .plan_outputs import is_dead, metadata_aliases
+from .emit import cuda_graph
+from .emit.launch_helpers import LAUNCH_HELPERS, used_launch_helpers
+from .emit.lower_pointwise import HELPERS, PointwiseEmitter
+from .families.family import KernelFamily
+from .families.library_impl import LIBRARY_COMMENT
+from .frontend.fx_meta import tensor_meta
+from .plan.plan import GroupFailure, Plan
+from .plan.plan_outputs import is_dead, metadata_aliases
 
 log = logging.getLogger(__name__)
 

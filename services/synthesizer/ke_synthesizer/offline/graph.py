@@ -21,18 +21,18 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from .captured import CapturedSpec
+from .emit.lower_pointwise import PointwiseEmitter
 from .families import FAMILIES
-from .family import KernelFamily
-from .fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
-from .kernel_pointwise import PointwiseFamily
-from .kernel_row import RowFamily, is_column_reduction
-from .library_impl import library_chosen
-from .lower_pointwise import PointwiseEmitter
-from .lower_reduction import SCANS, RowInfo, row_info
-from .ops import POINTWISE, NormOp, normalize
-from .overrides import cummax_overrides, max_dim_overrides, scan_overrides, triangular_overrides
-from .plan import Group, Plan, PlanContext, node_inputs
+from .families.family import KernelFamily
+from .families.library_impl import library_chosen
+from .families.pointwise.kernel_pointwise import PointwiseFamily
+from .families.row.kernel_row import RowFamily, is_column_reduction
+from .frontend.captured import CapturedSpec
+from .frontend.fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
+from .frontend.ops import POINTWISE, NormOp, normalize
+from .frontend.overrides import cummax_overrides, max_dim_overrides, scan_overrides, triangular_overrides
+from .plan.lower_reduction import SCANS, RowInfo, row_info
+from .plan.plan import Group, Plan, PlanContext, node_inputs
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ evaluator's own checks (kernels launched, library time) judge it as what it is.
 
 from __future__ import annotations
 
-from .captured import CapturedSpec
+from .frontend.captured import CapturedSpec
 
 # the fallback_nodes entry of a candidate whose whole forward is a library call
 WHOLE_FORWARD = "forward"

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import cuda_graph
+from .emit import cuda_graph
 from .families import BY_KIND
-from .family import KernelFamily
-from .kernel_attention import FAULTY_ATTENTION_WARPS  # noqa: F401 - bench/attention_configs.py clears it
-from .library_impl import IMPL_CHOICES, library_offered
-from .plan import Plan
+from .families.attention.kernel_attention import FAULTY_ATTENTION_WARPS  # noqa: F401 - bench/attention_configs.py clears it
+from .families.family import KernelFamily
+from .families.library_impl import IMPL_CHOICES, library_offered
+from .plan.plan import Plan
 
 GLOBAL_KNOBS: dict[str, tuple[str, ...]] = {
     # greedy: fuse each lowerable node into its producer's kernel; none: one kernel per op

@@ -21,16 +21,16 @@ from kernelevolve.errors import InvalidSpecError, LoweringError, SynthesisError
 from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
-from .capture import capture
-from .captured import CapturedSpec
 from .codegen import assemble
 from .families import FAMILIES
-from .family import KernelFamily
-from .fx_meta import FLOAT_DTYPES, dtype_of
+from .families.family import KernelFamily
+from .frontend.capture import capture
+from .frontend.captured import CapturedSpec
+from .frontend.fx_meta import FLOAT_DTYPES, dtype_of
 from .graph import build_plan
 from .library_candidate import WHOLE_FORWARD, library_candidate_source
-from .plan import GroupFailure, Plan
-from .plan_outputs import group_outputs
+from .plan.plan import GroupFailure, Plan
+from .plan.plan_outputs import group_outputs
 from .skills import skill_gains
 from .space import Knob, complete_genome, knobs, skill_weighted
 

@@ -1,0 +1,31 @@
+"""The registry of kernel families: the partitioner, the transformation space and the
+code generator know a family only through this tuple (README.md: "add an op family").
+
+Order matters where recognisers overlap: the partitioner asks each family in turn and
+the first that recognises a node starts its group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .attention.kernel_attention import AttentionFamily
+from .conv.kernel_conv import ConvFamily
+from .convnd.kernel_convnd import ConvNdFamily
+from .family import KernelFamily
+from .matmul.kernel_matmul import MatmulFamily
+from .pointwise.kernel_pointwise import PointwiseFamily
+from .pool.kernel_pool import PoolFamily
+from .row.kernel_row import RowFamily
+
+FAMILIES: tuple[KernelFamily, ...] = (
+    PointwiseFamily(),
+    RowFamily(),
+    MatmulFamily(),
+    PoolFamily(),
+    ConvFamily(),
+    ConvNdFamily(),  # after ConvFamily: takes the convolutions it declines
+    AttentionFamily(),
+)
+
+BY_KIND: Mapping[str, KernelFamily] = {f.kind: f for f in FAMILIES}

@@ -1,0 +1,198 @@
+"""scaled_dot_product_attention as one flash-style kernel: each program owns BLOCK_M
+query rows of one (batch, head), streams key/value blocks and keeps an online softmax
+(running max and sum), so the [Lq, Lk] score matrix never reaches memory.
+
+Covered: no attn_mask, dropout_p == 0, optional is_causal (top-left aligned, as torch),
+optional scale, same leading (batch/head) dims for q, k, v. Anything else stays a
+library call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from ...emit.lower_pointwise import PointwiseEmitter
+from ...emit.operands import kernel_name
+from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...frontend.fx_meta import dtype_of, shape_of
+from ...frontend.ops import NormOp
+from ...plan.plan import Group, Plan, PlanContext
+from ...plan.plan_outputs import group_outputs
+from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
+
+_NAMES = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+
+
+def attention_op(node: torch.fx.Node) -> NormOp | None:
+    if node.op != "call_function" or node.target is not F.scaled_dot_product_attention:
+        return None
+    args = dict(zip(_NAMES, node.args, strict=False))
+    args.update(node.kwargs)
+    q, k, v = args.get("query"), args.get("key"), args.get("value")
+    sq, sk, sv = (shape_of(t) for t in (q, k, v))
+    if sq is None or sk is None or sv is None or min(len(sq), len(sk), len(sv)) < 2:
+        return None
+    if not (len(sq) == len(sk) == len(sv) and sq[:-2] == sk[:-2] == sv[:-2] and sq[-1] == sk[-1]
+            and sk[-2] == sv[-2]):
+        return None
+    if args.get("attn_mask") is not None or args.get("dropout_p", 0.0) != 0.0 or args.get("enable_gqa", False):
+        return None
+    if not isinstance(args.get("is_causal", False), bool):
+        return None
+    scale = args.get("scale")
+    if scale is not None and not isinstance(scale, (int, float)) and not (
+            isinstance(scale, torch.fx.Node) and shape_of(scale) is None):
+        return None  # a tensor scale: library call
+    if any(dtype_of(t) not in (torch.float32, torch.float16, torch.bfloat16) for t in (q, k, v)):
+        return None
+    return NormOp("attention", {"input": q, "key": k, "value": v},
+                  extra={"causal": bool(args.get("is_causal", False)), "scale": scale})
+
+
+def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
+    node = group.members[0]
+    extra = group.ops[node].extra
+    bm, bn, warps, stages = (int(AttentionFamily.value(genome, group, k)) for k in
+                             ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
+    precision, note = dot_precision(AttentionFamily.value(genome, group, "precision"))
+    note_src = "".join(f"    {line}\n" for line in note)
+    name = kernel_name(group, "flash")
+    causal = extra["causal"]
+    outs = group_outputs(plan, group)
+    kernel = f'''@triton.jit
+def {name}(
+    q_ptr, k_ptr, v_ptr, o_ptr, LQ, LK, D, DV, sm_scale,
+    q_sb, q_sm, q_sd, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
+):
+    # Fuses q k^T * scale -> {"causal mask -> " if causal else ""}softmax -> @ v with an online softmax:
+    # scores live only in registers, one pass over K and V per query block.
+    pid_m = tl.program_id(0)
+    bid = tl.program_id(1)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rd = tl.arange(0, BLOCK_D)
+    rdv = tl.arange(0, BLOCK_DV)
+    q = tl.load(q_ptr + bid * q_sb + rm[:, None] * q_sm + rd[None, :] * q_sd,
+                mask=(rm[:, None] < LQ) & (rd[None, :] < D), other=0.0).to(tl.float32)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
+    {"hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M)  # causal: later keys are all masked" if causal else "hi = LK"}
+{note_src}    for start in range(0, hi, BLOCK_N):
+        rn = start + tl.arange(0, BLOCK_N)
+        k = tl.load(k_ptr + bid * k_sb + rn[None, :] * k_sn + rd[:, None] * k_sd,
+                    mask=(rn[None, :] < LK) & (rd[:, None] < D), other=0.0).to(tl.float32)
+        s = tl.dot(q, k, input_precision="{precision}") * sm_scale
+        valid = (rn[None, :] < LK){" & (rn[None, :] <= rm[:, None])" if causal else ""}
+        s = tl.where(valid, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # rows that have seen no valid key yet keep a finite reference point
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp(s - m_ref[:, None])
+        alpha = tl.exp(m_i - m_ref)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v = tl.load(v_ptr + bid * v_sb + rn[:, None] * v_sn + rdv[None, :] * v_sd,
+                    mask=(rn[:, None] < LK) & (rdv[None, :] < DV), other=0.0).to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="{precision}")
+        m_i = m_new
+    out = acc / l_i[:, None]
+    tl.store(o_ptr + bid * LQ * DV + rm[:, None] * DV + rdv[None, :], out,
+             mask=(rm[:, None] < LQ) & (rdv[None, :] < DV))
+'''
+    launcher = f"launch_{name}"
+    scale = extra["scale"]
+    if isinstance(scale, torch.fx.Node):
+        scale_src = "scale"  # computed at run time by the forward (e.g. 1 / sqrt(head_dim))
+    else:
+        scale_src = repr(float(scale)) if scale is not None else "1.0 / math.sqrt(d)"
+    dt = dtype_of(outs[0]) or torch.float32
+    rt = isinstance(scale, torch.fx.Node)
+    cache = f"_plans_{name}"
+    launch = f'''{cache} = {{}}  # input signature -> launch plan
+
+
+def _views_{name}(q, k, v):
+    # one (batch * heads) grid dimension: leading dims fold
+    return q.reshape(-1, q.shape[-2], q.shape[-1]), k.reshape(-1, k.shape[-2], k.shape[-1]), \\
+        v.reshape(-1, v.shape[-2], v.shape[-1])
+
+
+def _plan_{name}(q, k, v):
+    lq, d = q.shape[-2], q.shape[-1]
+    lk, dv = k.shape[-2], v.shape[-1]
+    views = _views_{name}(q, k, v)
+    same = all(_same_data(x, t) for x, t in zip(views, (q, k, v)))
+    bh = views[0].shape[0]
+    grid = ((lq + {bm - 1}) // {bm}, bh) if bh * lq * dv > 0 else None
+    sizes = (lq, lk, d, dv{"" if rt else ", " + scale_src})
+    strides = tuple(s for x in views for s in x.stride())
+    block_d, block_dv = max(16, _pow2(d)), max(16, _pow2(dv))
+    return (*q.shape[:-1], dv), same, grid, sizes, strides, block_d, block_dv
+
+
+def {launcher}(q, k, v{", scale" if rt else ""}):
+    key = (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride())
+    plan = {cache}.get(key)
+    if plan is None:
+        plan = _remember({cache}, key, _plan_{name}(q, k, v))
+    out_shape, same, grid, sizes, strides, block_d, block_dv = plan
+    if not same:  # some operand view is a copy: rebuild the views
+        q, k, v = _views_{name}(q, k, v)
+    out = torch.empty(out_shape, device=q.device, dtype={dt})
+    if grid is not None:
+        {name}[grid](q, k, v, out, *sizes{", scale" if rt else ""}, *strides,
+            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_D=block_d, BLOCK_DV=block_dv, num_warps={warps}, num_stages={stages})
+    return out
+'''
+    return kernel, launch, launcher
+
+
+def attention_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.fx.Node]]:
+    op = group.ops[group.members[0]]
+    a = op.args
+    scale = [op.extra["scale"]] if isinstance(op.extra["scale"], torch.fx.Node) else []
+    return [a["input"], a["key"], a["value"], *scale], group_outputs(plan, group)
+
+
+
+# num_warps choices a flash-attention group must not take at (BLOCK_M, BLOCK_N, precision):
+# Triton 3.6 miscompiles them. Measured on an H200: of 72 configs of attention_plain
+# (BLOCK_M 16-128 x BLOCK_N 16-64 x 2/4/8 warps x tf32x3/ieee, each in its own process),
+# only 64 x 16 at 8 warps with tf32x3 faults (illegal memory access), in two searches too.
+FAULTY_ATTENTION_WARPS: dict[tuple[str, str, str], tuple[str, ...]] = {("64", "16", "tf32x3"): ("8",)}
+
+
+class AttentionFamily(KernelFamily):
+    """scaled_dot_product_attention (and rewritten plain-op attention) as one flash kernel."""
+
+    kind = "attention"
+    knobs = {
+        "BLOCK_M": ("64", "32", "16", "128"),
+        "BLOCK_N": ("64", "32", "16", "128"),
+        "num_warps": ("4", "8", "2"),
+        "num_stages": ("2", "1", "3"),
+        "precision": DOT_PRECISIONS,
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        attention = attention_op(node) if op is None else None
+        if attention is None:
+            return None
+        return attention, {"allowed": {"precision": dot_precisions(ctx.spec, dtype_of(node))}}
+
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        out = super().group_knobs(plan, group, genome)
+        bm, bn, prec = (genome.get(f"{group.key}.{k}", self.knobs[k][0]) for k in ("BLOCK_M", "BLOCK_N", "precision"))
+        faulty = FAULTY_ATTENTION_WARPS.get((bm, bn, prec), ())
+        return [(name, tuple(c for c in choices if c not in faulty) if name == "num_warps" else choices)
+                for name, choices in out]
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        return gen_attention(plan, group, genome, emitter)
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        return attention_launch_args(plan, group)
