@@ -28,8 +28,8 @@ from kernelevolve.store import MemoryStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
-from tests.unit.fakes import FakeJudge, FakeSynthesizer
-from tests.unit.test_orchestration import SPEC, JudgeValidator
+from tests.unit.fakes import FakeJudge, FakeSynthesizer, JudgeValidator
+from tests.unit.test_orchestration import SPEC
 
 S = Subjects("ke")
 

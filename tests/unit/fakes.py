@@ -117,3 +117,17 @@ class CountsInFlight:
         with self.lock:
             self.now -= 1
         return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)  # type: ignore[misc]
+
+
+class JudgeValidator:
+    """The gateway's spec validator answered in-process by a judge (no evaluator service):
+    for tests that build single services by hand."""
+
+    def __init__(self, judge: Any) -> None:
+        self.judge = judge
+
+    async def validate(self, spec: Any, timeout_s: float | None = None) -> Any:
+        from ke_gateway.validator import Validation
+
+        c = self.judge.validate_spec(spec.source, spec.name)
+        return Validation(c.ok, c.reason)

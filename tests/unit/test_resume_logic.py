@@ -22,8 +22,8 @@ from kernelevolve.errors import InvalidArgumentError, NotFoundError
 from kernelevolve.store import MemoryStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2 as spb
-from tests.unit.fakes import FakeJudge, FakeSynthesizer
-from tests.unit.test_orchestration import SPEC, JudgeValidator
+from tests.unit.fakes import FakeJudge, FakeSynthesizer, JudgeValidator
+from tests.unit.test_orchestration import SPEC
 
 
 class _Parts:

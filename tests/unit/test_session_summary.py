@@ -4,6 +4,7 @@ before running, instead of only ``best: null``."""
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
 
 import pytest
 
@@ -52,10 +53,10 @@ class ImportFailingJudge(FakeJudge):
 
 
 async def test_session_summary_names_the_common_failure() -> None:
-    bus, store, gw = await _system(FakeSynthesizer(), ImportFailingJudge())
-    final, _ = await _run(gw, budget=3, max_inflight=1)
-    assert final.status == pb.SESSION_STATUS_COMPLETED and not final.best_candidate_id
-    assert final.common_failure.startswith("all 3 candidates failed before running")
-    summary = json.loads(await store.get(f"{final.artifact_prefix}summary.json"))
-    assert summary["common_failure"] == final.common_failure and summary["best_candidate_id"] == ""
-    await bus.close()
+    async with AsyncExitStack() as stack:
+        _, store, gw = await _system(stack, FakeSynthesizer(), ImportFailingJudge())
+        final, _ = await _run(gw, budget=3, max_inflight=1)
+        assert final.status == pb.SESSION_STATUS_COMPLETED and not final.best_candidate_id
+        assert final.common_failure.startswith("all 3 candidates failed before running")
+        summary = json.loads(await store.get(f"{final.artifact_prefix}summary.json"))
+        assert summary["common_failure"] == final.common_failure and summary["best_candidate_id"] == ""
