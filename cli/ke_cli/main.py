@@ -374,8 +374,9 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
     if args.gateway:
         await client.export(sid, run_dir)
     summary = await _summary(client, final, run_dir, progress.interpreted)
-    if fit is not None:
-        summary["judged_shapes"] = fit.to_dict()
+    shapes = fit.to_dict() if fit is not None else real_size.recorded(run_dir)
+    if shapes:
+        summary["judged_shapes"] = shapes
     summary["report"] = commands.write_session_report(run_dir)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")

@@ -41,3 +41,14 @@ def fit_spec(spec: pb.OperatorSpec, probe: FitProbe, quiet: bool) -> tuple[pb.Op
 def record(run_dir: Path, fit: FitResult) -> None:
     """``RUN_DIR/judged_shapes.json``, read by the session report."""
     (run_dir / SHAPES_FILE).write_text(json.dumps(fit.to_dict(), indent=2))
+
+
+def recorded(run_dir: Path) -> dict[str, object] | None:
+    """What ``record`` wrote for this run folder (a resumed session judges the shapes its
+    first run chose: the session keeps the shrunk spec), or None."""
+    path = run_dir / SHAPES_FILE
+    try:
+        doc = json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
