@@ -9,8 +9,9 @@ workers sharing one GPU: does each get a verdict at all, and what does it cost.
 Per spec: the verdict and its reason; the input size (measured on the meta device, nothing
 allocated); lowering seconds (the synthesizer's ``propose``, in a host process); the
 worker's compile-phase seconds (``evidence["stage_s"]["compile"]``); distinct
-``@triton.jit`` kernels in the candidate; seconds from the start of judging to this
-spec's verdict; and the peak device memory in use while it was judged: the verdict does
+``@triton.jit`` kernels in the candidate; seconds from the start of the run to this
+spec's verdict (lowering and judging overlap: each spec is judged once lowered); and the
+peak device memory in use while it was judged: the verdict does
 not report the worker's ``torch.cuda.max_memory_allocated``, so this script samples the
 device-wide figure (``torch.cuda.mem_get_info``, all workers together) every 0.2 s and
 keeps the maximum over the spec's judging window. DIR/real_size_verdicts.json is
@@ -29,7 +30,7 @@ import sys
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ class DeviceMemorySampler:
         return round(max(used) / 2**30, 2) if used else None
 
 
-def _row(judge: Any, prep: dict[str, Any], sampler: DeviceMemorySampler, t_judge: float) -> dict[str, Any]:
+def _row(judge: Any, prep: dict[str, Any], sampler: DeviceMemorySampler, t_start: float) -> dict[str, Any]:
     row: dict[str, Any] = {k: prep.get(k) for k in ("spec", "large", "lowering_s", "input_bytes")}
     if "lower_error" in prep:
         row.update(status="lower_error", reason=prep["lower_error"])
@@ -119,7 +120,7 @@ def _row(judge: Any, prep: dict[str, Any], sampler: DeviceMemorySampler, t_judge
     end = time.monotonic()
     stages = row.get("stage_s") or {}
     row.update(compile_s=stages.get("compile"), judge_s=round(end - start, 3),
-               verdict_at_s=round(end - t_judge, 3), device_used_peak_gib=sampler.peak_gib(start, end))
+               verdict_at_s=round(end - t_start, 3), device_used_peak_gib=sampler.peak_gib(start, end))
     if row["status"] != "correct":
         row["genome"] = prep["genome"]  # to reproduce it
     return row
@@ -128,7 +129,7 @@ def _row(judge: Any, prep: dict[str, Any], sampler: DeviceMemorySampler, t_judge
 def run(names: list[str], out: Path, device: str, parallel: int, jobs: int, trials: int) -> dict[str, Any]:
     from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 
-    t0 = time.perf_counter()
+    t0, t_start = time.perf_counter(), time.monotonic()
     result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "fingerprint": fingerprint(), "device": device,
                               "parallel": parallel, "specs": len(names), "rows": []}
     path = out / "real_size_verdicts.json"
@@ -148,22 +149,27 @@ def run(names: list[str], out: Path, device: str, parallel: int, jobs: int, tria
 
     save()
     hardware = "cuda" if device == "cuda" else "cpu"
-    # Lowering runs the reference on the host at the spec's size (8 GiB of inputs for the
-    # largest): few processes at once.
-    with mp.get_context("spawn").Pool(jobs) as pool:
-        preps = pool.map(_lower, [(n, hardware) for n in names])
-    result["lowered_s"] = round(time.perf_counter() - t0, 1)
-    print(f"{len(preps)} seeds lowered in {result['lowered_s']:.0f}s", flush=True)
     # Full correctness protocol; few timing trials: the speedup here is only indicative.
     opts = EvalOptions(device=device, timing=TimingOptions(max_trials=trials), parallel_workers=parallel)
+
+    def done(fut: Future[dict[str, Any]], name: str) -> None:
+        exc = fut.exception()
+        row = fut.result() if exc is None else {"spec": name, "status": "bench_error", "reason": repr(exc)[:600]}
+        save(row)
+        print(f"  {row['spec']:<30} {row['status']:<14} {str(row.get('reason', ''))[:160]!r}", flush=True)
+
+    # Lowering runs the reference on the host at the spec's size (8 GiB of inputs for the
+    # largest; the reference forward runs on the host CPU): few processes at once, and each spec
+    # is judged as soon as it is lowered, so a run cut short keeps the verdicts it reached.
     with DeviceMemorySampler(device) as sampler, Judge(opts) as judge, \
-            ThreadPoolExecutor(max_workers=parallel) as ex:
-        t_judge = time.monotonic()
-        futures = [ex.submit(_row, judge, p, sampler, t_judge) for p in preps]
-        for fut in as_completed(futures):
-            row = fut.result()
-            save(row)
-            print(f"  {row['spec']:<30} {row['status']:<14} {str(row.get('reason', ''))[:160]!r}", flush=True)
+            ThreadPoolExecutor(max_workers=parallel) as ex, mp.get_context("spawn").Pool(jobs) as pool:
+        futures = []
+        for prep in pool.imap_unordered(_lower, [(n, hardware) for n in names]):
+            fut = ex.submit(_row, judge, prep, sampler, t_start)
+            fut.add_done_callback(lambda f, n=prep["spec"]: done(f, n))
+            futures.append(fut)
+        result["lowered_s"] = round(time.perf_counter() - t0, 1)
+        wait(futures)
     return result
 
 

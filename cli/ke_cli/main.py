@@ -42,7 +42,7 @@ from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import load_spec_file
-from kernelevolve.spec_shrink import FitResult
+from kernelevolve.spec_shrink import FitProbe, FitResult
 from kernelevolve.v1 import common_pb2 as pb
 
 log = logging.getLogger("kernelevolve.cli")
@@ -268,12 +268,12 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             raise UsageError("--synthesizer chooses the embedded stack's synthesizer; a cluster's is set in its "
                              "configuration (KE_SYNTHESIZER_KIND)")
         settings = replace(settings, synthesizer=replace(settings.synthesizer, kind=args.synthesizer))
-    fit = None
-    if not args.gateway and real_size.judged_on_cpu(settings):  # a gateway's evaluators may have GPUs
-        spec, fit = real_size.fit_spec(spec, quiet=args.json)
     session_id = new_session_id()
     run_dir, created = _prepare_run_dir(args.out, session_id)
     started = False
+    fit: FitResult | None = None
+    # Sized while the embedded stack starts; a gateway's evaluators may have GPUs.
+    probe = FitProbe(spec.source) if not args.gateway and real_size.judged_on_cpu(settings) else None
     try:
         async with AsyncExitStack() as stack:
             from ke_cli import runstate
@@ -283,8 +283,6 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
                 session_id=session_id, spec=str(args.spec), spec_name=spec.name, budget=budget,
                 strategy=args.strategy, max_inflight=args.max_inflight, gateway=args.gateway))
             stack.enter_context(runstate.hold(run_dir))
-            if fit is not None:
-                real_size.record(run_dir, fit)
             if args.gateway:
                 target = args.gateway
             else:
@@ -302,6 +300,10 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             client = KernelEvolveClient(target, **creds.kwargs())  # type: ignore[arg-type]
             stack.push_async_callback(client.close)
             await client.wait_ready()
+            if probe is not None:
+                spec, fit = await asyncio.to_thread(real_size.fit_spec, spec, probe, args.json)
+                if fit is not None:
+                    real_size.record(run_dir, fit)
             session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,
                                                  max_inflight=args.max_inflight, seeds=args.seeds,
                                                  time_limit_s=args.time_limit, plateau=args.plateau,
@@ -312,6 +314,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
                                  f"--session {session_id}` and `kernelevolve agent submit`\n")
             return await _follow(args, client, session, run_dir, budget, stop, fit=fit)
     finally:
+        if probe is not None:
+            probe.close()
         if not started and created:
             shutil.rmtree(run_dir, ignore_errors=True)  # bad input: leave nothing half-written
         elif not started:
@@ -364,8 +368,9 @@ async def _follow(args: argparse.Namespace, client: KernelEvolveClient, session:
     if args.gateway:
         await client.export(sid, run_dir)
     summary = await _summary(client, final, run_dir, progress.interpreted)
-    if fit is not None:
-        summary["judged_shapes"] = fit.to_dict()
+    shapes = fit.to_dict() if fit is not None else real_size.recorded(run_dir)
+    if shapes:
+        summary["judged_shapes"] = shapes
     summary["report"] = commands.write_session_report(run_dir)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernelevolve.config import Settings
 from kernelevolve.spec import make_spec
-from kernelevolve.spec_shrink import FitResult, fit_for_interpreter
+from kernelevolve.spec_shrink import FitProbe, FitResult
 from kernelevolve.v1 import common_pb2 as pb
 
 SHAPES_FILE = "judged_shapes.json"
@@ -24,10 +24,11 @@ def judged_on_cpu(settings: Settings) -> bool:
     return resolve_hardware_kind(settings.evaluator.hardware_kind) not in ("nvidia",)
 
 
-def fit_spec(spec: pb.OperatorSpec, quiet: bool) -> tuple[pb.OperatorSpec, FitResult | None]:
-    """The spec the CPU session should judge, and how it was fitted (None: as it is).
-    Raises SpecShrinkError (exit 2) when it is too large and cannot be shrunk."""
-    fit = fit_for_interpreter(spec.source)
+def fit_spec(spec: pb.OperatorSpec, probe: FitProbe, quiet: bool) -> tuple[pb.OperatorSpec, FitResult | None]:
+    """The spec the CPU session should judge, and how it was fitted (None: as it is), from
+    a probe started on ``spec``. Raises SpecShrinkError (exit 2) when it is too large and
+    cannot be shrunk."""
+    fit = probe.result()
     if not fit.shrunk:
         return spec, None
     if not quiet:
@@ -40,3 +41,14 @@ def fit_spec(spec: pb.OperatorSpec, quiet: bool) -> tuple[pb.OperatorSpec, FitRe
 def record(run_dir: Path, fit: FitResult) -> None:
     """``RUN_DIR/judged_shapes.json``, read by the session report."""
     (run_dir / SHAPES_FILE).write_text(json.dumps(fit.to_dict(), indent=2))
+
+
+def recorded(run_dir: Path) -> dict[str, object] | None:
+    """What ``record`` wrote for this run folder (a resumed session judges the shapes its
+    first run chose: the session keeps the shrunk spec), or None."""
+    path = run_dir / SHAPES_FILE
+    try:
+        doc = json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None

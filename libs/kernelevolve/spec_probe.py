@@ -204,9 +204,10 @@ def fit(source: str, budget: ShrinkBudget) -> dict[str, Any]:
 
 
 def main() -> None:
-    """Child of ``spec_shrink.fit_for_interpreter``: read {source, budget} on stdin, print
-    one JSON answer on the last line of stdout."""
-    request = json.loads(sys.stdin.read())
+    """Child of ``spec_shrink.FitProbe``: read {source, budget} from the JSON file named
+    on the command line, print one JSON answer on the last line of stdout."""
+    with open(sys.argv[1], encoding="utf-8") as f:
+        request = json.load(f)
     try:
         answer = fit(request["source"], ShrinkBudget(**request["budget"]))
     except SpecShrinkError as exc:

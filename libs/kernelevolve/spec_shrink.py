@@ -26,7 +26,9 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kernelevolve.errors import InvalidSpecError
@@ -165,25 +167,50 @@ class FitResult:
         return d
 
 
+class FitProbe:
+    """``fit_for_interpreter`` started now and collected later: the child sizes the spec
+    (a few seconds, most of it importing torch) while the caller starts its services."""
+
+    def __init__(self, source: str, budget: ShrinkBudget | None = None) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="ke-fit-")
+        request = Path(self._folder.name) / "request.json"
+        request.write_text(json.dumps({"source": source, "budget": asdict(budget or ShrinkBudget())}))
+        self._proc = subprocess.Popen([sys.executable, "-m", "kernelevolve.spec_probe", str(request)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def close(self) -> None:
+        """Stop the child if it still runs (the caller gave up before asking)."""
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.communicate()
+        self._folder.cleanup()
+
+    def result(self, timeout_s: float = 300.0) -> FitResult:
+        """The answer (see ``fit_for_interpreter``); the child is killed past ``timeout_s``."""
+        try:
+            out, err = self._proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired as exc:
+            self._proc.kill()
+            self._proc.communicate()
+            raise InvalidSpecError(f"sizing the spec for the CPU interpreter took over {timeout_s:.0f}s") from exc
+        finally:
+            self._folder.cleanup()
+        try:
+            answer = json.loads(out.strip().splitlines()[-1])
+        except (ValueError, IndexError) as exc:
+            raise InvalidSpecError(f"sizing the spec for the CPU interpreter failed: {err[-600:]}") from exc
+        if "error" in answer:
+            cls = SpecShrinkError if answer.get("kind") == "shrink" else InvalidSpecError
+            raise cls(answer["error"])
+        return FitResult(method=answer["method"], source=answer["source"],
+                         inputs=[InputShape(**i) for i in answer["inputs"]],
+                         original_inputs=[InputShape(**i) for i in answer["original_inputs"]],
+                         changed={k: list(v) for k, v in answer["changed"].items()},
+                         input_bytes=answer["input_bytes"], original_input_bytes=answer["original_input_bytes"])
+
+
 def fit_for_interpreter(source: str, budget: ShrinkBudget | None = None, timeout_s: float = 300.0) -> FitResult:
     """The spec as the CPU interpreter should judge it (see the module docstring), measured
     and checked in a child interpreter. SpecShrinkError when it is too large and cannot be
     shrunk; InvalidSpecError when it cannot be measured at all."""
-    request = {"source": source, "budget": asdict(budget or ShrinkBudget())}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "kernelevolve.spec_probe"], input=json.dumps(request),
-                              capture_output=True, text=True, timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise InvalidSpecError(f"sizing the spec for the CPU interpreter took over {timeout_s:.0f}s") from exc
-    try:
-        answer = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as exc:
-        raise InvalidSpecError(f"sizing the spec for the CPU interpreter failed: {proc.stderr[-600:]}") from exc
-    if "error" in answer:
-        cls = SpecShrinkError if answer.get("kind") == "shrink" else InvalidSpecError
-        raise cls(answer["error"])
-    return FitResult(method=answer["method"], source=answer["source"],
-                     inputs=[InputShape(**i) for i in answer["inputs"]],
-                     original_inputs=[InputShape(**i) for i in answer["original_inputs"]],
-                     changed={k: list(v) for k, v in answer["changed"].items()},
-                     input_bytes=answer["input_bytes"], original_input_bytes=answer["original_input_bytes"])
+    return FitProbe(source, budget).result(timeout_s)
