@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from ke_evaluator import backends
-from ke_evaluator.backends import DeviceBackend, registry
+from ke_evaluator.backends import DeviceBackend, EventTimer, registry
 from ke_evaluator.backends.rocm import flush_bytes_for
 from ke_evaluator.judge import EvalOptions, Judge, TimingOptions, WorkerPoolOptions, resolve_device
 from ke_evaluator.judge.options import device_of_kind
 from ke_evaluator.judge.worker_environment import child_environment
+from ke_evaluator.worker import memory, timing
 from kernelevolve.errors import InvalidArgumentError
 from tests.contracts.fake_device_backend import FAKE_DEVICE_NAME, FakeBackend
 from tests.contracts.test_judge_port import SPEC, TRITON
@@ -120,6 +121,62 @@ def test_peak_tables_match_the_longest_name(device_name: str, key: str) -> None:
 def test_rocm_flushes_the_infinity_cache_too() -> None:
     assert flush_bytes_for("AMD Instinct MI300X") == 512 * 2**20  # 256 MB Infinity Cache behind L2
     assert flush_bytes_for("AMD Instinct MI250X") == 256 * 2**20  # L2 only: the CUDA default
+
+
+def test_rocm_workers_keep_the_rocm_runtime_variables_but_no_secret(tmp_path: Path) -> None:
+    parent = {"HSA_OVERRIDE_GFX_VERSION": "9.4.2", "AMD_LOG_LEVEL": "1", "HIP_API_KEY": "x", "ROCM_PATH": "/opt/rocm"}
+    rocm = child_environment(parent, scratch_dir=str(tmp_path), device="rocm", cuda_visible_devices="1",
+                             pythonpath="")
+    assert rocm["HSA_OVERRIDE_GFX_VERSION"] == "9.4.2" and rocm["AMD_LOG_LEVEL"] == "1"
+    assert rocm["ROCM_PATH"] == "/opt/rocm" and rocm["ROCR_VISIBLE_DEVICES"] == "1"
+    assert "HIP_API_KEY" not in rocm
+    cuda = child_environment(parent, scratch_dir=str(tmp_path), device="cuda", cuda_visible_devices="1",
+                             pythonpath="")
+    assert not any(k.startswith(("HSA_", "AMD_", "ROCM_")) for k in cuda)
+
+
+class _Recording(FakeBackend):
+    """The fake, writing down the order of the timing protocol's device calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def spin(self, cycles: int) -> None:
+        self.calls.append("spin")
+
+    def synchronize(self) -> None:
+        self.calls.append("synchronize")
+
+    def event_timer(self) -> EventTimer:
+        calls, events = self.calls, super().event_timer()
+
+        class Logged:
+            def start(self) -> None:
+                calls.append("start")
+                events.start()
+
+            def stop(self) -> None:
+                calls.append("stop")
+                events.stop()
+
+            def elapsed_ms(self) -> float:
+                calls.append("elapsed")
+                return events.elapsed_ms()
+
+        return Logged()
+
+
+def test_the_timing_protocol_drives_the_backend_in_order() -> None:
+    """Spin queued before the start event, the call between the events, a device-wide
+    synchronize before the elapsed time is read (timing.py's protocol)."""
+    rec = _Recording()
+    timer = timing.Timer(torch.device("cpu"), rec)
+    assert timer.cuda and timer.flushes
+    timer.time_call(lambda: rec.calls.append("call"))
+    assert rec.calls == ["spin", "start", "call", "stop", "synchronize", "elapsed"]
+    mem = memory.JobMemory(torch.device("cpu"), rec)
+    assert mem.report()["method"] == "fake max_memory_allocated"
 
 
 def test_timing_functions_are_watched(backend: DeviceBackend) -> None:

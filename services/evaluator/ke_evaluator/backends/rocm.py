@@ -5,6 +5,9 @@ torch's HIP build keeps the ``torch.cuda`` API (``torch.version.hip`` set, devic
 the timing protocol is the CUDA adapter's; what differs is the pinning variable, the
 fingerprint, the peaks and the size of the cache to flush.
 
+The spin's rate is measured on the device (``spin_rate``), so whichever counter HIP's clock
+loop reads, a spin lasts what the timer asked for.
+
 Not yet measured on an AMD device: the peak table is datasheet numbers and the flush sizes
 follow the published cache sizes.
 """
