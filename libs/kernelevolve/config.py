@@ -156,7 +156,9 @@ class WorkerPoolOptions:
 
 @dataclass(frozen=True)
 class EvaluatorSettings:
-    # Hardware kind this evaluator serves; "auto": "nvidia" when CUDA is visible, else "cpu".
+    # Hardware kind this evaluator serves; "auto": "nvidia" when CUDA is visible ("amd" on
+    # torch's ROCm build), else "cpu". It picks the evaluator's device backend: nvidia[-*]
+    # -> cuda, amd[-*] -> rocm, cpu/x86 -> the interpreter, any other kind a CPU pool label.
     hardware_kind: str = "auto"
     compile_timeout_s: float = 120.0
     run_timeout_s: float = 120.0

@@ -28,8 +28,11 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 K8S = REPO / "deploy" / "k8s"
 NAMESPACE = "kernelevolve"
-TARGETS = ["base", "overlays/dev", "overlays/prod"]
-WITH_GPU = {"base", "overlays/prod"}
+TARGETS = ["base", "overlays/dev", "overlays/prod", "overlays/amd"]
+WITH_GPU = {"base", "overlays/prod"}  # the NVIDIA evaluator pool
+# GPU evaluator pools each target renders (overlays/amd: AMD instead of NVIDIA).
+GPU_POOLS = {"base": {"evaluator-nvidia"}, "overlays/dev": set(), "overlays/prod": {"evaluator-nvidia"},
+             "overlays/amd": {"evaluator-amd"}}
 
 # Deployment name -> (console script, gRPC port).
 APP = {
@@ -38,13 +41,14 @@ APP = {
     "synthesizer": ("kernelevolve-synthesizer", 50053),
     "evaluator-cpu": ("kernelevolve-evaluator", 50054),
     "evaluator-nvidia": ("kernelevolve-evaluator", 50054),
+    "evaluator-amd": ("kernelevolve-evaluator", 50054),
     "knowledge": ("kernelevolve-knowledge", 50055),
     "spec-validator": ("kernelevolve-evaluator", 50054),
 }
 METRICS_PORT = 9100
 KEDA_SCHEMA = K8S / "schemas" / "scaledobject-keda-v1alpha1.json"
 CUSTOM_KINDS = {("keda.sh/v1alpha1", "ScaledObject"): KEDA_SCHEMA}
-APP_IMAGES = {"kernelevolve", "kernelevolve-cuda"}
+APP_IMAGES = {"kernelevolve", "kernelevolve-cuda", "kernelevolve-rocm"}
 INFRA = {"nats": "StatefulSet", "qdrant": "StatefulSet", "minio": "StatefulSet"}
 CONFIG = {
     "KE_BUS_URL": "nats://nats:4222",
@@ -262,7 +266,7 @@ def test_keda_schema_rejects_typos() -> None:
 
 
 def test_all_app_services_present(docs: list[dict[str, Any]], target: str) -> None:
-    expected = set(APP) if target in WITH_GPU else set(APP) - {"evaluator-nvidia"}
+    expected = set(APP) - set().union(*GPU_POOLS.values()) | GPU_POOLS[target]
     deployments = {d["metadata"]["name"] for d in _find(docs, "Deployment")}
     services = {d["metadata"]["name"] for d in _find(docs, "Service")}
     accounts = {d["metadata"]["name"] for d in _find(docs, "ServiceAccount")}
@@ -349,6 +353,23 @@ def test_evaluator_nvidia(docs: list[dict[str, Any]], target: str) -> None:
     assert _env(c).get("KE_EVALUATOR_HARDWARE_KIND") == "nvidia"
     assert _env(c).get("KE_EVALUATOR_SCRATCH_DIR") == "/scratch"
     assert _image_name(c["image"]) == "kernelevolve-cuda"
+
+
+def test_evaluator_amd(docs: list[dict[str, Any]], target: str) -> None:
+    found = _find(docs, "Deployment", "evaluator-amd")
+    if "evaluator-amd" not in GPU_POOLS[target]:
+        assert not found, f"{target} must not schedule an AMD evaluator"
+        return
+    (dep,) = found
+    assert _replicas(dep) >= 1
+    pod = _pod_spec(dep)
+    assert pod.get("nodeSelector", {}).get("feature.node.kubernetes.io/amd-gpu") == "true"
+    assert any(t.get("key") == "amd.com/gpu" for t in pod.get("tolerations", []))
+    c = _app_container(dep)
+    assert int(c["resources"]["limits"].get("amd.com/gpu", 0)) == 1 and _gpu_limit(c) == 0
+    assert _env(c).get("KE_EVALUATOR_HARDWARE_KIND") == "amd"  # device backend "rocm"
+    assert _env(c).get("KE_EVALUATOR_SCRATCH_DIR") == "/scratch"
+    assert _image_name(c["image"]) == "kernelevolve-rocm"
 
 
 # ---------------------------------------------------------------------------- every workload

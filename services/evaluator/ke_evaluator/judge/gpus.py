@@ -1,7 +1,8 @@
 """Which GPU each evaluation worker gets, on a host with several.
 
 One evaluator process serves a whole host: its Judge keeps one sandboxed worker per GPU
-(more if asked, round robin), and each worker starts with ``CUDA_VISIBLE_DEVICES`` set to
+(more if asked, round robin), and each worker starts with its device backend's visibility
+variable (``CUDA_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``: ``ke_evaluator.backends``) set to
 its GPU alone, so inside the worker that GPU is ``cuda:0`` and a candidate cannot reach
 another. Timing needs only its own device to itself, so each GPU has its own device lock.
 
@@ -15,7 +16,8 @@ from kernelevolve.errors import InvalidArgumentError
 
 
 def visible_gpus(cuda_visible_devices: str | None, device_count: int) -> list[str]:
-    """The GPUs this process may hand out, as ``CUDA_VISIBLE_DEVICES`` entries.
+    """The GPUs this process may hand out, as entries of its visibility variable
+    (``CUDA_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``).
 
     ``cuda_visible_devices`` is the process's own variable (None when unset: every device
     the driver counts, ``0..device_count-1``). Entries may be indices or UUIDs

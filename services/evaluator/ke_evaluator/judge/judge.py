@@ -41,7 +41,7 @@ from typing import Any
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
-from .. import device_lock
+from .. import backends, device_lock
 from . import gpus, static_policy
 from .memory_admission import DeviceMemory, Footprint, MemoryAdmission, Ticket, TorchDeviceMemory, gib, requested_bytes
 from .options import EvalOptions, resolve_device
@@ -77,9 +77,9 @@ class Judge:
         ``pool.memory_admission``, none on the CPU (tests pass ``FixedDeviceMemory``)."""
         self.opts = dataclasses.replace(opts) if opts is not None else EvalOptions()  # ours to adjust
         self.opts.validate()
-        self.device = resolve_device(self.opts.device)
-        if self.device == "cuda" and self.opts.sandbox.cuda_visible_devices is None:
-            pinned = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+        self.device = resolve_device(self.opts.device)  # a device backend's name
+        if self.backend.accelerated and self.opts.sandbox.cuda_visible_devices is None:
+            pinned = (self.backend.visible_devices(os.environ) or "0").split(",")[0] or "0"
             self.opts.sandbox = dataclasses.replace(self.opts.sandbox, cuda_visible_devices=pinned)
         self._own_root = self.opts.scratch_dir is None
         root = os.fspath(self.opts.scratch_dir) if self.opts.scratch_dir else tempfile.mkdtemp(prefix="ke-eval-")
@@ -89,7 +89,7 @@ class Judge:
         self.lock_dir = device_lock.create_files(self.root)
         # With several GPUs, one lock per GPU in its own folder (timing needs only its device).
         self.pins: list[str | None] = [None] * self.opts.parallel_workers
-        if self.device == "cuda" and self.opts.gpus:
+        if self.backend.accelerated and self.opts.gpus:
             self.pins = list(gpus.pin_workers(list(self.opts.gpus), self.opts.parallel_workers))
             self.opts.parallel_workers = len(self.pins)
         # Secret of this Judge alone: seeds are derived from it, and it never leaves this process.
@@ -102,20 +102,25 @@ class Judge:
         if lock_wait is None:
             lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.sandbox.startup_timeout_s) * max(1, n)
         p = o.pool
-        early = p.spare_worker and (p.spare_from_start if p.spare_from_start is not None else self.device == "cuda")
+        early = p.spare_worker and (p.spare_from_start if p.spare_from_start is not None else self.backend.accelerated)
         self._pool = WorkerPool([Slot(i, functools.partial(self._spawn, self.pins[i]), o, lock_wait,
                                        spare_early=early) for i in range(n)])
         # Memory admission per GPU, and each spec's measured footprint (by spec digest).
         self._footprints: dict[str, Footprint] = {}
         self._admission: dict[str | None, MemoryAdmission] = {}
-        if device_memory is None and self.device == "cuda" and o.pool.memory_admission:
-            device_memory = TorchDeviceMemory()
+        if device_memory is None and self.backend.accelerated and o.pool.memory_admission:
+            device_memory = TorchDeviceMemory(backend=self.backend)
         if device_memory is not None:
             for gpu in dict.fromkeys(self._gpu_of(i) for i in range(n)):
                 self._admission[gpu] = MemoryAdmission(device_memory, gpu, o.pool.memory_margin)
         self.fingerprint: dict[str, str] = {}
         # What the last worker achieved: network/filesystem isolation, rlimits, launch hooks.
         self.sandbox_info: dict[str, Any] = {}
+
+    @property
+    def backend(self) -> backends.DeviceBackend:
+        """The device backend of ``device`` (one instance per process, from the registry)."""
+        return backends.get_backend(self.device)
 
     def _spawn(self, gpu: str | None = None) -> WorkerProcess:
         if gpu is None:
@@ -207,7 +212,7 @@ class Judge:
     def _job_options(self) -> dict[str, Any]:
         """The options of a job as the worker reads them (flat: ``worker.evaluation.JobOptions``)."""
         o, t, c = self.opts, self.opts.timing, self.opts.cache
-        cuda = self.device == "cuda"
+        cuda = self.backend.accelerated
         return {
             "device": self.device, "correctness_trials": o.correctness_trials,
             "compile_timeout_s": o.compile_timeout_s, "run_timeout_s": o.run_timeout_s,
@@ -391,12 +396,12 @@ class Judge:
         """
         reuse = self.opts.pool.reuse_worker_after_failure
         if reuse is None:
-            reuse = self.device == "cuda"
+            reuse = self.backend.accelerated
         if not reuse:
             return False
         if v.status in ("incorrect", "compile_error"):
             return True
-        return v.status == "runtime_error" and self.device == "cpu"
+        return v.status == "runtime_error" and not self.backend.accelerated
 
 
 def _out_of_memory(reply: _Reply) -> bool:

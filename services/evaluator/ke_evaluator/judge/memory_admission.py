@@ -18,7 +18,7 @@ the GPU was last idle:
 Capacity is the device's free memory read when none of our jobs runs (idle workers'
 CUDA contexts and reference caches are then already counted as used), read again each
 time the GPU becomes idle. ``DeviceMemory`` is the port that reads it: ``TorchDeviceMemory``
-(``torch.cuda.mem_get_info``) on a GPU host, ``FixedDeviceMemory`` with given sizes in
+(the device backend's ``memory_info``) on a GPU host, ``FixedDeviceMemory`` with given sizes in
 tests. Admission happens in the Judge before a job is sent to its worker, so the wait is
 never on the candidate's phase clocks.
 
@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..backends import DeviceBackend, get_backend
 from . import gpus
 
 GIB = float(2**30)
@@ -56,16 +57,24 @@ class DeviceMemory(Protocol):
 
 
 class TorchDeviceMemory:
-    """``torch.cuda.mem_get_info`` in the Judge's process. The first call creates a CUDA
-    context there (a few hundred MiB of the GPU, read as used from then on, so admission
-    accounts for it). ``gpu`` is mapped to the index this process sees it under."""
+    """The device backend's memory read (``torch.cuda.mem_get_info`` on CUDA and ROCm) in
+    the Judge's process. The first call creates a device context there (a few hundred MiB
+    of the GPU, read as used from then on, so admission accounts for it). ``gpu`` is mapped
+    to the index this process sees it under."""
 
-    def __init__(self, visible: list[str] | None = None) -> None:
-        self.visible = visible  # this process's CUDA_VISIBLE_DEVICES entries; read on first use
+    def __init__(self, visible: list[str] | None = None, backend: DeviceBackend | None = None) -> None:
+        self.visible = visible  # this process's visibility entries (CUDA_VISIBLE_DEVICES); read on first use
+        self._backend = backend  # None: the CUDA backend, loaded (with torch) on first use
+
+    @property
+    def backend(self) -> DeviceBackend:
+        if self._backend is None:
+            self._backend = get_backend("cuda")
+        return self._backend
 
     def _index(self, gpu: str | None, device_count: int) -> int:
         if self.visible is None:
-            self.visible = gpus.visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), device_count)
+            self.visible = gpus.visible_gpus(self.backend.visible_devices(os.environ), device_count)
         if gpu is None:
             return 0
         if gpu in self.visible:
@@ -73,10 +82,8 @@ class TorchDeviceMemory:
         return int(gpu) if gpu.isdigit() and int(gpu) < device_count else 0
 
     def __call__(self, gpu: str | None) -> MemoryInfo:
-        import torch
-
-        free, total = torch.cuda.mem_get_info(self._index(gpu, torch.cuda.device_count()))
-        return MemoryInfo(int(free), int(total))
+        free, total = self.backend.memory_info(self._index(gpu, self.backend.device_count()))
+        return MemoryInfo(free, total)
 
 
 @dataclass

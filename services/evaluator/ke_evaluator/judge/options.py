@@ -7,8 +7,9 @@ and four sections it shares with the typed settings (``kernelevolve.config``):
 ``options_from_settings`` is the only translation from settings to options (the evaluator
 service and the CLI both use it).
 
-``auto`` is resolved here only: ``resolve_device`` for a Judge's device,
-``resolve_hardware_kind`` for the kind of hardware a service announces.
+``auto`` is resolved here only: ``resolve_device`` for a Judge's device (a device backend's
+name, ``ke_evaluator.backends``), ``resolve_hardware_kind`` for the kind of hardware a
+service announces.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ from kernelevolve.config import (
 )
 from kernelevolve.errors import InvalidArgumentError
 
+from .. import backends
+
 __all__ = ["EvalOptions", "ReferenceCacheOptions", "SandboxOptions", "TimingOptions", "WorkerPoolOptions",
            "options_from_settings", "resolve_device", "resolve_hardware_kind"]
 
 
 @dataclass
 class EvalOptions:
-    device: str = "auto"  # "auto" | "cpu" | "cuda"; auto = cuda if torch.cuda.is_available() else cpu
+    # "auto" or a device backend: "cpu" | "cuda" | "rocm" | a registered one;
+    # auto = cuda (rocm on torch's HIP build) if torch.cuda.is_available() else cpu
+    device: str = "auto"
     correctness_trials: int = 5
     compile_timeout_s: float = 120.0  # import + construct + first call (Triton JIT compile)
     run_timeout_s: float = 120.0  # correctness + integrity checks + timing
@@ -59,7 +64,8 @@ class EvalOptions:
     # ``evaluate_many``). Timing takes the device alone (exclusive lock); everything else
     # overlaps. Each worker has its own spare and reference cache.
     parallel_workers: int = 1
-    # Several GPUs of one host (CUDA only): CUDA_VISIBLE_DEVICES entries, one worker pinned
+    # Several GPUs of one host: entries of the backend's visibility variable
+    # (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES), one worker pinned
     # to each (more when parallel_workers is larger, round robin: gpus.pin_workers), each
     # GPU with its own device lock. Empty: every worker on ``sandbox.cuda_visible_devices``.
     gpus: tuple[str, ...] = ()
@@ -109,39 +115,60 @@ def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> Eval
 
 
 # -- hardware ----------------------------------------------------------------------------------
-# Settings' hardware kinds and the Judge device they mean. Any other kind is a pool label
-# (README, "Configuration") and is judged on the CPU, as the service and the CLI always did.
-_KIND_DEVICE = {"auto": "auto", "nvidia": "cuda", "cpu": "cpu"}
+# Settings' hardware kinds and the Judge device they mean: the device backend registry's
+# kinds (nvidia[-*] -> cuda, amd[-*] -> rocm, cpu/x86 -> cpu, and any registered). Any other
+# kind is a pool label (README, "Configuration") and is judged on the CPU, as the service
+# and the CLI always did.
 
 
 def cuda_available() -> bool:
+    """Whether torch sees a GPU through its ``torch.cuda`` API (CUDA or HIP build)."""
     try:
-        import torch
-    except ImportError:
+        return backends.get_backend("cuda").available()
+    except ImportError:  # no torch in this process
         return False
-    return bool(torch.cuda.is_available())
+
+
+def _hip_build() -> bool:
+    import torch
+
+    return torch.version.hip is not None
 
 
 def device_of_kind(kind: str) -> str:
     """The Judge device for a settings hardware kind ("auto" stays "auto")."""
-    return _KIND_DEVICE.get(kind, "cpu")
+    if kind == "auto":
+        return "auto"
+    return backends.backend_for_kind(kind) or "cpu"
 
 
 def resolve_hardware_kind(kind: str) -> str:
-    """The hardware kind an evaluator serves: "auto" becomes "nvidia" when CUDA is visible,
-    else "cpu"; any other kind is kept (a Judge built for it checks that its device exists)."""
+    """The hardware kind an evaluator serves: "auto" becomes "nvidia" ("amd" on torch's HIP
+    build) when a GPU is visible, else "cpu"; any other kind is kept (a Judge built for it
+    checks that its device exists)."""
     if kind == "auto":
-        return "nvidia" if cuda_available() else "cpu"
+        if not cuda_available():
+            return "cpu"
+        return "amd" if _hip_build() else "nvidia"
     return kind
 
 
 def resolve_device(device: str) -> str:
-    """A Judge's device: "auto" becomes "cuda" when CUDA is visible, else "cpu"."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise InvalidArgumentError(f"EvalOptions.device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    """A Judge's device backend: "auto" becomes "cuda" ("rocm" on torch's HIP build) when a
+    GPU is visible, else "cpu"; a named backend must be registered and see its device."""
     if device == "cpu":
         return device
-    available = cuda_available()
-    if device == "cuda" and not available:
-        raise InvalidArgumentError("EvalOptions.device='cuda' but no CUDA device is available")
-    return "cuda" if available else "cpu"
+    if device == "auto":
+        if not cuda_available():
+            return "cpu"
+        return "rocm" if _hip_build() else "cuda"
+    if device == "cuda":
+        if not cuda_available():
+            raise InvalidArgumentError("EvalOptions.device='cuda' but no CUDA device is available")
+        return device
+    if device not in backends.names():
+        raise InvalidArgumentError(f"EvalOptions.device must be 'auto' or a device backend "
+                                   f"({', '.join(backends.names())}), got {device!r}")
+    if not backends.get_backend(device).available():
+        raise InvalidArgumentError(f"EvalOptions.device={device!r} but no such device is available")
+    return device

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from ..backends import get_backend
+
 # Variables a worker may inherit. Everything else is dropped: the candidate runs
 # arbitrary code and must not see credentials or service configuration.
 _ALLOW_EXACT = frozenset(
@@ -40,12 +42,16 @@ def child_environment(
     cuda_visible_devices: str | None,
     pythonpath: str,
 ) -> dict[str, str]:
-    """The scrubbed environment for a worker process."""
+    """The scrubbed environment for a worker process on the device backend ``device``, pinned
+    to ``cuda_visible_devices`` (an entry of the backend's visibility variable; None keeps
+    the parent's)."""
+    backend = get_backend(device)
+    allow_prefix = _ALLOW_PREFIX + backend.environment_prefixes
     env: dict[str, str] = {}
     for name, value in parent_env.items():
         if is_secret_name(name):
             continue
-        if name in _ALLOW_EXACT or name.startswith(_ALLOW_PREFIX):
+        if name in _ALLOW_EXACT or name.startswith(allow_prefix):
             env[name] = value
     env.setdefault("PATH", "/usr/bin:/bin")
     tmp = os.path.join(scratch_dir, "tmp")
@@ -55,12 +61,5 @@ def child_environment(
     env["PYTHONPATH"] = pythonpath
     env["PYTHONNOUSERSITE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
-    if device == "cpu":
-        # The interpreter must be chosen before triton is imported: set it in the child's env.
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
-        if cuda_visible_devices is not None:
-            env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices
+    backend.worker_environment(env, cuda_visible_devices)
     return env

@@ -34,7 +34,7 @@ from typing import Any
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.ports import verdict as _verdict
 
-from .. import wire
+from .. import backends, wire
 from . import worker_environment
 from .options import EvalOptions
 
@@ -135,7 +135,11 @@ class WorkerProcess:
         env["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache
         cmd = [sys.executable, "-m", "ke_evaluator.worker", "--job-fd", str(job_r), "--result-fd", str(res_w),
                "--device", device, "--file-size-bytes", str(opts.sandbox.file_size_limit_bytes)]
-        if device == "cpu" and opts.sandbox.memory_limit_bytes:
+        backend = backends.registration(device)
+        if backend.factory is not None:  # registered in this process: the worker imports it anew
+            cmd += ["--backend-factory", backend.target, "--backend-path", backend.path]
+        # A GPU context maps far more address space than it uses: the limit is for the host alone.
+        if not backends.get_backend(device).accelerated and opts.sandbox.memory_limit_bytes:
             cmd += ["--address-space-bytes", str(opts.sandbox.memory_limit_bytes)]
         if not opts.sandbox.network_isolation:
             cmd.append("--no-network-isolation")

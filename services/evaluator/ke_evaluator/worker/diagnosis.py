@@ -4,6 +4,7 @@ Bytes = inputs + parameters/buffers + outputs (the minimum traffic of any implem
 FLOPs from torch's flop formulas (``torch.utils.flop_counter``, the tables behind
 ``FlopCounterMode``) on the reference (they count matmul/conv-like ops; pointwise ops count
 as 0, which is right for bound classification).
+Peaks and the profiler's device come from the device backend (``ke_evaluator.backends``).
 Worker side: torch only.
 """
 
@@ -11,39 +12,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..backends import DeviceBackend, for_torch_device
+from ..backends.cuda import PEAKS
 from .output_checks import leaves
 
-
-@dataclass(frozen=True)
-class DevicePeaks:
-    name: str
-    gbps: float  # HBM bandwidth, GB/s
-    fp32_gflops: float  # non-tensor-core FP32
-    tensor_gflops: float  # dense BF16/FP16 tensor core
-
-
-# Public datasheet numbers (SXM parts, dense).
-PEAKS: dict[str, DevicePeaks] = {
-    "H200": DevicePeaks("H200", 4800.0, 67_000.0, 989_000.0),
-    "H100": DevicePeaks("H100", 3350.0, 67_000.0, 989_000.0),
-    "A100": DevicePeaks("A100", 2039.0, 19_500.0, 312_000.0),
-}
 # Below this time a GPU op is dominated by launch overhead, not by bytes or FLOPs.
 LATENCY_FLOOR_MS = 0.010
-
-
-def peaks_for(device_name: str) -> DevicePeaks | None:
-    up = device_name.upper()
-    for key, p in PEAKS.items():
-        if key in up:
-            return p
-    return None
 
 
 def tensor_bytes(obj: Any) -> int:
@@ -103,15 +82,17 @@ def classify(
     uses_tensor_cores: bool,
     device_ms: float = 0.0,
     host_ms: float = 0.0,
+    backend: DeviceBackend | None = None,
 ) -> dict[str, Any]:
     """Bound class and roofline share. ``median_ms`` is the per-call time; with
     ``device_ms`` (CUDA events) the rates are the kernels' own, and a host enqueue time
     above the device time marks the call launch-bound whatever its arithmetic intensity."""
     notes: list[str] = []
-    launch_bound = device_type == "cuda" and host_ms > 0 and device_ms > 0 and host_ms > device_ms
+    backend = backend if backend is not None else for_torch_device(device_type)
+    launch_bound = backend.accelerated and host_ms > 0 and device_ms > 0 and host_ms > device_ms
     if device_ms > 0:
         median_ms = device_ms
-    peaks = peaks_for(device_name) if device_type == "cuda" else None
+    peaks = backend.peaks(device_name) if backend.accelerated else None
     # Ridge point: FLOPs per byte where compute and bandwidth limits meet. Without device
     # peaks (CPU interpreter) the H100 ridge is used so the class still guides GPU work.
     ref = peaks or PEAKS["H100"]
@@ -135,7 +116,7 @@ def classify(
             bound = "latency"
             notes.append(f"host enqueue {host_ms * 1000:.1f} us per call exceeds the device time "
                          f"{device_ms * 1000:.1f} us: launch-bound (fewer launches, leaner launcher code)")
-    elif device_type != "cuda":
+    elif not backend.accelerated:
         notes.append(f"bound class from arithmetic intensity {intensity:.2f} FLOP/B vs H100 ridge {ridge:.1f}; "
                      "no device peaks for interpreted CPU runs")
     else:
@@ -164,7 +145,7 @@ _BOOKKEEPING = ("aten::empty", "aten::empty_like", "aten::empty_strided", "aten:
 
 
 def library_time_fraction(
-    fn: Callable[[], Any], device_type: str, own_kernels: set[str]
+    fn: Callable[[], Any], device_type: str, own_kernels: set[str], backend: DeviceBackend | None = None
 ) -> tuple[float, dict[str, float], dict[str, int]]:
     """Share of the call's time spent in torch library ops, via the autograd (Kineto) profiler.
 
@@ -179,17 +160,18 @@ def library_time_fraction(
         # evidence["sandbox"]["startup_s"]), 2-5 s on a CPU host, against 0.01 s here.
         from torch.autograd import profiler as autograd_profiler
 
-        use_device = "cuda" if device_type == "cuda" else None
+        backend = backend if backend is not None else for_torch_device(device_type)
+        use_device = backend.profiler_device()
         with autograd_profiler.profile(use_cpu=True, use_device=use_device, use_kineto=True) as prof:
             t0 = time.perf_counter()
             fn()
-            if device_type == "cuda":
-                torch.cuda.synchronize()
+            if use_device is not None:
+                backend.synchronize()
             wall_us = (time.perf_counter() - t0) * 1e6
         events = prof.key_averages()
         per_kernel: dict[str, float] = {}
         ops = {e.key: int(e.count) for e in events if e.key.startswith("aten::") and e.key not in _BOOKKEEPING}
-        if device_type == "cuda":
+        if use_device is not None:
             total = 0.0
             lib = 0.0
             for e in events:

@@ -32,6 +32,7 @@ import torch
 
 from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timing, Verdict
 
+from ..backends import DeviceBackend, for_torch_device
 from ..device_lock import DeviceLock, Mode
 from . import defenses, diagnosis, launch_counter, loading, memory, output_checks, reference_cache, timing
 from .compile_release import CompileRelease
@@ -79,9 +80,11 @@ class Evaluator:
     """Per-worker state: loaded specs, reference cache, device lock, counters."""
 
     def __init__(self, scratch: str, device: torch.device, fingerprint: dict[str, str],
-                 lock: DeviceLock | None = None, compile_release: CompileRelease | None = None) -> None:
+                 lock: DeviceLock | None = None, compile_release: CompileRelease | None = None,
+                 backend: DeviceBackend | None = None) -> None:
         self.scratch = scratch
         self.device = device
+        self.backend = backend if backend is not None else for_torch_device(device)
         self.fingerprint = fingerprint
         self.lock = lock
         self.compile_release = compile_release  # lets the lock go while Triton compiles
@@ -105,8 +108,8 @@ class Evaluator:
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
             out = model(*inputs)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize()
+        if self.backend.accelerated:
+            self.backend.synchronize()
         return out
 
     def _hold(self, mode: Mode | None) -> None:
@@ -129,7 +132,7 @@ class Evaluator:
                     cacheable: bool) -> reference_cache.JobReferences:
         if cacheable and self.ref_cache is None:
             limit = reference_cache.resolve_limit(opts.reference_cache_bytes, opts.reference_cache_fraction,
-                                                  self.device)
+                                                  self.device, self.backend)
             self.ref_cache = reference_cache.RefCache(limit)
         cache = self.ref_cache if cacheable and self.ref_cache is not None and self.ref_cache.limit_bytes > 0 else None
         assert opts.seed is not None
@@ -140,7 +143,7 @@ class Evaluator:
     def evaluate(self, job: dict[str, Any], phase: PhaseFn) -> dict[str, Any]:
         opts = JobOptions.from_dict(job.get("options", {}))
         v = Verdict(status="correct", reason="", candidate_id=job.get("candidate_id", ""),
-                    device=self.device.type, interpreted=self.device.type == "cpu",
+                    device=self.device.type, interpreted=not self.backend.accelerated,
                     fingerprint=dict(self.fingerprint))
         if v.interpreted:
             v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
@@ -148,7 +151,7 @@ class Evaluator:
         if self.lock is not None:
             self.lock.reset_stats()
         compiles_unlocked = self.compile_release.released if self.compile_release is not None else 0
-        self._mem = memory.JobMemory(self.device)
+        self._mem = memory.JobMemory(self.device, self.backend)
         try:
             self._evaluate(job, opts, v, phase)
         except Outcome as o:
@@ -397,7 +400,7 @@ class Evaluator:
         if opts.profile_library_time:
             probe_in = output_checks.clone_tree(inputs0)  # cloned outside the profiled region
             frac, per_kernel, ops = diagnosis.library_time_fraction(
-                lambda: self._call(cand_model, probe_in), dev.type, set(kernel_launches))
+                lambda: self._call(cand_model, probe_in), dev.type, set(kernel_launches), self.backend)
             diag.library_time_fraction = frac
             # Torch ops the candidate calls per forward (fallback nodes, decoys): for the search.
             v.evidence["library_ops"] = ops
@@ -417,7 +420,7 @@ class Evaluator:
         cls_ = diagnosis.classify(bytes_moved=bytes_moved, flops=flops, median_ms=median, device_type=dev.type,
                                   device_ms=ct.device_median_ms if ct else 0.0,
                                   host_ms=ct.host_median_ms if ct else 0.0,
-                                  device_name=self.fingerprint.get("device_name", ""),
+                                  device_name=self.fingerprint.get("device_name", ""), backend=self.backend,
                                   uses_tensor_cores=any(t.dtype in (torch.float16, torch.bfloat16)
                                                         for t in output_checks.leaves(inputs0)
                                                         if isinstance(t, torch.Tensor)))
@@ -435,7 +438,7 @@ class Evaluator:
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
-        problems = state_violations(before, snapshot(), count_os_threads=self.device.type == "cpu")
+        problems = state_violations(before, snapshot(), count_os_threads=not self.backend.accelerated)
         if problems:
             set_precision_flags()
             raise Outcome("rejected", "candidate changed process state: " + "; ".join(problems))
@@ -444,7 +447,7 @@ class Evaluator:
                            v: Verdict) -> Callable[..., Any] | None:
         """torch.compile of the reference (GPU only). Dynamo's code cache and the on-disk
         Inductor/Triton caches make later jobs of the same spec cheap; failures only note."""
-        if self.device.type != "cuda":
+        if not self.backend.accelerated:
             v.evidence["compile_baseline"] = "skipped: CPU (the interpreter timing says nothing anyway)"
             return None
         try:
@@ -475,7 +478,8 @@ class Evaluator:
         # device memory holds, up to the option (3 sets of a 12 GB input were 72 GB).
         wanted = max(1, opts.timing_input_sets)
         sets += [spec.inputs(seed + 9000 + i, dev)
-                 for i in range(1, memory.sets_that_fit(wanted, 2 * memory.tensor_bytes(sets[0]), dev))]
+                 for i in range(1, memory.sets_that_fit(wanted, 2 * memory.tensor_bytes(sets[0]), dev,
+                                                       backend=self.backend))]
         policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
                                      ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
 
@@ -492,7 +496,7 @@ class Evaluator:
         # From here to the end of the timing no other worker may use the device (the timer
         # calibrates on it too).
         self._hold("exclusive")
-        timer = timing.Timer(dev)
+        timer = timing.Timer(dev, self.backend)
         if compiled is not None:
 
             def comp(inputs: list[Any]) -> Any:
@@ -524,9 +528,7 @@ class Evaluator:
         per_call = (v.baseline_timing.per_call_median_ms / v.candidate_timing.per_call_median_ms
                     if v.candidate_timing.per_call_median_ms > 0 else None)
         v.evidence["timing"] = {"input_sets": len(sets), "input_sets_wanted": wanted, "fresh_values_each_round": True,
-                                "l2_flush": dev.type == "cuda", "speedup_per_call": per_call,
-                                "clock": "cuda events behind a spin kernel + device synchronize; host enqueue "
-                                         "time apart" if dev.type == "cuda" else "time.perf_counter",
+                                "l2_flush": timer.flushes, "speedup_per_call": per_call, "clock": self.backend.clock,
                                 "spin_shorter_than_host": timer.spin_short}
 
 

@@ -14,7 +14,12 @@ from typing import Any
 
 import torch
 
+from ..backends.cuda import torch_cuda_timer_objects
 from . import isolation
+
+# The worker's device backend's own timing functions (``watch_timers``), beyond the
+# ``torch.cuda`` ones every worker watches (a candidate may patch them on any device).
+_backend_timers: dict[str, Any] = {}
 
 
 @dataclass
@@ -34,17 +39,20 @@ def set_precision_flags() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
+def watch_timers(objs: dict[str, Any]) -> None:
+    """Add the device backend's timing functions to those a candidate must not replace
+    (``DeviceBackend.timer_objects``; once per worker, before the first snapshot)."""
+    _backend_timers.update(objs)
+
+
 def _timer_objects() -> dict[str, Any]:
     objs: dict[str, Any] = {
         "time.perf_counter": time.perf_counter,
         "time.perf_counter_ns": time.perf_counter_ns,
         "time.time": time.time,
         "time.monotonic": time.monotonic,
-        "torch.cuda.synchronize": torch.cuda.synchronize,
-        "torch.cuda.Event": torch.cuda.Event,
-        "torch.cuda.Event.record": torch.cuda.Event.record,
-        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+        **torch_cuda_timer_objects(),
+        **_backend_timers,
     }
     from triton.runtime.jit import JITFunction
 

@@ -7,6 +7,7 @@ call, and (CUDA) the whole job's peak allocation above what the worker held when
 began (its reference cache, its context's workspace). On the CPU there is no allocator to
 ask: the parts are sized from the tensors and the job peak stays 0.
 
+The allocator is asked through the device backend (``ke_evaluator.backends``).
 Worker side: torch only.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ..backends import DeviceBackend, for_torch_device
 from . import output_checks
 
 
@@ -31,13 +33,13 @@ def model_bytes(model: torch.nn.Module) -> int:
     return tensor_bytes(list(model.parameters()) + list(model.buffers()))
 
 
-def device_info(device: torch.device) -> tuple[int, int]:
-    """(free, total) bytes of the device; (0, 0) on the CPU or when CUDA cannot say."""
-    if device.type != "cuda":
+def device_info(device: torch.device, backend: DeviceBackend | None = None) -> tuple[int, int]:
+    """(free, total) bytes of the device; (0, 0) on the CPU or when the device cannot say."""
+    backend = backend if backend is not None else for_torch_device(device)
+    if not backend.accelerated:
         return 0, 0
     try:
-        free, total = torch.cuda.mem_get_info(device)
-        return int(free), int(total)
+        return backend.mem_get_info(device)
     except RuntimeError:
         return 0, 0
 
@@ -45,21 +47,22 @@ def device_info(device: torch.device) -> tuple[int, int]:
 class JobMemory:
     """One job's measurement. Not thread-safe (one job at a time per worker)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, backend: DeviceBackend | None = None) -> None:
         self.device = device
-        self.cuda = device.type == "cuda"
+        self.backend = backend if backend is not None else for_torch_device(device)
+        self.cuda = self.backend.accelerated  # an allocator to ask
         self.parts: dict[str, int] = {}
         self.base = 0
         self._peak = 0  # job peak above ``base`` before the last reset of torch's peak counter
         if self.cuda:
-            self.base = torch.cuda.memory_allocated(device)
-            torch.cuda.reset_peak_memory_stats(device)
+            self.base = self.backend.memory_allocated(device)
+            self.backend.reset_peak_memory(device)
 
     def _peak_now(self) -> int:
         if not self.cuda:
             return 0
         try:
-            return max(self._peak, torch.cuda.max_memory_allocated(self.device) - self.base)
+            return max(self._peak, self.backend.max_memory_allocated(self.device) - self.base)
         except RuntimeError:  # a CUDA error of the job: the verdict says so already
             return self._peak
 
@@ -69,11 +72,11 @@ class JobMemory:
         the job peak so far is kept first)."""
         if self.cuda:
             self._peak = self._peak_now()
-            before = torch.cuda.memory_allocated(self.device)
-            torch.cuda.reset_peak_memory_stats(self.device)
+            before = self.backend.memory_allocated(self.device)
+            self.backend.reset_peak_memory(self.device)
         yield
         if self.cuda:
-            ref_peak = torch.cuda.max_memory_allocated(self.device) - before
+            ref_peak = self.backend.max_memory_allocated(self.device) - before
             self.parts["reference_peak_bytes"] = max(self.parts.get("reference_peak_bytes", 0), ref_peak)
 
     def note(self, inputs: Any, model: torch.nn.Module, outputs: Any) -> None:
@@ -87,26 +90,29 @@ class JobMemory:
         out: dict[str, Any] = {"inputs_bytes": 0, "parameters_bytes": 0, "outputs_bytes": 0,
                                "reference_peak_bytes": 0, **self.parts}
         out["job_peak_bytes"] = self._peak_now()
-        out["method"] = ("cuda max_memory_allocated" if self.cuda else "cpu estimate from tensor sizes")
+        out["method"] = (f"{self.backend.name} max_memory_allocated" if self.cuda
+                         else "cpu estimate from tensor sizes")
         if self.cuda:
             out["held_before_job_bytes"] = self.base
             try:  # what stays after the job: the reference cache, a compiled baseline's state
-                out["held_after_job_bytes"] = torch.cuda.memory_allocated(self.device)
+                out["held_after_job_bytes"] = self.backend.memory_allocated(self.device)
             except RuntimeError:
                 out["held_after_job_bytes"] = self.base
-            out["device_free_bytes"], out["device_total_bytes"] = device_info(self.device)
+            out["device_free_bytes"], out["device_total_bytes"] = device_info(self.device, self.backend)
         return out
 
 
-def sets_that_fit(wanted: int, set_bytes: int, device: torch.device, free_bytes: int | None = None) -> int:
+def sets_that_fit(wanted: int, set_bytes: int, device: torch.device, free_bytes: int | None = None,
+                  backend: DeviceBackend | None = None) -> int:
     """How many input sets of ``set_bytes`` each a job may hold at once: ``wanted``, or as
     many as half the device's free memory holds (at least one). The other half is for the
     calls on them. ``free_bytes`` None: read the device (the CPU: no limit)."""
     if free_bytes is None:
-        free_bytes = device_info(device)[0]
-        if device.type == "cuda" and free_bytes:
+        backend = backend if backend is not None else for_torch_device(device)
+        free_bytes = device_info(device, backend)[0]
+        if backend.accelerated and free_bytes:
             # Blocks this process's allocator holds but does not use are free to it too.
-            free_bytes += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+            free_bytes += backend.memory_reserved(device) - backend.memory_allocated(device)
     if not free_bytes or set_bytes <= 0:
         return max(1, wanted)
     return max(1, min(wanted, (free_bytes // 2) // set_bytes))
@@ -114,33 +120,31 @@ def sets_that_fit(wanted: int, set_bytes: int, device: torch.device, free_bytes:
 
 def out_of_memory(reason: str) -> bool:
     """Whether a runtime fault was the device running out of memory: torch's
-    ``OutOfMemoryError`` (a candidate call, the reference or our own copies) or a CUDA
-    launch that failed for memory (Triton: ``Triton Error [CUDA]: out of memory``). The
-    host's ``MemoryError`` is not: no device admission would have helped it."""
+    ``OutOfMemoryError`` (a candidate call, the reference or our own copies) or a device
+    launch that failed for memory (Triton: ``Triton Error [CUDA]: out of memory``, ``[HIP]``
+    on ROCm). The host's ``MemoryError`` is not: no device admission would have helped it."""
     low = reason.lower()
-    return "OutOfMemoryError" in reason or ("cuda" in low and "out of memory" in low)
+    return "OutOfMemoryError" in reason or (("cuda" in low or "[hip]" in low) and "out of memory" in low)
 
 
-def release_cached(device: torch.device) -> None:
+def release_cached(device: torch.device, backend: DeviceBackend | None = None) -> None:
     """Hand the caching allocator's unused blocks back to the driver after a job: an idle
     worker otherwise keeps its largest job's memory reserved, invisible to the admission
     and unusable by the other workers on the GPU."""
-    if device.type == "cuda":
+    backend = backend if backend is not None else for_torch_device(device)
+    if backend.accelerated:
         gc.collect()  # tensors only a reference cycle still holds
-        torch.cuda.empty_cache()
+        backend.empty_cache()
 
 
-def _init_cuda(device: torch.device) -> None:
-    torch.cuda.init()
-    torch.cuda.set_device(device)
-    # The first allocation maps the context's workspace; it may fail as late as here.
-    torch.empty(1, device=device)
+def _init_device(device: torch.device) -> None:
+    for_torch_device(device).start(device)
 
 
 def start_device(device: torch.device, attempts: int = 8, first_delay_s: float = 0.5,
                  sleep: Callable[[float], None] = time.sleep,
-                 init: Callable[[torch.device], None] = _init_cuda) -> str:
-    """Create the CUDA context and make ``device`` current, waiting while the GPU has no
+                 init: Callable[[torch.device], None] = _init_device) -> str:
+    """Create the device context and make ``device`` current, waiting while the GPU has no
     memory for it (another worker's job may be at its peak): retries with doubling delays
     (0.5 s to 32 s, about a minute in all; ``sleep`` may let the device lock go meanwhile).
     Returns '' when started, else why not (the caller reports an infrastructure failure,

@@ -1,6 +1,7 @@
 """The worker process: a sandboxed child that judges candidates sent by ``judge.Judge``.
 
-Started as ``python -m ke_evaluator.worker --job-fd R --result-fd W --device cpu|cuda ...``
+Started as ``python -m ke_evaluator.worker --job-fd R --result-fd W --device BACKEND ...``
+(a device backend's name, ``ke_evaluator.backends``)
 with a scrubbed environment, cwd = its scratch directory, in its own process group.
 It cuts itself off the network and applies resource limits *before* importing torch or
 any candidate, imports torch/triton once, then serves jobs (see ``ke_evaluator.wire``) until told
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import signal
 import sys
 import time
@@ -34,7 +34,7 @@ class _StepClock:
         self._t = now
 
 
-def _fingerprint(device: Any) -> dict[str, str]:
+def _fingerprint(device: Any, backend: Any) -> dict[str, str]:
     import numpy
     import torch
     import triton
@@ -49,21 +49,9 @@ def _fingerprint(device: Any) -> dict[str, str]:
         "triton_interpret": os.environ.get("TRITON_INTERPRET", "0"),
         "cpu_threads": str(torch.get_num_threads()),
     }
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        fp["device_name"] = props.name
-        fp["cuda"] = str(torch.version.cuda)
-        fp["compute_capability"] = f"{props.major}.{props.minor}"
-        fp["device_memory_gb"] = f"{props.total_memory / 2**30:.1f}"
-        try:
-            with open("/proc/driver/nvidia/version", encoding="utf-8") as fh:
-                first = fh.readline()
-            found = re.search(r"\b(\d{3,}\.\d+(?:\.\d+)?)\b", first)
-            fp["driver"] = found.group(1) if found else first.strip()[:80]
-        except OSError:
-            fp["driver"] = "unknown"
-    else:
-        fp["device_name"] = platform.processor() or platform.machine()
+    if backend.name != backend.torch_device_type:
+        fp["backend"] = backend.name  # e.g. rocm: torch's device type says "cuda"
+    fp.update(backend.fingerprint(device))
     return fp
 
 
@@ -81,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ke_evaluator.worker")
     ap.add_argument("--job-fd", type=int, required=True)
     ap.add_argument("--result-fd", type=int, required=True)
-    ap.add_argument("--device", choices=("cpu", "cuda"), required=True)
+    ap.add_argument("--device", required=True, help="device backend name (cpu, cuda, rocm or a registered one)")
+    ap.add_argument("--backend-factory", default="",
+                    help="module:name of a backend registered outside the evaluator (register_backend)")
+    ap.add_argument("--backend-path", default="", help="source root to import --backend-factory from")
     ap.add_argument("--address-space-bytes", type=int, default=0)
     ap.add_argument("--file-size-bytes", type=int, default=0)
     ap.add_argument("--no-network-isolation", action="store_true")
@@ -96,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
     clock = _StepClock()
     from .. import device_lock, wire
+    from ..backends import registry
     from . import isolation
 
     out_fd = args.result_fd
@@ -132,13 +124,17 @@ def main(argv: list[str] | None = None) -> int:
     clock.mark("import")
 
     sandbox_info["launch_hooks"] = launch_counter.install()
-    if args.device == "cpu":
+    if args.backend_factory:  # imported after the sandbox like any other module of ours
+        registry.register_backend(args.device, registry.load_target(args.backend_factory, args.backend_path))
+    backend = registry.get_backend(args.device)
+    global_state.watch_timers(backend.timer_objects())
+    if not backend.accelerated:
         sandbox_info["autotune"] = ("first config (no benchmarking in the interpreter)"
                                     if launch_counter.skip_autotune_benchmarks() else "unavailable")
-    device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
+    device = backend.torch_device()
     release = None
-    if lock is not None and device.type == "cuda":
-        lock.drain = torch.cuda.synchronize  # before every release: see DeviceLock.drain
+    if lock is not None and backend.accelerated:
+        lock.drain = backend.synchronize  # before every release: see DeviceLock.drain
         release = compile_release.CompileRelease(lock)
         sandbox_info["compile_lock"] = compile_release.install(release)
     # Device work of the start-up (context, warm-up kernels, the first Triton compile and
@@ -146,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if lock is not None:
         lock.acquire("shared")
     clock.mark("lock_wait")
-    if device.type == "cuda":
-        why = memory.start_device(device, sleep=partial(_sleep_unlocked, lock))
+    if backend.accelerated:
+        why = memory.start_device(device, sleep=partial(_sleep_unlocked, lock), init=backend.start)
         if why:
             # Not a candidate's fault: the Judge reports the device as unavailable.
             wire.write_message(out_fd, {"type": "startup_failed", "reason": why})
@@ -160,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         (a @ a).sum().item()
         torch.softmax(a, dim=-1).sum().item()
     clock.mark("device_init")
-    warmed_device = warm_up.warm_device(device)
+    warmed_device = warm_up.warm_device(device, backend)
     if lock is not None:
         lock.release()
     clock.mark("triton_first_compile")
@@ -169,15 +165,16 @@ def main(argv: list[str] | None = None) -> int:
     # its start-up, then 5-6 s with the Inductor import that diagnosis.py now avoids, kept
     # another worker's timing phase waiting after every replacement: bench/RESULTS.md.)
     cpu_a = torch.randn(64, 64)
-    diagnosis.library_time_fraction(lambda: cpu_a @ cpu_a, device.type, set())
+    diagnosis.library_time_fraction(lambda: cpu_a @ cpu_a, device.type, set(), backend)
     clock.mark("profiler")
     sandbox_info["warmed"] = warm_up.warm_host() + warmed_device
     clock.mark("flop_counter")
     if release is not None:
         release.released = 0  # count the candidates' compiles only
-    fingerprint = _fingerprint(device)
+    fingerprint = _fingerprint(device, backend)
     scratch = os.getcwd()
-    evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock, compile_release=release)
+    evaluator = evaluation.Evaluator(scratch, device, fingerprint, lock=lock, compile_release=release,
+                                     backend=backend)
     reader = wire.LineReader(args.job_fd)
     sandbox_info["device_lock"] = "shared for checks, exclusive for timing" if lock is not None else "none"
     clock.mark("fingerprint")
@@ -216,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                     lock.release()
         else:
             payload = {"error": f"unknown op {op!r}"}
-        memory.release_cached(device)
+        memory.release_cached(device, backend)
         sys.stderr.flush()
         wire.write_message(out_fd, {"type": "result", "job_id": job_id, "payload": payload})
 

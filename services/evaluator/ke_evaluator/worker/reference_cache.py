@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from ..backends import DeviceBackend, for_torch_device
 from . import output_checks
 
 CacheKey = tuple[str, int, str]
@@ -83,14 +84,16 @@ def init_digest(init: list[Any]) -> str:
     return h.hexdigest()[:16]
 
 
-def resolve_limit(requested: int | None, fraction: float, device: torch.device) -> int:
+def resolve_limit(requested: int | None, fraction: float, device: torch.device,
+                  backend: DeviceBackend | None = None) -> int:
     """Byte cap: ``requested`` when given; else ``fraction`` of the device's free memory
-    (CUDA) or a fixed CPU-sized default."""
+    (a GPU) or a fixed CPU-sized default."""
     if requested is not None:
         return max(0, int(requested))
-    if device.type == "cuda":
+    backend = backend if backend is not None else for_torch_device(device)
+    if backend.accelerated:
         try:
-            free, _total = torch.cuda.mem_get_info(device)
+            free, _total = backend.mem_get_info(device)
             return int(free * max(0.0, fraction))
         except RuntimeError:
             return 0

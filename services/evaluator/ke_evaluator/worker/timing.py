@@ -2,10 +2,11 @@
 
 Protocol: warm up both (compile/autotune outside the timed region); then per round time
 the baseline and the candidate back to back (order alternates each round, so drift and
-cache state hit both alike). On CUDA each trial flushes L2 by writing a >=256 MB buffer,
-then queues a spin kernel (``torch.cuda._sleep``) long enough to cover the host's
-enqueue of the call, records CUDA events around the call and synchronizes the whole
-device before reading them. Each sample has two parts measured separately:
+cache state hit both alike). On a GPU each trial flushes L2 by writing a >=256 MB buffer,
+then queues a spin kernel (CUDA: ``torch.cuda._sleep``) long enough to cover the host's
+enqueue of the call, records device events around the call and synchronizes the whole
+device before reading them (the device parts are the backend's, ``ke_evaluator.backends``).
+Each sample has two parts measured separately:
 
 - device time (the sample): the events, with the GPU never idle between them (the spin
   keeps it busy while the host enqueues), so host overhead cannot leak in by chance;
@@ -36,13 +37,13 @@ from typing import Any
 
 import torch
 
+from ..backends import DeviceBackend, for_torch_device
+
 _perf_counter = time.perf_counter  # bound before any candidate code runs
-_L2_FLUSH_BYTES = 256 * 1024 * 1024
 # Spin before each timed call: at least 50 us, at most 20 ms (a launcher slower than 10 ms
 # per call is reported as host time either way).
 _MIN_SPIN_MS = 0.05
 _MAX_SPIN_MS = 20.0
-_SPIN_RATES: dict[int, float] = {}  # device index -> cycles per ms, see _spin_rate
 
 
 @dataclass
@@ -109,21 +110,21 @@ def ci_tight(samples: list[float], target: float) -> bool:
 class Timer:
     """One timed call on the given device; see the module docstring for the protocol."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, backend: DeviceBackend | None = None) -> None:
         self.device = device
-        self.cuda = device.type == "cuda"
+        self.backend = backend if backend is not None else for_torch_device(device)
+        # Device events (else ``perf_counter``); named for the first backend that had them.
+        self.cuda = self.backend.accelerated
         self._flush: torch.Tensor | None = None
         self.last_device_ms = 0.0
         self.last_host_ms = 0.0
         self.spin_short = 0  # samples whose host enqueue outlasted the spin (device part suspect)
         if self.cuda:
-            self._flush = torch.empty(_L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-            self._Event = torch.cuda.Event
-            self._sync = torch.cuda.synchronize
-            index = device.index if device.index is not None else torch.cuda.current_device()
-            if index not in _SPIN_RATES:
-                _SPIN_RATES[index] = _spin_rate(self._Event, self._sync)
-            self._cycles_per_ms = _SPIN_RATES[index]
+            self._flush = self.backend.l2_flush_buffer(device)
+        self.flushes = self._flush is not None  # whether each trial starts with an evicted cache
+        if self.cuda:
+            self._sync = self.backend.synchronize
+            self._cycles_per_ms = self.backend.spin_cycles_per_ms(device)
         # Per contestant (host costs differ: eager vs a Python launcher), set from warm-up.
         self._spin_ms: dict[int, float] = {}
 
@@ -133,21 +134,20 @@ class Timer:
 
     def time_call(self, fn: Callable[[], Any], key: int = 0) -> float:
         if self.cuda:
-            assert self._flush is not None
             spin_ms = self._spin_ms.get(key, _MIN_SPIN_MS)
-            self._flush.zero_()  # evict L2 so every trial starts cold
-            torch.cuda._sleep(int(spin_ms * self._cycles_per_ms))
-            start = self._Event(enable_timing=True)
-            end = self._Event(enable_timing=True)
-            start.record()
+            if self._flush is not None:
+                self._flush.zero_()  # evict L2 so every trial starts cold
+            self.backend.spin(int(spin_ms * self._cycles_per_ms))
+            events = self.backend.event_timer()
+            events.start()
             t0 = _perf_counter()
             fn()
             host = (_perf_counter() - t0) * 1000.0
-            end.record()
+            events.stop()
             # Device-wide: no work from this sample (side streams are banned statically) can
             # spill into the next one.
             self._sync()
-            device = float(start.elapsed_time(end))
+            device = events.elapsed_ms()
             if host > spin_ms:
                 self.spin_short += 1
             self._spin_ms[key] = _spin_for(host)
@@ -164,28 +164,6 @@ def _spin_for(host_ms: float) -> float:
     """Spin before the next call: twice the host time seen (the spin rate drifts with
     clocks), within the bounds."""
     return min(_MAX_SPIN_MS, max(_MIN_SPIN_MS, 2.0 * host_ms))
-
-
-def _spin_rate(event: Any, sync: Callable[[], None]) -> float:
-    """GPU clock cycles per millisecond of ``torch.cuda._sleep``, measured once per device
-    and process (a Timer is built for every judged candidate; the clock rate is the
-    device's, not the candidate's).
-
-    An idle H100 sat at 345 MHz against a 1980 MHz boost clock: a rate measured before the
-    clocks rise would make every spin several times shorter than meant. So: spin a while
-    to wake the clocks, then keep the highest of a few rates (an overestimate only makes
-    spins longer, which costs a little GPU time and nothing in accuracy)."""
-    cycles = 2_000_000
-    torch.cuda._sleep(20 * cycles)
-    best = 0.0
-    for _ in range(3):
-        start, end = event(enable_timing=True), event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        sync()
-        best = max(best, cycles / max(float(start.elapsed_time(end)), 1e-3))
-    return best
 
 
 def interleaved(
@@ -223,7 +201,7 @@ def interleaved_many(
                 fn(inputs)
                 timer.note_host_ms(key, (_perf_counter() - t0) * 1000.0)
     if timer.cuda:
-        torch.cuda.synchronize()
+        timer.backend.synchronize()
     samples: list[list[float]] = [[] for _ in fns]
     if parts is not None:
         parts[:] = [([], []) for _ in fns]

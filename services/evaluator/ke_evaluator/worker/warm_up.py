@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..backends import DeviceBackend, for_torch_device
 from . import diagnosis
 
 
@@ -31,12 +32,13 @@ def warm_host() -> list[str]:
     return ["flop counter"]
 
 
-def warm_device(device: torch.device) -> list[str]:
-    """The first Triton compile and launch on CUDA; the caller holds the device lock SHARED
+def warm_device(device: torch.device, backend: DeviceBackend | None = None) -> list[str]:
+    """The first Triton compile and launch on a GPU; the caller holds the device lock SHARED
     (the compile itself releases it, see compile_release.py). Returns what was warmed."""
-    if device.type != "cuda":
+    backend = backend if backend is not None else for_torch_device(device)
+    if not backend.accelerated:
         return []
     x = torch.zeros(64, device=device)
     _warm_kernel[(1,)](x, x.numel(), BLOCK=64)
-    torch.cuda.synchronize()
+    backend.synchronize()
     return ["triton compile + launch"]
