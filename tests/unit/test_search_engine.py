@@ -148,7 +148,7 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
             self.round_full = threading.Condition()
 
         def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False) -> Verdict:
+                     fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
             with self.round_full:
                 self.started += 1
                 round_end = min(BUDGET, -(-self.started // INFLIGHT) * INFLIGHT)
