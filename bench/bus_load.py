@@ -8,7 +8,9 @@ candidate goes through what a real one does except the judging (session lookup, 
 read, report write, verdict publish with its de-duplication id, ack after both). The
 driver plays the synthesizer and the search service: it publishes CandidateGenerated
 events (at most ``--window`` unanswered at a time, so latency measures the pipeline, not
-a backlog of our own making) and reads EvaluationCompleted from its own durable consumer.
+a backlog of our own making) and reads EvaluationCompleted from its own durable consumer,
+``--consume-concurrency`` at a time (default 64: a batched fetch, as the evaluators and the
+synthesizer consume).
 
 Measured: throughput (candidates per second from the first publish to the last verdict),
 latency from each CandidateGenerated publish to its EvaluationCompleted (p50, p99, max),
@@ -146,10 +148,12 @@ def machine() -> dict[str, Any]:
 
 
 async def run_load(candidates: int, evaluators: int, sessions: int, window: int, parallel: int,
-                   workdir: Path, *, kill_after: int = 0, ack_wait_s: float = 60.0) -> dict[str, Any]:
+                   workdir: Path, *, kill_after: int = 0, ack_wait_s: float = 60.0,
+                   consume_concurrency: int = 64) -> dict[str, Any]:
     """``kill_after`` > 0 (a fault test): once that many verdicts are in, SIGKILL the first
     evaluator while it is judging (the stub then takes 200 ms per candidate); what it held
-    must reach the others after ``ack_wait_s`` and be finished there, once."""
+    must reach the others after ``ack_wait_s`` and be finished there, once.
+    ``consume_concurrency``: verdicts the driver's consumer handles at once (its fetch batch)."""
     from kernelevolve.bus.envelope import envelope
     from kernelevolve.bus.jetstream import JetStreamBus
     from kernelevolve.bus.nats_server import NatsServer
@@ -228,10 +232,7 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
                     return
                 await asyncio.sleep(0.01)
 
-        # One verdict at a time, as the search service consumes them. With a batched fetch
-        # (concurrency 64) about one run in four stranded verdicts until the test's timeout:
-        # the JetStream adapter's fetch(batch, timeout) is suspect (see bench/RESULTS.md).
-        await bus.consume(subjects.evaluation(), "load-driver", on_result)
+        await bus.consume(subjects.evaluation(), "load-driver", on_result, concurrency=consume_concurrency)
         killer = asyncio.create_task(kill_mid_evaluation()) if kill_after else None
         t0 = time.perf_counter()
         for sid, cid in plan:
@@ -260,6 +261,7 @@ async def run_load(candidates: int, evaluators: int, sessions: int, window: int,
         lat_ms = [v * 1000 for v in latency.values()]
         return {
             "candidates": candidates,
+            "driver_consume_concurrency": consume_concurrency,
             "sessions": sessions,
             "evaluators": evaluators,
             "evaluator_parallel": parallel,
@@ -301,6 +303,8 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=8, help="candidates each evaluator takes at once")
     ap.add_argument("--kill-after", type=int, default=0,
                     help="SIGKILL one evaluator after this many verdicts (fault test; 0: none)")
+    ap.add_argument("--consume-concurrency", type=int, default=64,
+                    help="verdicts the driver's consumer takes at once (its fetch batch)")
     ap.add_argument("--ack-wait", type=float, default=60.0, help="evaluator ack_wait_s (redelivery after a kill)")
     ap.add_argument("--out", type=Path, help="write the result JSON here")
     ap.add_argument("--serve-evaluator", action="store_true", help=argparse.SUPPRESS)
@@ -310,7 +314,8 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="ke-load-") as tmp:
         result = asyncio.run(run_load(args.candidates, args.evaluators, args.sessions, args.window, args.parallel,
-                                      Path(tmp), kill_after=args.kill_after, ack_wait_s=args.ack_wait))
+                                      Path(tmp), kill_after=args.kill_after, ack_wait_s=args.ack_wait,
+                                      consume_concurrency=args.consume_concurrency))
     result = {"machine": machine(), **result}
     text = json.dumps(result, indent=2)
     if args.out:

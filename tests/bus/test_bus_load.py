@@ -1,6 +1,7 @@
 """A small run of the bus load test (bench/bus_load.py): 300 candidates through a real
 nats-server and two evaluator processes with a stub evaluation step; nothing lost,
-nothing doubled, one report each."""
+nothing doubled, one report each. Every consumer on the path takes several messages at
+once, as in production: the evaluators 4 each, the driver 64 (a batched fetch)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _bench_module() -> ModuleType:
 async def test_300_candidates_each_answered_exactly_once(tmp_path: Path) -> None:
     bench = _bench_module()
     result = await bench.run_load(candidates=300, evaluators=2, sessions=10, window=64, parallel=4,
-                                  workdir=tmp_path)
+                                  workdir=tmp_path, consume_concurrency=64)
+    assert result["driver_consume_concurrency"] == 64
     assert result["answered"] == 300 and result["lost"] == 0 and result["doubled"] == 0
     assert result["reports"] == 300
     assert result["throughput_per_s"] > 0 and 0 < result["latency_ms"]["p50"] <= result["latency_ms"]["p99"]

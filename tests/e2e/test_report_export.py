@@ -1,5 +1,6 @@
 """A real CPU session through the Python API, then what a user does with it: look at the report
-in a browser (headless Chromium), export the kernel and run the export's own tests (custom op
+in a browser (headless Chromium; a small run folder's report is rendered in the default
+run by test_report_browser.py), export the kernel and run the export's own tests (custom op
 under torch.compile), and the remaining commands with --json.
 
 The screenshot of the rendered report is saved under ``test-artifacts/`` (or
@@ -17,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, REPO_ROOT
+from tests.e2e.report_browser import check_report, chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 CLI = [sys.executable, "-m", "ke_cli.main"]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 ARTIFACTS = Path(os.environ.get("KE_TEST_ARTIFACTS") or REPO_ROOT / "test-artifacts")
 
 
@@ -60,44 +61,9 @@ def test_python_api_evaluate(session: object) -> None:
     assert kernelevolve.evaluate(EXAMPLES / "softmax_rows.py", bad, trials=1).status != "correct"
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
-def test_report_renders_in_chromium(session: object) -> None:
-    playwright = pytest.importorskip("playwright.sync_api")
-    run_dir: Path = session.run_dir  # type: ignore[attr-defined]
-    lineage = json.loads((run_dir / "lineage.json").read_text())
-    n = len(lineage["nodes"])
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("file:")
-                       else route.continue_())  # offline: anything fetched from the network fails
-            page.goto((run_dir / "report.html").resolve().as_uri())
-            # The tree: one drawn node per candidate, each with a visible circle.
-            nodes = page.locator("#tree g.node")
-            assert nodes.count() == n
-            assert all(nodes.nth(i).locator("circle").bounding_box()["width"] > 4 for i in range(n))  # type: ignore[index]
-            # The curve: a polyline with points, and one dot per correct candidate.
-            curve = page.locator("#curve-candidates polyline.curve")
-            assert curve.count() == 1 and len(curve.get_attribute("points").split()) >= 2  # type: ignore[union-attr]
-            assert curve.bounding_box()["width"] > 50  # type: ignore[index]
-            assert "interpreter" in page.locator("#cpu-note").inner_text().lower()
-            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=False)
-            # A click on a node opens that candidate's panel (source, verdict, diff, timings).
-            target = lineage["nodes"][-1]["node_id"]
-            panel = page.locator(f"#cand-{target}")
-            assert not panel.is_visible()
-            page.locator(f'#tree g.node[data-cid="{target}"]').click()
-            assert panel.is_visible() and f"Candidate {target}" in panel.inner_text()
-            assert "verdict" in panel.inner_text() and panel.locator("pre.src").count() == 1
-            page.locator(f"#cand-{target}").screenshot(path=str(ARTIFACTS / "report-candidate.png"))
-            assert not errors, errors
-        finally:
-            browser.close()
-    assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+def test_report_renders_in_chromium(session: object, tmp_path: Path) -> None:
+    chromium()
+    check_report(session.run_dir, tmp_path / "profile", screenshots=ARTIFACTS)  # type: ignore[attr-defined]
 
 
 def test_report_command_json(session: object, tmp_path: Path) -> None:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import nats
 import nats.errors
@@ -19,6 +21,7 @@ import nats.js.errors as js_errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
+from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
 from kernelevolve.bus.failures import session_failed_event
@@ -33,23 +36,98 @@ from kernelevolve.errors import (
 )
 from kernelevolve.v1.events_pb2 import Envelope
 
+PullSubscription = JetStreamContext.PullSubscription
+
 log = logging.getLogger(__name__)
 
+# The longest one fetch waits for messages, and so the longest a stopping consumer waits for
+# its last fetch (it does not cancel one, see _PullLoop).
+_FETCH_TIMEOUT_S = 1.0
 # Redelivery back-off after a failed handler: quick first retry, then slower.
 _NAK_DELAYS_S = (1.0, 5.0, 15.0, 30.0)
 
 
 class _PullLoop:
-    def __init__(self, task: asyncio.Task[None], sub: object) -> None:
-        self._task = task
+    """One consumer: keeps up to ``concurrency`` handlers running, each message on its own,
+    and refills a free slot at once. Waiting for a whole fetched batch before the next
+    fetch let one slow handler (an evaluation of minutes) hold back messages already
+    delivered with it while their ack-wait ran (kept alive by heartbeats, but not handled).
+
+    ``stop()`` does not cancel the loop; it sets a flag that the loop reads between fetches
+    (one fetch lasts at most ``_FETCH_TIMEOUT_S``, so a stop takes up to about 1 s).
+    Cancelling a fetch lost messages two ways: nats-py's ``fetch`` gathers a batch in a
+    local list, so a cancel mid-batch dropped what it had gathered (unacknowledged until
+    ``ack_wait`` ran out); and its ``next_msg`` waits with ``asyncio.wait_for``, which on
+    Python 3.11 returns a message that arrived in the same loop turn as the cancel and drops
+    the cancel, so the loop fetched on forever and ``stop()``, ``close()`` and a process's
+    graceful shutdown hung. The 300-candidate load test hung so in 3 runs of 16 with every
+    verdict already received. What the stopping consumer holds (its last fetch, the handlers
+    it cancels, what a pull request delivered after the last fetch) is given back (nak) for
+    another consumer to take at once."""
+
+    def __init__(self, sub: PullSubscription, durable: str, handle: Callable[[Msg], Coroutine[Any, Any, None]],
+                 concurrency: int) -> None:
         self._sub = sub
+        self._handle = handle
+        self._concurrency = max(1, concurrency)
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._last_fetch = 0.0
+        self._task = asyncio.create_task(self._run(), name=f"consume:{durable}")
+        self._durable = durable
 
     async def stop(self) -> None:
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._task
+        self._stopping = True
+        self._wake.set()
+        # asyncio.wait, not ``await task``: it neither raises the loop's end nor swallows a
+        # cancel of the caller.
+        await asyncio.wait({self._task})
+        # A pull request of the last fetch can outlive it by up to the fetch timeout
+        # (nats-py returns early when a status of an older request arrives); what it
+        # delivers lands in the subscription's queue. Let it expire, then give back what
+        # came. Unsubscribing earlier is no shortcut: a message the server sent before it
+        # saw the unsubscribe is dropped by the client and waits out ack_wait (1 run of 80 of
+        # tests/bus/test_consume_stop.py held a message when an idle fetch was cut short so).
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, self._last_fetch + _FETCH_TIMEOUT_S + 0.1 - loop.time()))
+        await _give_back(await _take_pending(self._sub))
         with contextlib.suppress(Exception):
-            await self._sub.unsubscribe()  # type: ignore[attr-defined]
+            await self._sub.unsubscribe()
+
+    async def _run(self) -> None:
+        running: set[asyncio.Task[None]] = set()
+
+        def finished(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            self._wake.set()
+
+        try:
+            while not self._stopping:
+                if len(running) >= self._concurrency:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                self._last_fetch = asyncio.get_running_loop().time()
+                try:
+                    msgs = await self._sub.fetch(batch=self._concurrency - len(running), timeout=_FETCH_TIMEOUT_S)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    continue
+                except Exception as exc:  # connection blips: nats reconnects; keep the loop alive
+                    log.warning("fetch failed", extra={"durable": self._durable, "error": str(exc)})
+                    await asyncio.sleep(0.5)
+                    continue
+                if self._stopping:
+                    await _give_back(msgs)
+                    break
+                for m in msgs:
+                    task = asyncio.create_task(self._handle(m), name=f"handle:{self._durable}")
+                    running.add(task)
+                    task.add_done_callback(finished)
+        finally:
+            for task in list(running):
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
 
 
 class JetStreamBus:
@@ -123,52 +201,12 @@ class JetStreamBus:
                                                 config=config)
         except (TimeoutError, nats.errors.Error) as exc:
             raise BusUnavailable(f"cannot create consumer {durable} on {subject_filter}: {exc}") from exc
-        task = asyncio.create_task(self._pull_loop(sub, durable, handler, ack_wait_s, concurrency),
-                                   name=f"consume:{durable}")
-        loop = _PullLoop(task, sub)
+        loop = _PullLoop(sub, durable, functools.partial(self._handle, durable=durable, handler=handler,
+                                                         ack_wait_s=ack_wait_s), concurrency)
         self._loops.append(loop)
         return loop
 
-    async def _pull_loop(self, sub: object, durable: str, handler: Handler, ack_wait_s: float,
-                         concurrency: int) -> None:
-        """Keep up to ``concurrency`` handlers running, each message on its own: a free slot
-        is refilled at once. Waiting for a whole fetched batch before the next fetch let one
-        slow handler (an evaluation of minutes) hold back messages already delivered with it
-        while their ack-wait ran (kept alive by heartbeats, but not handled)."""
-        running: set[asyncio.Task[None]] = set()
-        slot_freed = asyncio.Event()
-
-        def finished(task: asyncio.Task[None]) -> None:
-            running.discard(task)
-            slot_freed.set()
-
-        try:
-            while True:
-                while len(running) >= concurrency:
-                    slot_freed.clear()
-                    await slot_freed.wait()
-                try:
-                    msgs = await sub.fetch(batch=concurrency - len(running), timeout=1.0)  # type: ignore[attr-defined]
-                except (TimeoutError, nats.errors.TimeoutError):
-                    continue
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # connection blips: nats reconnects; keep the loop alive
-                    log.warning("fetch failed", extra={"durable": durable, "error": str(exc)})
-                    await asyncio.sleep(0.5)
-                    continue
-                for m in msgs:
-                    task = asyncio.create_task(self._handle(m, durable, handler, ack_wait_s),
-                                               name=f"handle:{durable}")
-                    running.add(task)
-                    task.add_done_callback(finished)
-        finally:
-            for task in list(running):
-                task.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
-
-    async def _handle(self, msg: Msg, durable: str, handler: Handler, ack_wait_s: float) -> None:
+    async def _handle(self, msg: Msg, *, durable: str, handler: Handler, ack_wait_s: float) -> None:
         env = Envelope()
         try:
             env.ParseFromString(msg.data)
@@ -189,7 +227,8 @@ class JetStreamBus:
                 await msg.term()
             else:
                 await msg.nak(delay=_NAK_DELAYS_S[0])  # report again on redelivery
-        except asyncio.CancelledError:
+        except asyncio.CancelledError:  # the consumer stops: give the message back now
+            await _give_back([msg])
             raise
         except Exception as exc:  # retryable or unexpected: redeliver later
             delivered = msg.metadata.num_delivered
@@ -295,12 +334,32 @@ class JetStreamBus:
         return sorted(k for k in keys if k.startswith(prefix))
 
     async def close(self) -> None:
-        for loop in self._loops:
-            await loop.stop()
-        self._loops.clear()
+        # Together: each stop waits out its last fetch (up to _FETCH_TIMEOUT_S).
+        loops, self._loops = self._loops, []
+        await asyncio.gather(*(loop.stop() for loop in loops), return_exceptions=True)
         if not self._nc.is_closed:
             with contextlib.suppress(Exception):
                 await self._nc.drain()
+
+
+async def _give_back(msgs: list[Msg]) -> None:
+    """Nak without delay: the server redelivers at once instead of after ack_wait."""
+    for m in msgs:
+        with contextlib.suppress(Exception):
+            await m.nak()
+
+
+async def _take_pending(sub: PullSubscription) -> list[Msg]:
+    """What the subscription holds delivered and not yet fetched. ``fetch`` takes its
+    pending messages first; asking for one more than it holds makes it send a no-wait
+    request (answered at once) instead of a lingering one."""
+    pending = sub.pending_msgs
+    if not pending:
+        return []
+    try:
+        return list(await sub.fetch(batch=pending + 1, timeout=0.5))
+    except Exception:  # nothing more to take; what stays is redelivered after ack_wait
+        return []
 
 
 async def _keep_alive(msg: Msg, ack_wait_s: float) -> None:
