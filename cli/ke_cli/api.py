@@ -172,7 +172,8 @@ def evaluate(spec: str | Path | ModuleType, candidate: str | Path, *, trials: in
              config: str | None = None) -> Any:
     """Judge one candidate (a file path, or the source text of a module defining ModelNew) against
     ``spec``; returns the evaluator's ``Verdict`` (``status``, ``reason``, ``speedup``, ``is_correct``,
-    ``to_dict()``). Raises InvalidSpecError when the spec's reference cannot be run."""
+    ``to_dict()``). Raises InvalidSpecError when the spec's reference cannot be run,
+    ResourceLimitError when it runs out of memory inside the evaluator's limits."""
     from ke_evaluator.judge import EvalOptions, Judge
     from kernelevolve.config import load_settings
     from kernelevolve.spec import load_spec_file
@@ -194,7 +195,5 @@ def evaluate(spec: str | Path | ModuleType, candidate: str | Path, *, trials: in
         correctness_trials=trials or ev.correctness_trials,
         compile_timeout_s=ev.compile_timeout_s, run_timeout_s=ev.run_timeout_s)
     with Judge(opts) as judge:
-        check = judge.validate_spec(spec_pb.source, spec_pb.name)
-        if not check.ok:
-            raise InvalidSpecError(f"{spec_pb.name}: {check.reason}")
+        judge.validate_spec(spec_pb.source, spec_pb.name).raise_if_failed(spec_pb.name)
         return judge.evaluate(spec_pb.source, source, cid)
