@@ -104,10 +104,11 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 # Minimum error budget as a multiple of the dtype's machine epsilon (times output scale):
 # a candidate may reorder reductions or use another exp/tanh formula and lose a few ulps.
 ULP_FLOOR = 64.0
-# Elements per chunk: float64 temporaries of 2 MiB each on the host (peak RSS grew by
-# ~220 MiB with 1M-element chunks over a 2^26-element output: a few dozen temporaries
-# live or freed-but-resident per chunk), 16 MiB on a GPU (fewer launches per leaf).
-CHUNK_ELEMENTS = 1 << 18
+# Elements per chunk: float64 temporaries of 8 MiB each on the host, 16 MiB on a GPU.
+# Smaller host chunks cost time, not memory: over 2^24 elements on a loaded 2-core host,
+# 2^18-element chunks took 34 s, 2^20 9-13 s, 2^22 9 s, the unchunked check 5.6-6.1 s
+# (948 MiB more peak RSS; 2^20: ~110 MiB).
+CHUNK_ELEMENTS = 1 << 20
 CHUNK_ELEMENTS_CUDA = 1 << 21
 # Rule 2's "at that element": eager's own error, max over this many consecutive elements
 # (and the neighbouring blocks). A reordered scan or reduction moves the candidate's error
