@@ -417,7 +417,8 @@ class Evaluator:
         v.reason = (f"matches the reference on {corr.trials} input sets "
                     f"(max abs error {corr.max_abs_error:.3g}, atol={corr.atol:g}, rtol={corr.rtol:g}"
                     + (f"; error vs float64 {corr.error_ratio:.2g}x the reference's own"
-                       if corr.error_ratio is not None else "") + f"; bound: {corr.bound})")
+                       if corr.error_ratio is not None and "error vs float64" not in corr.bound else "")
+                    + f"; bound: {corr.bound})")
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
