@@ -14,7 +14,7 @@ import grpc
 from kernelevolve.artifacts import lineage_document
 from kernelevolve.errors import KernelEvolveError, RetryableError
 from kernelevolve.grpc_guard import bearer_metadata
-from kernelevolve.grpc_util import error_from_status
+from kernelevolve.grpc_util import error_from_status, error_type_of
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
 from kernelevolve.v1 import services_pb2 as spb
@@ -38,9 +38,10 @@ def _mapped(exc: grpc.aio.AioRpcError) -> Exception:
     if exc.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
         return AuthenticationError(f"gateway refused the call: {details} (give a token with --token or "
                                    "KE_CLIENT_TOKEN)")
-    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+    error_type = error_type_of(exc)
+    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and not error_type:
         return RateLimitedError(details)
-    return error_from_status(exc.code(), details)
+    return error_from_status(exc.code(), details, error_type)
 
 
 class KernelEvolveClient:
@@ -72,7 +73,8 @@ class KernelEvolveClient:
             try:
                 return await method(request, metadata=self._md)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or attempt == self._rate_retries:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or error_type_of(exc) \
+                        or attempt == self._rate_retries:
                     raise _mapped(exc) from exc
                 await asyncio.sleep(min(5.0, 0.1 * 2 ** attempt))
         raise AssertionError("unreachable")

@@ -15,7 +15,9 @@
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
 1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
-session that failed because of its spec), 130 interrupted (SIGINT), 143 terminated (SIGTERM).
+session that failed because of its spec), 3 a resource limit of ours (the spec is valid
+but its reference ran out of memory inside the evaluator's limits), 130 interrupted
+(SIGINT), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -39,13 +41,16 @@ from ke_cli.live import make_progress, working
 from ke_cli.llm_flags import add_llm_flags, apply_llm_flags
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError
+from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError, ResourceLimitError
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import load_spec_file
 from kernelevolve.spec_shrink import FitProbe, FitResult
 from kernelevolve.v1 import common_pb2 as pb
 
 log = logging.getLogger("kernelevolve.cli")
+
+
+EXIT_RESOURCE_LIMIT = 3
 
 
 class UsageError(Exception):
@@ -168,6 +173,11 @@ def main(argv: list[str] | None = None) -> None:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
         _fail(str(exc))
+    except ResourceLimitError as exc:
+        # Not the user's input: a limit of this installation (what was needed, the limit and
+        # the setting are in the message).
+        sys.stderr.write(f"kernelevolve: {exc}\n")
+        code = EXIT_RESOURCE_LIMIT
     except KeyboardInterrupt:
         sys.stderr.write("kernelevolve: interrupted\n")
         code = 130
@@ -195,9 +205,7 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
     ev_settings = settings.evaluator
     opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials)
     with Judge(opts) as judge, working(f"judging {args.candidate.name}", quiet=args.json):
-        check = judge.validate_spec(spec.source, spec.name)
-        if not check.ok:
-            raise InvalidSpecError(f"{args.spec}: {check.reason}")
+        judge.validate_spec(spec.source, spec.name).raise_if_failed(str(args.spec))
         verdict = judge.evaluate(spec.source, candidate, args.candidate.stem)
     if args.json:
         sys.stdout.write(json.dumps(verdict.to_dict(), indent=2) + "\n")
@@ -205,6 +213,10 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         out = sys.stdout
         out.write(f"{args.candidate}: {verdict.status}\n")
         out.write(f"  reason: {verdict.reason}\n")
+        c = verdict.correctness
+        if c is not None and c.error_ratio is not None:
+            out.write(f"  error vs float64 {c.candidate_error:.3g} = {c.error_ratio:.2g}x the reference's own "
+                      f"({c.reference_error:.3g}); bound: {c.bound}\n")
         if verdict.is_correct and verdict.candidate_timing and verdict.baseline_timing:
             out.write(f"  candidate {verdict.candidate_timing.median_ms:.4f} ms, "
                       f"eager {verdict.baseline_timing.median_ms:.4f} ms, speedup {verdict.speedup:.3f}x\n")

@@ -166,7 +166,8 @@ def evaluate(spec: str | Path | ModuleType, candidate: str | Path, *, trials: in
              config: str | None = None) -> Verdict:
     """Judge one candidate (a file path, or the source text of a module defining ModelNew) against
     ``spec``; returns the evaluator's ``Verdict`` (``status``, ``reason``, ``speedup``, ``is_correct``,
-    ``to_dict()``). Raises InvalidSpecError when the spec's reference cannot be run."""
+    ``to_dict()``). Raises InvalidSpecError when the spec's reference cannot be run,
+    ResourceLimitError when it runs out of memory inside the evaluator's limits."""
     ev = load_settings(config).evaluator
     if trials:
         ev = replace(ev, correctness_trials=trials)
@@ -180,7 +181,5 @@ def evaluate(spec: str | Path | ModuleType, candidate: str | Path, *, trials: in
     else:
         source, cid = candidate, "candidate"
     with current_engine().judge(ev) as judge:
-        check = judge.validate_spec(spec_pb.source, spec_pb.name)
-        if not check.ok:
-            raise InvalidSpecError(f"{spec_pb.name}: {check.reason}")
+        judge.validate_spec(spec_pb.source, spec_pb.name).raise_if_failed(spec_pb.name)
         return judge.evaluate(spec_pb.source, source, cid)

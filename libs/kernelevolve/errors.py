@@ -11,6 +11,10 @@ one gRPC interceptor maps them to status codes (``kernelevolve.grpc_util``).
     │   ├── NotFoundError              unknown session / candidate / key    → NOT_FOUND
     │   ├── ConflictError              e.g. session id already used         → ALREADY_EXISTS
     │   ├── ConfigError                bad or missing configuration         → FAILED_PRECONDITION
+    │   ├── ResourceLimitError         the input is valid but needs more memory than this
+    │   │                              installation's limits allow (the reference ran out
+    │   │                              of memory inside the evaluator's own limits)
+    │   │                                                                   → RESOURCE_EXHAUSTED
     │   └── SynthesisError             the synthesizer could not produce code → INTERNAL
     │       ├── LoweringError          one part of a graph has no lowering (caught inside the
     │       │                          offline synthesizer: that part becomes a library call)
@@ -58,6 +62,12 @@ class ConflictError(PermanentError):
 
 class ConfigError(PermanentError):
     """Configuration is missing or malformed (e.g. an unset ${VAR})."""
+
+
+class ResourceLimitError(PermanentError):
+    """A valid input needs more than this installation allows (memory, above all): not the
+    user's fault, so never reported as a bad spec; the message says what was needed, what
+    the limit is and which setting raises it. The CLI exits 3 for it."""
 
 
 class SynthesisError(PermanentError):

@@ -31,6 +31,7 @@ _CODES: tuple[tuple[type[errors.KernelEvolveError], grpc.StatusCode], ...] = (
     (errors.NotFoundError, grpc.StatusCode.NOT_FOUND),
     (errors.ConflictError, grpc.StatusCode.ALREADY_EXISTS),
     (errors.ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.ResourceLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.DependencyTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.RetryableError, grpc.StatusCode.UNAVAILABLE),
     (errors.KernelEvolveError, grpc.StatusCode.INTERNAL),
@@ -44,8 +45,28 @@ def status_for(exc: errors.KernelEvolveError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def error_from_status(code: grpc.StatusCode, details: str) -> errors.KernelEvolveError:
-    """Client side: turn a status back into our hierarchy (inverse of ``status_for``)."""
+# Trailing metadata naming the error class: RESOURCE_EXHAUSTED is also a rate limit
+# (grpc_guard), which a client retries; a ResourceLimitError must not be.
+ERROR_TYPE_KEY = "ke-error-type"
+
+
+def error_type_of(exc: grpc.aio.AioRpcError | grpc.RpcError) -> str:
+    """The error class name the server sent with a status (empty when none)."""
+    try:
+        trailing = exc.trailing_metadata() or ()  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - a status without metadata
+        return ""
+    for key, value in trailing:
+        if key == ERROR_TYPE_KEY:
+            return str(value)
+    return ""
+
+
+def error_from_status(code: grpc.StatusCode, details: str, error_type: str = "") -> errors.KernelEvolveError:
+    """Client side: turn a status back into our hierarchy (inverse of ``status_for``);
+    ``error_type``: the class name the server sent (``error_type_of``)."""
+    if error_type == errors.ResourceLimitError.__name__:
+        return errors.ResourceLimitError(details)
     mapping = {
         grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgumentError,
         grpc.StatusCode.NOT_FOUND: errors.NotFoundError,
@@ -93,7 +114,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
 async def _abort(context: grpc.aio.ServicerContext, method: str, exc: errors.KernelEvolveError) -> None:
     code = status_for(exc)
     log.info("rpc failed", extra={"method": method, "code": code.name, "error": str(exc)})
-    await context.abort(code, str(exc))
+    await context.abort(code, str(exc), trailing_metadata=((ERROR_TYPE_KEY, type(exc).__name__),))
 
 
 @dataclass

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.e2e
 CLI = [sys.executable, "-m", "ke_cli.main"]
 
 
-def _run(args: list[str], cwd: Path, timeout: float = 420) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, KE_KNOWLEDGE_EMBEDDER="hash", KE_EVALUATOR_CORRECTNESS_TRIALS="2")
+def _run(args: list[str], cwd: Path, timeout: float = 420, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, KE_KNOWLEDGE_EMBEDDER="hash", KE_EVALUATOR_CORRECTNESS_TRIALS="2", **env_extra)
     return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -109,3 +109,21 @@ def test_specs_in_other_peoples_style_get_a_kernel(tmp_path: Path, style: str) -
     out = json.loads(proc.stdout)
     assert out["best"] is not None and out["best"]["status"] == "correct", out
     assert "@triton.jit" in (tmp_path / out["best"]["path"]).read_text()
+
+
+def test_a_reference_past_our_memory_limit_exits_3_not_2(tmp_path: Path) -> None:
+    """A valid spec whose reference needs 8 GiB under a 6 GiB worker cap: a resource
+    limit of ours (exit 3, naming the limit), through the gateway and the evaluator's
+    ValidateSpec as much as through ``eval``'s own judge."""
+    from tests.evaluator.test_resource_limits import HUGE_REFERENCE
+
+    spec = tmp_path / "huge.py"
+    spec.write_text(HUGE_REFERENCE)
+    cap = {"KE_EVALUATOR_SANDBOX_MEMORY_LIMIT_BYTES": str(6 * 2**30)}
+    proc = _run(["optimize", str(spec), "--budget", "1", "--out", "r"], tmp_path, **cap)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "resource limit" in proc.stderr and "the limit is 6 GiB" in proc.stderr
+    assert not (tmp_path / "r").exists()  # nothing half-written, as for a bad spec
+    cand = Path(__file__).parent.parent / "evaluator" / "candidates" / "ok_relu_scale_add.py"
+    proc = _run(["eval", str(spec), str(cand)], tmp_path, **cap)
+    assert proc.returncode == 3 and "resource limit" in proc.stderr, proc.stderr[-2000:]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from kernelevolve.errors import InvalidSpecError, ResourceLimitError
+
 Status = Literal["correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed"]
 STATUSES: tuple[Status, ...] = (
     "correct",
@@ -39,12 +41,26 @@ class Timing:
 
 @dataclass
 class Correctness:
+    """Correctness figures; the policy that produces them is documented in the evaluator's
+    ``worker/tolerance.py``. ``details``: one record per input set judged (its own figures)."""
+
     trials: int = 0
-    max_abs_error: float = 0.0
+    max_abs_error: float = 0.0  # max |candidate - eager reference|
     max_rel_error: float = 0.0
     atol: float = 0.0
     rtol: float = 0.0
     details: list[dict[str, Any]] = field(default_factory=list)
+    # The bound that decided (of the failing set, else of the set with the largest error
+    # ratio), in words, e.g. "|c - r| <= 0.0001 + 0.0001*|r| (relative at |ref| ~ 1e+19)".
+    bound: str = ""
+    # Against the float64 reference where it was computed (None: on no set):
+    # max |candidate - float64|, max |eager - float64|, and their ratio.
+    candidate_error: float | None = None
+    reference_error: float | None = None
+    error_ratio: float | None = None
+    # Elements outside the eager tolerance accepted because eager's own error is
+    # comparable there (near ties, cancellation).
+    outliers: int = 0
 
 
 @dataclass
@@ -79,6 +95,19 @@ class SpecCheck:
     warnings: list[str] = field(default_factory=list)
     # e.g. output shapes/dtypes, parameter count: informational.
     info: dict[str, Any] = field(default_factory=dict)
+    # Not ok because the reference ran out of memory inside the evaluator's own limits:
+    # the spec is valid, the evaluator too small (ResourceLimitError, not InvalidSpecError).
+    resource_limited: bool = False
+
+    def raise_if_failed(self, name: str) -> None:
+        """The error a caller raises for a failed check: ``ResourceLimitError`` when our
+        limits stopped the reference, else ``InvalidSpecError``."""
+        if self.ok:
+            return
+        reason = f"{name}: {self.reason}" if name else self.reason
+        if self.resource_limited:
+            raise ResourceLimitError(reason)
+        raise InvalidSpecError(reason or "the reference could not be run")
 
 
 @dataclass

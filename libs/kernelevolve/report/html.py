@@ -300,14 +300,23 @@ def _correctness(report: dict[str, Any]) -> str:
     c = report.get("correctness")
     if not isinstance(c, dict) or not c:
         return "<p class='muted'>no correctness figures</p>"
+    # The figures of the tolerance policy (the evaluator's worker/tolerance.py): the bound
+    # that decided and the candidate's error against float64 relative to eager's own.
     rows = [("input sets", c.get("trials")), ("max abs error", c.get("max_abs_error")),
-            ("max rel error", c.get("max_rel_error")), ("atol", c.get("atol")), ("rtol", c.get("rtol"))]
+            ("max rel error", c.get("max_rel_error")), ("atol", c.get("atol")), ("rtol", c.get("rtol")),
+            ("bound", c.get("bound")), ("error vs float64", c.get("candidate_error")),
+            ("reference's own error vs float64", c.get("reference_error")),
+            ("error ratio (candidate / reference)", c.get("error_ratio")),
+            ("outliers accepted", c.get("outliers") or None)]
     det = c.get("details") or []
     dtab = ""
     if det:
-        dtab = ("<table class='grid'><tr><th>set</th><th>ok</th><th>max abs</th><th>max rel</th></tr>" + "".join(
+        dtab = ("<table class='grid'><tr><th>set</th><th>ok</th><th>max abs</th><th>max rel</th>"
+                "<th>error ratio</th><th>bound</th></tr>" + "".join(
             f"<tr><td>{escape(str(d.get('set')))}</td><td>{'yes' if d.get('ok') else 'NO'}</td>"
-            f"<td>{_fmt(d.get('max_abs_error'))}</td><td>{_fmt(d.get('max_rel_error'))}</td></tr>" for d in det)
+            f"<td>{_fmt(d.get('max_abs_error'))}</td><td>{_fmt(d.get('max_rel_error'))}</td>"
+            f"<td>{_fmt(d.get('error_ratio')) if d.get('error_ratio') is not None else ''}</td>"
+            f"<td>{escape(str(d.get('bound') or ''))}</td></tr>" for d in det)
                 + "</table>")
     return _kv(rows) + dtab
 

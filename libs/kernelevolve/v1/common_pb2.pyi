@@ -157,18 +157,28 @@ class TimingStats(_message.Message):
     def __init__(self, median_ms: _Optional[float] = ..., iqr_ms: _Optional[float] = ..., ci_low_ms: _Optional[float] = ..., ci_high_ms: _Optional[float] = ..., trials: _Optional[int] = ..., min_ms: _Optional[float] = ..., device_median_ms: _Optional[float] = ..., host_median_ms: _Optional[float] = ..., per_call_median_ms: _Optional[float] = ...) -> None: ...
 
 class CorrectnessStats(_message.Message):
-    __slots__ = ("trials", "max_abs_error", "max_rel_error", "atol", "rtol")
+    __slots__ = ("trials", "max_abs_error", "max_rel_error", "atol", "rtol", "bound", "candidate_error", "reference_error", "error_ratio", "outliers")
     TRIALS_FIELD_NUMBER: _ClassVar[int]
     MAX_ABS_ERROR_FIELD_NUMBER: _ClassVar[int]
     MAX_REL_ERROR_FIELD_NUMBER: _ClassVar[int]
     ATOL_FIELD_NUMBER: _ClassVar[int]
     RTOL_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_RATIO_FIELD_NUMBER: _ClassVar[int]
+    OUTLIERS_FIELD_NUMBER: _ClassVar[int]
     trials: int
     max_abs_error: float
     max_rel_error: float
     atol: float
     rtol: float
-    def __init__(self, trials: _Optional[int] = ..., max_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., atol: _Optional[float] = ..., rtol: _Optional[float] = ...) -> None: ...
+    bound: str
+    candidate_error: float
+    reference_error: float
+    error_ratio: float
+    outliers: int
+    def __init__(self, trials: _Optional[int] = ..., max_abs_error: _Optional[float] = ..., max_rel_error: _Optional[float] = ..., atol: _Optional[float] = ..., rtol: _Optional[float] = ..., bound: _Optional[str] = ..., candidate_error: _Optional[float] = ..., reference_error: _Optional[float] = ..., error_ratio: _Optional[float] = ..., outliers: _Optional[int] = ...) -> None: ...
 
 class KernelStat(_message.Message):
     __slots__ = ("name", "launches", "time_ms", "registers", "shared_bytes", "spills")

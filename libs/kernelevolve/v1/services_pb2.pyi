@@ -137,14 +137,16 @@ class EvaluateRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., candidate_source: _Optional[str] = ..., candidate_id: _Optional[str] = ...) -> None: ...
 
 class ValidateSpecResponse(_message.Message):
-    __slots__ = ("ok", "reason", "warnings")
+    __slots__ = ("ok", "reason", "warnings", "resource_limited")
     OK_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     WARNINGS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_LIMITED_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     reason: str
     warnings: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
+    resource_limited: bool
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., warnings: _Optional[_Iterable[str]] = ..., resource_limited: _Optional[bool] = ...) -> None: ...
 
 class AgentRequest(_message.Message):
     __slots__ = ("request_id", "slot_id", "session_id", "prompt", "spec", "parent_id", "parent_source", "state", "offer", "max_offers", "deadline", "timeout_s", "taken_by", "answered_by", "answer_source", "reason", "hardware_kind")

@@ -31,7 +31,10 @@ def verdict_to_pb(v: Verdict, hardware_kind: str, report_key: str = "") -> pb.Ev
     if v.correctness is not None:
         c = v.correctness
         res.correctness.CopyFrom(pb.CorrectnessStats(trials=c.trials, max_abs_error=c.max_abs_error,
-                                                     max_rel_error=c.max_rel_error, atol=c.atol, rtol=c.rtol))
+                                                     max_rel_error=c.max_rel_error, atol=c.atol, rtol=c.rtol,
+                                                     bound=c.bound, candidate_error=c.candidate_error,
+                                                     reference_error=c.reference_error,
+                                                     error_ratio=c.error_ratio, outliers=c.outliers))
     for name in ("candidate_timing", "baseline_timing"):
         t = getattr(v, name)
         if t is not None:

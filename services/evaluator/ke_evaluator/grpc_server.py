@@ -22,4 +22,5 @@ class EvaluatorServicer(sgrpc.EvaluatorServicer):
     async def ValidateSpec(self, request: pb.OperatorSpec,
                            context: grpc.aio.ServicerContext) -> spb.ValidateSpecResponse:
         check = await self._service.validate_spec(request)
-        return spb.ValidateSpecResponse(ok=check.ok, reason=check.reason, warnings=list(check.warnings))
+        return spb.ValidateSpecResponse(ok=check.ok, reason=check.reason, warnings=list(check.warnings),
+                                        resource_limited=check.resource_limited)

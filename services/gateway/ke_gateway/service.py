@@ -16,7 +16,13 @@ from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_node, list_nodes, load_candidate, load_session, update_session
 from kernelevolve.bus.subjects import Keys, Subjects
 from kernelevolve.config import AgentSettings, GatewaySettings, SearchSettings
-from kernelevolve.errors import DependencyTimeout, InvalidArgumentError, InvalidSpecError, NotFoundError
+from kernelevolve.errors import (
+    DependencyTimeout,
+    InvalidArgumentError,
+    InvalidSpecError,
+    NotFoundError,
+    ResourceLimitError,
+)
 from kernelevolve.ids import new_session_id
 from kernelevolve.spec import make_spec
 from kernelevolve.store import ObjectStore
@@ -56,6 +62,8 @@ class GatewayService:
             if timeout_s <= 0:
                 raise DependencyTimeout("the call's deadline leaves no time to validate the spec")
         check = await self._validator.validate(spec, timeout_s=timeout_s)
+        if not check.ok and check.resource_limited:
+            raise ResourceLimitError(check.reason)
         if not check.ok:
             raise InvalidSpecError(check.reason or "the reference could not be run")
         art = Artifacts.for_session(self._session_prefix, sid)

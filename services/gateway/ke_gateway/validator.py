@@ -13,7 +13,7 @@ import grpc
 
 from kernelevolve.errors import BusUnavailable, DependencyTimeout
 from kernelevolve.grpc_guard import bearer_metadata
-from kernelevolve.grpc_util import error_from_status
+from kernelevolve.grpc_util import error_from_status, error_type_of
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
 
@@ -23,6 +23,8 @@ class Validation:
     ok: bool
     reason: str = ""
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # The reference ran out of memory inside the evaluator's limits: the spec is valid.
+    resource_limited: bool = False
 
 
 class SpecValidator(Protocol):
@@ -48,8 +50,8 @@ class GrpcSpecValidator:
                 raise DependencyTimeout(f"evaluator at {self._target} did not validate the spec in time") from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 raise BusUnavailable(f"evaluator at {self._target} is unavailable: {exc.details()}") from exc
-            raise error_from_status(exc.code(), exc.details() or "") from exc
-        return Validation(resp.ok, resp.reason, tuple(resp.warnings))
+            raise error_from_status(exc.code(), exc.details() or "", error_type_of(exc)) from exc
+        return Validation(resp.ok, resp.reason, tuple(resp.warnings), resp.resource_limited)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -41,7 +41,7 @@ from typing import Any
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
-from .. import backends, device_lock
+from .. import backends, device_lock, resource_limits
 from . import gpus, static_policy
 from .memory_admission import DeviceMemory, Footprint, MemoryAdmission, Ticket, TorchDeviceMemory, gib, requested_bytes
 from .options import EvalOptions, resolve_device
@@ -262,12 +262,23 @@ class Judge:
             if reply.kind != "result":
                 slot.replace()
                 what = "hung" if reply.kind == "timeout" else "crashed"
-                return SpecCheck(ok=False, reason=f"reference {what} when run: {reply.reason}")
+                # A worker that died of an allocation failure (or was SIGKILLed, the
+                # out-of-memory killer's signal) hit our limits, not a spec fault.
+                oom = reply.kind == "crashed" and resource_limits.looks_like_memory_failure(reply.reason)
+                reason = f"reference {what} when run: {reply.reason}"
+                if oom:
+                    reason = resource_limits.describe("the reference (its worker died)", reply.reason,
+                                                      self.opts.sandbox.memory_limit_bytes,
+                                                      "worker address space (evaluator.sandbox.memory_limit_bytes)",
+                                                      "raise the limit, give the machine more memory or use "
+                                                      "smaller inputs")
+                return SpecCheck(ok=False, reason=reason, resource_limited=oom)
             p = reply.payload
             if not p.get("ok"):
                 slot.replace()  # a spec that raised may have left state behind
             return SpecCheck(ok=bool(p.get("ok")), reason=str(p.get("reason", "")),
-                             warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})))
+                             warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})),
+                             resource_limited=bool(p.get("resource_limited")))
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                  fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:

@@ -4,6 +4,7 @@ A ``Judge`` (``ke_evaluator.judge``, the parent side) starts ``python -m ke_eval
 and sends it jobs over pipes (``ke_evaluator.wire``). The worker isolates itself
 (``isolation``), imports torch and triton once (``warm_up``) and runs the evaluation
 protocol per job (``evaluation``): loading (``loading``), output checks (``output_checks``),
+the tolerance policy that judges values (``tolerance``),
 the defenses beyond equal values (``defenses``, ``global_state``, ``launch_counter``), the
 reference cache (``reference_cache``), timing (``timing``) and diagnosis (``diagnosis``).
 

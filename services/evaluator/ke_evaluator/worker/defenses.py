@@ -1,7 +1,8 @@
 """Individual checks of one evaluation that go beyond "same values as the reference":
-stale memory and determinism, the float64 error budget, dependence on the candidate's
-own kernels (each raises ``Outcome`` with a final status); NaN-poisoning of the
-allocator; how a candidate's exception is reported. Worker side: torch only.
+stale memory and determinism, dependence on the candidate's own kernels (each raises
+``Outcome`` with a final status); NaN-poisoning of the allocator; how a candidate's
+exception is reported; the evidence of the float64 error budget (``tolerance.py``
+applies it). Worker side: torch only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 
 from kernelevolve.ports.verdict import Verdict
 
-from . import launch_counter, loading, output_checks
+from . import launch_counter, loading, output_checks, tolerance
 
 
 class Outcome(Exception):
@@ -40,7 +41,7 @@ def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: 
     bad = output_checks.check_structure(out2, ref, again_in, strict_strides=False)
     if bad:
         raise Outcome("incorrect", f"{bad} (repeat after the reference ran)")
-    cmp = output_checks.compare_values(out2, ref, spec.tolerance)
+    cmp = tolerance.compare_values(out2, ref, spec.tolerance)
     if not cmp.ok:
         raise Outcome("incorrect", f"{cmp.reason} (repeat after the reference ran: stale memory or caching?)")
     if output_checks.bitwise_equal(out1, out2):
@@ -50,29 +51,18 @@ def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: 
         v.warnings.append("two runs on identical inputs differ in the last bits (nondeterministic kernel)")
 
 
-def error_budget(ref64: Callable[[], Any], key: str, out: Any, ref: Any, factor: float, v: Verdict) -> None:
-    """Candidate error vs a float64 reference must stay within a small multiple of eager
-    PyTorch's own error (plus a few-ulp floor): catches precision downgrades that a
-    loose absolute tolerance would let through."""
-    try:
-        r64 = ref64()
-    except Exception as exc:  # noqa: BLE001 - a spec op without float64 support
-        v.evidence.setdefault("error_budget", f"skipped: float64 reference failed ({type(exc).__name__})")
+def budget_evidence(v: Verdict, key: str, cmp: tolerance.Comparison) -> None:
+    """Record the float64 error budget of one input set (``tolerance.compare`` applied it)."""
+    skipped = cmp.details.get("budget_skipped")
+    if skipped:
+        v.evidence.setdefault("error_budget", f"skipped: {skipped}")
         return
-    eager_err, scale = output_checks.max_error(ref, r64)
-    cand_err, _ = output_checks.max_error(out, r64)
-    dtypes = [t.dtype for t in output_checks.leaves(ref) if isinstance(t, torch.Tensor) and t.is_floating_point()]
-    if not dtypes:
+    if "budget" not in cmp.details:
         return
-    eps = max(output_checks.eps_of(d) for d in dtypes)
-    floor = output_checks.ULP_FLOOR * eps * max(scale, 1.0)
-    budget = max(factor * eager_err, floor)
     v.evidence.setdefault("error_budget", {})
     if isinstance(v.evidence["error_budget"], dict):
-        v.evidence["error_budget"][key] = {"candidate_error": cand_err, "eager_error": eager_err, "budget": budget}
-    if cand_err > budget:
-        raise Outcome("incorrect", f"error vs float64 reference {cand_err:.3g} exceeds the budget {budget:.3g} "
-                                   f"({factor:g}x eager PyTorch's own error {eager_err:.3g}); precision downgrade?")
+        v.evidence["error_budget"][key] = {"candidate_error": cmp.candidate_error,
+                                           "eager_error": cmp.reference_error, "budget": cmp.details["budget"]}
 
 
 def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
@@ -93,7 +83,7 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
         return
     structure_ok = not output_checks.check_structure(out, ref0, probe_in, strict_strides=False)
-    if structure_ok and output_checks.compare_values(out, ref0, spec.tolerance).ok:
+    if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"

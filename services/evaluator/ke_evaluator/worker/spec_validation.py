@@ -1,17 +1,21 @@
 """Spec validation inside the worker: the reference runs, inputs vary with the seed, and the
-tolerance actually separates right from wrong answers (signal floor).
+tolerance actually separates right from wrong answers (signal floor). A reference that
+runs out of memory inside the worker's limits is reported as ``resource_limited`` (the
+spec is valid; this evaluator is too small for it), never as a broken spec.
 
 Worker side: torch only.
 """
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from . import diagnosis, loading, output_checks
+from .. import resource_limits
+from . import diagnosis, loading, output_checks, tolerance
 from .global_state import set_precision_flags
 
 PhaseFn = Callable[[str], None]
@@ -25,8 +29,32 @@ def _describe(obj: Any) -> list[dict[str, Any]]:
     ]
 
 
+def memory_limit(device: torch.device) -> tuple[int | None, str, str]:
+    """(bytes, name, remedy) of the memory limit the worker runs under."""
+    if device.type == "cuda":
+        return (int(torch.cuda.get_device_properties(device).total_memory), "device memory",
+                "use a GPU with more memory or smaller inputs")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    limit = None if soft == resource.RLIM_INFINITY else int(soft)
+    return (limit, "worker address space (evaluator.sandbox.memory_limit_bytes)",
+            "raise evaluator.sandbox.memory_limit_bytes (or give the machine more memory) or use smaller inputs")
+
+
 def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dict[str, loading.LoadedSpec],
              phase: PhaseFn) -> dict[str, Any]:
+    try:
+        return _validate(job, scratch, device, cache, phase)
+    except Exception as exc:
+        if not resource_limits.is_memory_error(exc):
+            raise
+        limit, name, remedy = memory_limit(device)
+        return {"ok": False, "resource_limited": True, "warnings": [], "info": {},
+                "reason": resource_limits.describe("the reference", f"{type(exc).__name__}: {exc}", limit, name,
+                                                   remedy)}
+
+
+def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dict[str, loading.LoadedSpec],
+              phase: PhaseFn) -> dict[str, Any]:
     warnings: list[str] = []
     info: dict[str, Any] = {}
     phase("compile")
@@ -40,6 +68,8 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
         init = spec.init_inputs()
         model = loading.build_model(spec.Model, init, seed, device)
     except Exception as exc:  # noqa: BLE001
+        if resource_limits.is_memory_error(exc):
+            raise
         return {"ok": False, "reason": f"Model(*get_init_inputs()) raised: {type(exc).__name__}: {exc}",
                 "warnings": warnings, "info": info}
     phase("run")
@@ -53,6 +83,8 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
         with torch.no_grad():
             extra_outs = [model(*output_checks.clone_tree(e)) for e in extra]
     except Exception as exc:  # noqa: BLE001
+        if resource_limits.is_memory_error(exc):
+            raise
         return {"ok": False, "reason": f"reference raised when run: {type(exc).__name__}: {exc}",
                 "warnings": warnings, "info": info}
     tensors = [t for t in output_checks.leaves(out) if isinstance(t, torch.Tensor)]
@@ -68,12 +100,12 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
     info["flops"] = diagnosis.count_flops(lambda: model(*output_checks.clone_tree(inputs)))
     set_precision_flags()
     tol_dtype = tensors[0].dtype
-    atol, rtol = output_checks.tolerance_for(tol_dtype, spec.tolerance)
+    atol, rtol = tolerance.tolerance_for(tol_dtype, spec.tolerance)
     info["tolerance"] = {"atol": atol, "rtol": rtol, "overridden": spec.tolerance is not None}
 
     if any(bool(~torch.isfinite(t).all()) for t in tensors if t.is_floating_point()):
         warnings.append("reference output contains NaN or Inf")
-    if not output_checks.compare_values(out_again, out, None).ok:
+    if not tolerance.compare_values(out_again, out, None).ok:
         warnings.append("reference is nondeterministic on identical inputs")
         info["nondeterministic_reference"] = True
     in_tensors = [t for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
@@ -86,12 +118,13 @@ def validate(job: dict[str, Any], scratch: str, device: torch.device, cache: dic
             warnings.append(f"input {i} is constant ({float(x.flatten()[0]):g}): never time or check on such data")
     # Signal floor: answers that carry no information must fail the tolerance check.
     weak: list[str] = []
-    zeros = output_checks.map_tree(out, torch.zeros_like)
-    if output_checks.compare_values(zeros, out, spec.tolerance).ok:
+    # A zero scalar expanded to the output's shape: no output-sized copy (the comparison chunks).
+    zeros = output_checks.map_tree(out, lambda t: t.new_zeros(()).expand_as(t))
+    if tolerance.compare_values(zeros, out, spec.tolerance).ok:
         weak.append("an all-zeros output passes the tolerance check")
     for i, x in enumerate(in_tensors):
         if len(tensors) == 1 and x.shape == tensors[0].shape and x.dtype == tensors[0].dtype:
-            if output_checks.compare_values(x, tensors[0], spec.tolerance).ok:
+            if tolerance.compare_values(x, tensors[0], spec.tolerance).ok:
                 weak.append(f"returning input {i} unchanged passes the tolerance check")
     peak = max((float(t.abs().max()) for t in tensors if t.is_floating_point() and t.numel()), default=0.0)
     info["output_max_abs"] = peak

@@ -1,0 +1,498 @@
+"""How correctness is decided: the one tolerance policy of the evaluator.
+
+This docstring is the policy's documentation (the service README summarises it).
+
+Quantities, per output leaf, elementwise: ``c`` the candidate's output, ``r`` the eager
+reference's output (same dtype, same precision flags: no TF32), ``r64`` the reference
+re-run in float64 (model and inputs upcast; on the host when the device cannot).
+
+1. **Agreement with eager** (every input set):
+   ``|c - r| <= atol + rtol * |r|`` with (atol, rtol) by dtype: fp64 1e-7/1e-7, fp32
+   1e-4/1e-4, fp16 and bf16 1e-2/1e-2, or the spec's ``KE_TOLERANCE``. Where
+   ``|r| > atol / rtol`` the rtol term dominates, so the bound is *relative*: an output
+   of magnitude 1e19 is judged against 1e-4 x 1e19, what fp32 (eps 1.2e-7) can still
+   say about it, never against atol. The verdict names the regime ("relative at
+   |ref| ~ 1e19" or "absolute").
+   NaN must appear exactly where the reference has NaN, infinities must match. Integer
+   and bool outputs must be equal.
+2. **Elements outside that bound (outliers)** are not accepted by loosening the
+   tolerance. An element outside bound 1 is accepted only when the reference's own fp32
+   result is comparably wrong *there*:
+   ``|c - r64| <= atol + rtol * |r64| + max(k * |r - r64|, L)``, with ``k`` the
+   error-budget factor (``error_budget_factor``, default 10, or the spec's
+   ``KE_ERROR_BUDGET``) applied to eager's own error at the element, and ``L`` (only when
+   eager itself breaks the tolerance against float64 somewhere in this output: the
+   tolerance cannot hold at that magnitude) eager's largest error within the element's
+   block of ``LOCAL_BLOCK`` (256) consecutive row-major elements and the two
+   neighbouring blocks, not multiplied: no worse than the reference's worst nearby.
+   This is where a near tie (max/argmax of values equal to rounding),
+   catastrophic cancellation, or a long recurrence evaluated in another order
+   legitimately moves the candidate away from eager: eager is then far from the float64
+   answer too. Why the neighbourhood: a chunked evaluation of ``h = 0.999 h + x`` over
+   64 x 2048 values ~1e19 (a selective scan's state) put 300-385 elements outside bound 1,
+   at places where eager, which breaks the tolerance against float64 at ~3000 elements
+   itself, happened to be exact; its error overall was 0.93-1.06x eager's, and it
+   passes (those elements needed at most 0.3 L). Why only when eager breaks the
+   tolerance, and why L is not multiplied by k: eager's largest error in a block of
+   mixed magnitudes (bf16 values up to 6 round by 0.03) would otherwise excuse a wrong
+   small element (0.2 off at 0.4). A blocked cumsum whose carries lose digits that
+   eager's sequential sum keeps (eager within the tolerance everywhere) fails. An
+   outlier where eager is accurate (1 of 1024 outputs off by 0.3 % while eager's own
+   error there is 1e-7) fails, and the reason
+   names the flat and multi-dimensional index, the candidate's value, eager's value,
+   the float64 value and both errors there. The float64 run happens only when needed (an
+   element outside bound 1, or a set with a budget check below), so a set that matches
+   eager costs nothing more.
+3. **Error budget** (norm-level, trial 0, the first extra set and, with shared seeds,
+   trial 1): ``max|c - r64| <= max(k * max|r - r64|, 64 ulp x output scale)``. Catches a
+   precision downgrade (bf16 matmul) that a loose tolerance (``KE_TOLERANCE``) lets
+   through. ``KE_ERROR_BUDGET = False`` turns 2 and 3 off (the spec's tolerance is then
+   the only bound; it must be explicit).
+
+Every verdict carries the figures (``Correctness``): the bound applied (``bound``), the
+candidate's error against float64 (``candidate_error``), the reference's own
+(``reference_error``), their ratio (``error_ratio``: 0.8 means the candidate is closer to
+the exact answer than eager) and how many outliers rule 2 accepted (``outliers``).
+
+**Accumulation order and TF32.** Bound 1 leaves room for a different summation order
+(fp32: rtol 1e-4 is ~800 ulp). Both models run with TF32 off (``global_state``); a spec
+whose ``forward`` turns TF32 on itself gets eager's TF32 error in ``|r - r64|``, so rules
+2 and 3 widen by exactly that: the policy needs no TF32 special case. A candidate that
+uses TF32 (or bf16) against an fp32 reference that does not fails rule 3 unless the spec
+declares the looser contract (``KE_TOLERANCE`` with ``KE_ERROR_BUDGET = False``).
+
+**Randomness and batch statistics.** Training-mode dropout with p > 0 draws random
+numbers: a reference containing it is nondeterministic (``validate_spec`` warns), and
+the offline synthesizer keeps such dropout a library call (the candidate draws from the
+same generator state only by chance), so the policy has no statistical comparison mode.
+Both models run in training mode as built; batch-statistics norms (BatchNorm in
+training) are deterministic functions of the batch and are compared like any output
+(their running-stat update is a side effect, not an output).
+
+**Memory.** Every comparison runs over chunks of ``CHUNK_ELEMENTS`` elements (flat views
+of contiguous tensors, slices along the leading dimensions otherwise), with float64
+temporaries of one chunk only, on the tensors' device, with one host sync per chunk: the
+checker's own memory does not grow with the output (a 1 GiB fp32 output used to need
+five 2 GiB float64 copies), except rule 2's block maxima: one float32 per 256 output
+elements (4 MiB for a 1 GiB fp32 output). The float64 reference output itself is the
+one full-size float64 tensor (it is what the float64 run returns).
+
+Worker side: torch only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from kernelevolve.ports.verdict import Correctness
+
+from .output_checks import leaves
+
+# dtype -> (atol, rtol). fp32 tight; half types have ~3 decimal digits.
+DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (1e-2, 1e-2),
+}
+# Minimum error budget as a multiple of the dtype's machine epsilon (times output scale):
+# a candidate may reorder reductions or use another exp/tanh formula and lose a few ulps.
+ULP_FLOOR = 64.0
+# Elements per chunk: float64 temporaries of 8 MiB each on the host, 16 MiB on a GPU.
+# Smaller host chunks cost time, not memory: over 2^24 elements on a loaded 2-core host,
+# 2^18-element chunks took 34 s, 2^20 9-13 s, 2^22 9 s, the unchunked check 5.6-6.1 s
+# (948 MiB more peak RSS; 2^20: ~110 MiB).
+CHUNK_ELEMENTS = 1 << 20
+CHUNK_ELEMENTS_CUDA = 1 << 21
+# Rule 2's "at that element": eager's own error, max over this many consecutive elements
+# (and the neighbouring blocks). A reordered scan or reduction moves the candidate's error
+# around within a row: elementwise, eager is accurate by chance at some elements (a
+# blocked cumsum of 64 x 4096 values ~1e19 failed 29 elements whose eager error was 1e-5
+# of its neighbours'), while its neighbours show the scale fp32 has there.
+LOCAL_BLOCK = 256
+DEFAULT_FACTOR = 10.0
+
+
+def tolerance_for(dtype: torch.dtype, override: dict[str, float] | None) -> tuple[float, float]:
+    atol, rtol = DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+    if override:
+        atol = float(override.get("atol", atol))
+        rtol = float(override.get("rtol", rtol))
+    return atol, rtol
+
+
+def eps_of(dtype: torch.dtype) -> float:
+    try:
+        return float(torch.finfo(dtype).eps)
+    except TypeError:
+        return 0.0
+
+
+@dataclass
+class Comparison:
+    """The judgement of one output against its reference (one input set)."""
+
+    ok: bool
+    reason: str = ""
+    max_abs: float = 0.0  # max |c - r| over finite reference elements
+    max_rel: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)  # atol, rtol
+    bound: str = ""  # the bound that decided, in words
+    outliers: int = 0  # elements outside bound 1 accepted by rule 2
+    # Against the float64 reference (None: not computed for this set).
+    candidate_error: float | None = None
+    reference_error: float | None = None
+    scale: float = 0.0  # max |r| over finite elements
+
+    @property
+    def error_ratio(self) -> float | None:
+        if self.candidate_error is None or self.reference_error is None:
+            return None
+        if self.reference_error > 0:
+            return self.candidate_error / self.reference_error
+        return 0.0 if self.candidate_error == 0 else math.inf
+
+    def figures(self) -> dict[str, Any]:
+        """Per-set record for ``Correctness.details``."""
+        ratio = self.error_ratio
+        return {"ok": self.ok, "max_abs_error": self.max_abs, "max_rel_error": self.max_rel,
+                "bound": self.bound, "outliers": self.outliers,
+                "candidate_error": _finite(self.candidate_error), "reference_error": _finite(self.reference_error),
+                "error_ratio": _finite(ratio)}
+
+
+def _finite(x: float | None) -> float | None:
+    # Reports stay strict JSON: inf is clamped.
+    return None if x is None else min(x, 1e308)
+
+
+# -- chunking --------------------------------------------------------------------------------
+
+def chunks(tensors: list[torch.Tensor], limit: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, list[torch.Tensor]]]:
+    """(flat row-major offset, [flat piece of each tensor]) over equally shaped tensors,
+    at most ``limit`` elements per piece. Contiguous tensors give views; otherwise slices
+    along the leading dimensions, each copied (``reshape``) at most ``limit`` elements."""
+    yield from _chunks(tensors, limit, 0)
+
+
+def _chunks(ts: list[torch.Tensor], limit: int, offset: int) -> Iterator[tuple[int, list[torch.Tensor]]]:
+    n = ts[0].numel()
+    if n == 0:
+        return
+    if all(t.is_contiguous() for t in ts):
+        flat = [t.view(-1) for t in ts]
+        for s in range(0, n, limit):
+            yield offset + s, [f[s:s + limit] for f in flat]
+        return
+    if n <= limit or ts[0].dim() == 0:
+        yield offset, [t.reshape(-1) for t in ts]
+        return
+    rows = ts[0].shape[0]
+    if rows == 1:
+        yield from _chunks([t[0] for t in ts], limit, offset)
+        return
+    per_row = n // rows
+    step = max(1, limit // per_row)
+    for s in range(0, rows, step):
+        k = min(step, rows - s)
+        yield from _chunks([t.narrow(0, s, k) for t in ts], limit, offset + s * per_row)
+
+
+def _index(shape: torch.Size, flat: int) -> tuple[int, ...]:
+    out = []
+    for d in reversed(shape):
+        out.append(flat % d if d else 0)
+        flat = flat // d if d else 0
+    return tuple(reversed(out))
+
+
+# -- rule 1 -----------------------------------------------------------------------------------
+
+@dataclass
+class _Pass1:
+    nan_extra: int = 0
+    nan_missing: int = 0
+    inf_mismatch: int = 0
+    nbad: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    scale: float = 0.0
+    worst_excess: float = -math.inf
+    worst_index: int = -1
+
+
+def _eager_pass(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, limit: int) -> _Pass1:
+    """Rule 1 over chunks; one host sync per chunk."""
+    # Per-chunk figures go to the host at once: small tensors kept across chunks pinned
+    # freed chunk memory in the host heap (peak RSS grew by 195 MiB over 2^26 elements).
+    stats: list[list[float]] = []
+    dev = r.device
+    for off, (oc, rc) in chunks([o.detach(), r.detach()], limit):
+        o64 = oc.to(device=dev, dtype=torch.float64)
+        r64 = rc.to(torch.float64)
+        nan_o, nan_r = torch.isnan(o64), torch.isnan(r64)
+        inf_mismatch = (torch.isinf(r64) & (o64 != r64)).sum(dtype=torch.float64)
+        finite = torch.isfinite(r64)
+        ra = r64.abs().masked_fill_(~finite, 0.0)
+        diff = (o64 - r64).abs_().masked_fill_(~finite, 0.0).nan_to_num_(nan=0.0, posinf=math.inf)
+        del o64, r64
+        excess = diff - ra * rtol - atol
+        worst = excess.max()
+        stats.append(torch.stack([
+            (nan_o & ~nan_r).sum(dtype=torch.float64), (~nan_o & nan_r).sum(dtype=torch.float64), inf_mismatch,
+            (excess > 0).sum(dtype=torch.float64), diff.max(),
+            (diff / ra.clamp_min(1e-12)).max(), ra.max(), worst,
+            (excess.argmax() + off).to(torch.float64)]).tolist())
+    p = _Pass1()
+    for row in stats:
+        p.nan_extra += int(row[0])
+        p.nan_missing += int(row[1])
+        p.inf_mismatch += int(row[2])
+        p.nbad += int(row[3])
+        p.max_abs = max(p.max_abs, row[4])
+        p.max_rel = max(p.max_rel, row[5])
+        p.scale = max(p.scale, row[6])
+        if row[7] > p.worst_excess:
+            p.worst_excess, p.worst_index = row[7], int(row[8])
+    # Clamped so that the report stays strict JSON when the candidate produced inf.
+    p.max_abs, p.max_rel = min(p.max_abs, 1e308), min(p.max_rel, 1e308)
+    return p
+
+
+# -- rules 2 and 3 ----------------------------------------------------------------------------
+
+@dataclass
+class _Pass2:
+    residual: int = 0
+    outliers: int = 0
+    candidate_error: float = 0.0
+    reference_error: float = 0.0
+    scale64: float = 0.0
+    worst_excess: float = -math.inf
+    worst_index: int = -1
+    local: torch.Tensor | None = None  # per block: eager's error over the block and its neighbours
+    reference_broken: int = 0  # elements where eager breaks the tolerance against float64
+
+    def local_error(self, flat: int) -> float:
+        return float(self.local[flat // LOCAL_BLOCK]) if self.local is not None else 0.0
+
+
+def _local_reference_error(r: torch.Tensor, r64: torch.Tensor, atol: float, rtol: float,
+                           limit: int) -> tuple[torch.Tensor, int]:
+    """(eager's largest error vs float64 per block of ``LOCAL_BLOCK`` consecutive
+    row-major elements, float32 on the device; how many elements of eager break the
+    tolerance against float64)."""
+    n = r.numel()
+    blocks = torch.zeros((n + LOCAL_BLOCK - 1) // LOCAL_BLOCK, dtype=torch.float32, device=r.device)
+    broken = 0
+    for off, (rc, xc) in chunks([r.detach(), r64.detach()], limit):
+        e = rc.to(torch.float64)
+        x = xc.to(device=e.device, dtype=torch.float64)
+        err = (e - x).abs_().nan_to_num_(nan=0.0, posinf=0.0)
+        broken += int((err > x.abs().nan_to_num_(nan=0.0, posinf=0.0).mul_(rtol).add_(atol)).sum())
+        ids = torch.arange(off, off + err.numel(), device=err.device).floor_divide_(LOCAL_BLOCK)
+        blocks.scatter_reduce_(0, ids, err.to(torch.float32), "amax")
+    return blocks, broken
+
+
+def _float64_pass(o: torch.Tensor, r: torch.Tensor, r64: torch.Tensor, atol: float, rtol: float, k: float,
+                  limit: int) -> _Pass2:
+    # Per-chunk figures go to the host at once (see _eager_pass).
+    stats: list[list[float]] = []
+    dev = r.device
+    blocks, broken = _local_reference_error(r, r64, atol, rtol, limit)
+    # The block, its two neighbours: an element near a block's edge sees both sides. Only
+    # where eager itself breaks the tolerance somewhere in this output (else zeros: the
+    # element's own eager error alone counts).
+    local = torch.maximum(blocks, torch.maximum(F.pad(blocks[1:], (0, 1)), F.pad(blocks[:-1], (1, 0))))
+    if not broken:
+        local.zero_()
+    del blocks
+    for off, (oc, rc, xc) in chunks([o.detach(), r.detach(), r64.detach()], limit):
+        c = oc.to(device=dev, dtype=torch.float64)
+        e = rc.to(torch.float64)
+        x = xc.to(device=dev, dtype=torch.float64)
+        fin = torch.isfinite(x) & torch.isfinite(c) & torch.isfinite(e)
+        eager_out = (c - e).abs_() > e.abs().mul_(rtol).add_(atol)
+        err_c = (c - x).abs_().masked_fill_(~fin, 0.0)
+        err_r = (e - x).abs_().masked_fill_(~fin, 0.0)
+        del c, e
+        ids = torch.arange(off, off + err_c.numel(), device=dev).floor_divide_(LOCAL_BLOCK)
+        near = torch.maximum(local[ids].to(torch.float64), err_r * k)
+        del ids
+        excess = err_c - x.abs().mul_(rtol).add_(atol) - near
+        del near
+        residual = eager_out & fin & (excess > 0)
+        accepted = eager_out & fin & ~(excess > 0)
+        worst = excess.masked_fill(~residual, -math.inf)
+        stats.append(torch.stack([
+            residual.sum(dtype=torch.float64), accepted.sum(dtype=torch.float64), err_c.max(), err_r.max(),
+            x.abs().masked_fill_(~fin, 0.0).max(), worst.max(), (worst.argmax() + off).to(torch.float64)]).tolist())
+    p = _Pass2(local=local, reference_broken=broken)
+    for row in stats:
+        p.residual += int(row[0])
+        p.outliers += int(row[1])
+        p.candidate_error = max(p.candidate_error, row[2])
+        p.reference_error = max(p.reference_error, row[3])
+        p.scale64 = max(p.scale64, row[4])
+        if row[5] > p.worst_excess:
+            p.worst_excess, p.worst_index = row[5], int(row[6])
+    return p
+
+
+def _regime(atol: float, rtol: float, scale: float) -> str:
+    if rtol > 0 and rtol * scale > atol:
+        return f"relative at |ref| ~ {scale:.2g}"
+    return "absolute"
+
+
+def _value(t: torch.Tensor, flat: int) -> float:
+    return float(t.detach().reshape(-1)[flat]) if t.is_contiguous() else float(t.detach()[_index(t.shape, flat)])
+
+
+def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
+            ref64: Callable[[], Any] | None = None, factor: float | None = DEFAULT_FACTOR,
+            budget: bool = False, limit: int | None = None) -> Comparison:
+    """Judge ``out`` against ``ref`` by the policy above. ``ref64``: computes the float64
+    reference (called at most once, only when needed); ``factor``: k of rules 2 and 3
+    (None: both off); ``budget``: apply rule 3 on this set (computes ``ref64``); ``limit``:
+    elements per chunk (None: by device)."""
+    details: dict[str, Any] = {}
+    total = Comparison(True, details=details)
+    r64_tree: list[Any] | None = None
+    r64_failed = ""
+
+    def float64_leaves() -> list[Any] | None:
+        nonlocal r64_tree, r64_failed
+        if r64_tree is None and not r64_failed and ref64 is not None:
+            try:
+                r64_tree = leaves(ref64())
+            except Exception as exc:  # noqa: BLE001 - a spec op without float64 support
+                r64_failed = f"float64 reference failed ({type(exc).__name__})"
+        return r64_tree
+
+    use64 = ref64 is not None and factor is not None
+    bounds: list[str] = []
+    eps = 0.0
+    for i, (o, r) in enumerate(zip(leaves(out), leaves(ref), strict=False)):
+        if not isinstance(r, torch.Tensor):
+            continue
+        where = f"output[{i}]"
+        step = limit or (CHUNK_ELEMENTS_CUDA if r.device.type == "cuda" else CHUNK_ELEMENTS)
+        atol, rtol = tolerance_for(r.dtype, tolerance)
+        details.setdefault("atol", atol)
+        details.setdefault("rtol", rtol)
+        if r.numel() == 0:
+            continue
+        if not r.is_floating_point() and not r.is_complex():
+            if not _equal_chunked(o, r, step):
+                return _fail(total, f"{where} integer/bool values differ")
+            continue
+        eps = max(eps, eps_of(r.dtype))
+        p = _eager_pass(o, r, atol, rtol, step)
+        total.max_abs, total.max_rel = max(total.max_abs, p.max_abs), max(total.max_rel, p.max_rel)
+        total.scale = max(total.scale, p.scale)
+        if p.nan_extra or p.nan_missing:
+            return _fail(total, f"{where} has {p.nan_extra} NaN where the reference has none" if p.nan_extra
+                         else f"{where} misses NaN the reference has")
+        if p.inf_mismatch:
+            return _fail(total, f"{where} infinities differ from the reference")
+        bound = f"|c - r| <= {atol:g} + {rtol:g}*|r| ({_regime(atol, rtol, p.scale)})"
+        need64 = use64 and (budget or p.nbad > 0)
+        r64s = float64_leaves() if need64 else None
+        x = r64s[i] if r64s is not None and i < len(r64s) and isinstance(r64s[i], torch.Tensor) else None
+        q: _Pass2 | None = None
+        if x is not None and tuple(x.shape) == tuple(r.shape):
+            assert factor is not None
+            q = _float64_pass(o, r, x, atol, rtol, factor, step)
+            total.candidate_error = max(total.candidate_error or 0.0, q.candidate_error)
+            total.reference_error = max(total.reference_error or 0.0, q.reference_error)
+            total.outliers += q.outliers
+        if q is not None and q.outliers:
+            bound += (f"; {q.outliers} element(s) outside it accepted: |c - r64| <= atol + rtol*|r64| + "
+                      f"max({factor:g}x the reference's own error there, its largest around)")
+        bounds.append(bound if len(leaves(ref)) == 1 else f"{where}: {bound}")
+        if p.nbad == 0:
+            continue
+        if q is not None and q.residual == 0:
+            continue
+        # Fail: name the worst element (of the residual when float64 judged it).
+        idx = q.worst_index if q is not None else p.worst_index
+        nbad = q.residual if q is not None else p.nbad
+        got, want = _value(o, idx), _value(r, idx)
+        msg = (f"{where} mismatch: {nbad}/{r.numel()} elements outside atol={atol:g} rtol={rtol:g} "
+               f"({_regime(atol, rtol, p.scale)}); max abs error {p.max_abs:.3g} (e.g. flat index {idx} "
+               f"= {_index(r.shape, idx)}: got {got:.6g}, expected {want:.6g}")
+        if q is not None and x is not None:
+            exact = _value(x, idx)
+            own = abs(want - exact)
+            around = (f"up to {q.local_error(idx):.3g} around it; the reference itself breaks the tolerance "
+                      f"at {q.reference_broken} elements" if q.reference_broken
+                      else "the reference holds the tolerance against float64 everywhere")
+            msg += (f", float64 {exact:.6g}: the candidate's error there is {abs(got - exact):.3g}, the "
+                    f"reference's own {own:.3g} ({around}); allowed: atol + rtol*|r64| + max({factor:g}x the "
+                    f"reference's own, its largest around)")
+        elif use64 and r64_failed:
+            msg += f"; outliers not judged: {r64_failed}"
+        msg += ")"
+        total.bound = "; ".join(bounds)
+        return _fail(total, msg)
+    total.bound = "; ".join(bounds)
+    if budget and use64:
+        assert factor is not None
+        if total.candidate_error is None:
+            details["budget_skipped"] = r64_failed or "no float64 output to compare"
+            return total
+        floor = ULP_FLOOR * eps * max(total.scale, 1.0)
+        allowed = max(factor * (total.reference_error or 0.0), floor)
+        details["budget"] = allowed
+        ratio = total.error_ratio
+        total.bound += (f"; error vs float64 {total.candidate_error:.3g} = "
+                        f"{ratio:.2g}x the reference's own ({total.reference_error:.3g}), budget {allowed:.3g}")
+        if total.candidate_error > allowed:
+            return _fail(total, f"error vs float64 reference {total.candidate_error:.3g} exceeds the budget "
+                                f"{allowed:.3g} ({factor:g}x eager PyTorch's own error "
+                                f"{total.reference_error:.3g}); precision downgrade?")
+    return total
+
+
+def _fail(c: Comparison, reason: str) -> Comparison:
+    c.ok, c.reason = False, reason
+    return c
+
+
+def _equal_chunked(o: torch.Tensor, r: torch.Tensor, limit: int) -> bool:
+    if o.shape != r.shape:
+        return False
+    flags = [torch.equal(oc.to(r.device), rc) for _, (oc, rc) in chunks([o.detach(), r.detach()], limit)]
+    return all(flags)
+
+
+def compare_values(out: Any, ref: Any, tolerance: dict[str, float] | None) -> Comparison:
+    """Rule 1 only (no float64 reference): the repeat, kernel-dependency and signal-floor
+    checks, which compare with eager or with a copy of the output."""
+    return compare(out, ref, tolerance, ref64=None, factor=None)
+
+
+def record(corr: Correctness, label: str, cmp: Comparison) -> None:
+    """Fold one input set's figures into the verdict's: the worst errors and ratio, and the
+    bound of the failing set, else of the set with the largest error ratio."""
+    corr.atol = cmp.details.get("atol", corr.atol)
+    corr.rtol = cmp.details.get("rtol", corr.rtol)
+    corr.details.append({"set": label, **cmp.figures()})
+    corr.trials += 1
+    corr.max_abs_error = max(corr.max_abs_error, cmp.max_abs)
+    corr.max_rel_error = max(corr.max_rel_error, cmp.max_rel)
+    corr.outliers += cmp.outliers
+    ratio = cmp.figures()["error_ratio"]
+    if ratio is not None and (corr.error_ratio is None or ratio > corr.error_ratio):
+        corr.error_ratio, corr.candidate_error, corr.reference_error = ratio, cmp.candidate_error, cmp.reference_error
+        corr.bound = cmp.bound
+    if not cmp.ok or not corr.bound:
+        corr.bound = cmp.bound
