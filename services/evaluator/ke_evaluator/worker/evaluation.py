@@ -362,6 +362,8 @@ class Evaluator:
         self._step_aside()
         if opts.check_kernel_dependency:
             defenses.kernel_dependency(self._call, self.poison, cand_model, recorder, inputs0, ref_out0, spec, v)
+            defenses.kernel_arithmetic(self._call, self.poison, lambda: cand_model, recorder, inputs0, ref_out0,
+                                       spec, dev.type, v)
         self._check_state(before)
 
         lap("correctness_and_integrity")

@@ -11,6 +11,8 @@ candidate module) from anyone else's.
 Suppression mode replaces each candidate launch by a NaN-fill of the tensor arguments
 that are not protected (inputs and parameters): the outputs the kernel would have written.
 If the candidate's result still matches the reference, the kernels did no needed work.
+Audit mode hands every candidate launch to ``arithmetic_audit`` (what it writes, against
+what it was given).
 Worker side: imports torch and triton only.
 """
 
@@ -38,6 +40,8 @@ class LaunchRecorder:
     protected: list[tuple[int, int]] = field(default_factory=list)
     own: dict[str, KernelStats] = field(default_factory=dict)
     foreign: dict[str, int] = field(default_factory=dict)
+    # arithmetic_audit.ArithmeticAudit: every own launch goes through it (a probe run)
+    audit: Any = None
 
     def total_own(self) -> int:
         return sum(k.launches for k in self.own.values())
@@ -71,6 +75,11 @@ class recording:
         _state.recorder = self._prev
 
 
+def capturing() -> bool:
+    """Whether the current CUDA stream is being captured into a graph."""
+    return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
 def _storage_span(t: torch.Tensor) -> tuple[int, int]:
     st = t.untyped_storage()
     return st.data_ptr(), st.data_ptr() + st.nbytes()
@@ -101,6 +110,8 @@ def _wrap(cls: type) -> None:
             return orig(self, *args, **kwargs)
         stats = rec.own.setdefault(name, KernelStats())
         stats.launches += 1
+        if rec.audit is not None:
+            return rec.audit.on_launch(self, orig, args, kwargs, name, capturing())
         if rec.suppress:
             _poison_args(args, kwargs, rec.protected)
             return None
