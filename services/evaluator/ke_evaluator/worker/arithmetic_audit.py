@@ -92,6 +92,28 @@ class ArithmeticAudit:
     plan: list[LaunchAudit] | None = None
     position: int = 0
 
+    @classmethod
+    def counterfactual(cls, launches: list[LaunchAudit]) -> ArithmeticAudit:
+        """A pass that replaces what the audited launches computed. A launch recorded into a
+        CUDA graph was not analysed: it takes the writes of its counterpart in the eager run
+        just before the capture (the emitted replay runs the forward once, then captures it)."""
+        plan = list(launches)
+        i = 0
+        while i < len(plan):
+            if not plan[i].captured:
+                i += 1
+                continue
+            j = i
+            while j < len(plan) and plan[j].captured:
+                j += 1
+            m = j - i
+            before = plan[i - m:i] if i >= m else []
+            if before and all(not b.captured and b.kernel == c.kernel for b, c in zip(before, plan[i:j], strict=True)):
+                for k, b in enumerate(before):
+                    plan[i + k] = LaunchAudit(b.kernel, b.writes, captured=True)
+            i = j
+        return cls(plan=plan)
+
     def computing(self) -> list[LaunchAudit]:
         return [la for la in self.launches if la.computes]
 

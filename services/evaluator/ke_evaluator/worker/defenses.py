@@ -99,6 +99,15 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
 
 
+def fresh_model(cls: type, init: list[Any], seed: int, device: torch.device, ref_model: torch.nn.Module
+                ) -> torch.nn.Module:
+    """Another instance of the candidate, built and loaded as the judged one was (no graph
+    captured yet)."""
+    model = loading.build_model(cls, init, seed, device)
+    loading.copy_parameters(ref_model, model)
+    return model
+
+
 def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
                       inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device_type: str, v: Verdict) -> None:
@@ -123,7 +132,7 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
                                   + _library_share(call, model, inputs0, device_type, set(recorder.own)))
     if not computing:
         return
-    counter = arithmetic_audit.ArithmeticAudit(plan=audit.launches)
+    counter = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
     again = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=counter)
     cf_in = output_checks.clone_tree(inputs0)
     poison(cf_in)

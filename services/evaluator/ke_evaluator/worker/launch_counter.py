@@ -42,6 +42,10 @@ class LaunchRecorder:
     foreign: dict[str, int] = field(default_factory=dict)
     # arithmetic_audit.ArithmeticAudit: every own launch goes through it (a probe run)
     audit: Any = None
+    # CUDA graph replays in this recording, and the launches of the candidate's own kernels
+    # they stand for (graph_ledger.py)
+    graph_replays: int = 0
+    replayed_launches: int = 0
 
     def total_own(self) -> int:
         return sum(k.launches for k in self.own.values())
@@ -49,6 +53,7 @@ class LaunchRecorder:
     def reset(self) -> None:
         self.own.clear()
         self.foreign.clear()
+        self.graph_replays = self.replayed_launches = 0
 
 
 _state = threading.local()
@@ -59,14 +64,24 @@ def current() -> LaunchRecorder | None:
     return getattr(_state, "recorder", None)
 
 
-class recording:
-    """Context manager: count launches of ``module_name``'s kernels while active."""
+def current_capture() -> Any:
+    """The CUDA graph capture in progress on this thread (``graph_ledger.Captured``), if any."""
+    return getattr(_state, "capture", None)
 
-    def __init__(self, recorder: LaunchRecorder) -> None:
+
+def set_capture(capture: Any) -> None:
+    _state.capture = capture
+
+
+class recording:
+    """Context manager: count launches of ``module_name``'s kernels while active (None:
+    count nothing)."""
+
+    def __init__(self, recorder: LaunchRecorder | None) -> None:
         self.recorder = recorder
         self._prev: LaunchRecorder | None = None
 
-    def __enter__(self) -> LaunchRecorder:
+    def __enter__(self) -> LaunchRecorder | None:
         self._prev = current()
         _state.recorder = self.recorder
         return self.recorder
@@ -105,13 +120,19 @@ def _wrap(cls: type) -> None:
         fn = getattr(self, "fn", None)
         mod = getattr(fn, "__module__", None)
         name = getattr(fn, "__name__", type(self).__name__)
-        if rec.module_name is None or mod != rec.module_name:
-            rec.foreign[name] = rec.foreign.get(name, 0) + 1
+        mine = rec.module_name is not None and mod == rec.module_name
+        cap = current_capture()
+        if cap is not None:  # recorded into a CUDA graph, not executed: counted when it replays
+            book = cap.own if mine else cap.foreign
+            book[name] = book.get(name, 0) + 1
+        if not mine:
+            if cap is None:
+                rec.foreign[name] = rec.foreign.get(name, 0) + 1
             return orig(self, *args, **kwargs)
         stats = rec.own.setdefault(name, KernelStats())
-        stats.launches += 1
+        stats.launches += cap is None
         if rec.audit is not None:
-            return rec.audit.on_launch(self, orig, args, kwargs, name, capturing())
+            return rec.audit.on_launch(self, orig, args, kwargs, name, cap is not None or capturing())
         if rec.suppress:
             _poison_args(args, kwargs, rec.protected)
             return None
