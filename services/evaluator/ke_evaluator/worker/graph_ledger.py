@@ -37,8 +37,23 @@ _graphs: weakref.WeakKeyDictionary[Any, Captured] = weakref.WeakKeyDictionary()
 _installed: list[str] = []
 
 
+# a graph class whose instances take no weak reference: held for the worker's life
+_held: dict[int, tuple[Any, Captured]] = {}
+
+
 def captured_by(graph: Any) -> Captured | None:
-    return _graphs.get(graph)
+    try:
+        return _graphs.get(graph)
+    except TypeError:
+        entry = _held.get(id(graph))
+        return entry[1] if entry is not None and entry[0] is graph else None
+
+
+def _remember(graph: Any, cap: Captured) -> None:
+    try:
+        _graphs[graph] = cap
+    except TypeError:
+        _held[id(graph)] = (graph, cap)
 
 
 def wrap(cls: type) -> None:
@@ -49,7 +64,7 @@ def wrap(cls: type) -> None:
     def capture_begin(self: Any, *args: Any, **kwargs: Any) -> Any:
         rec = launch_counter.current()
         cap = Captured(rec.module_name if rec is not None else None)
-        _graphs[self] = cap
+        _remember(self, cap)
         launch_counter.set_capture(cap)
         try:
             return begin(self, *args, **kwargs)
