@@ -34,7 +34,7 @@ MIN_KERNELS = 3
 # forward counts as a result cache, and its launch check sees no Triton launch on a
 # replay), so each try would be a wasted evaluation. A genome that names the knob still
 # lowers it (bench/cuda_graph_overhead.py measures it against the per-kernel path).
-SEARCHED = False
+SEARCHED = True  # now the evaluator audits replays (its README, "CUDA graph replays")
 
 # module-level helpers of a candidate with cuda_graph=on; the runner is a parameter of
 # _GraphReplay so the replay logic can be exercised off CUDA with an eager stand-in
