@@ -150,3 +150,49 @@ def test_integer_outputs_and_the_counterfactual_keeps_indices_in_range(kernels: 
         kernels.argmax_pairs[(1,)](src, idx, 64, BLOCK=64)
     assert not torch.equal(idx, expected)  # the computed values were replaced ...
     assert sorted(idx.tolist()) == sorted(expected.tolist())  # ... by its own values: valid indices
+
+
+def _python_launch(body):  # noqa: ANN001, ANN202
+    """A stand-in for ``JITFunction.run`` (the audit's bookkeeping, not Triton, is under test)."""
+    calls: list[int] = []
+
+    def orig(fn_obj, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls.append(1)
+        body(*args)
+
+    return orig, calls
+
+
+def test_a_tensor_descriptor_is_analysed_through_its_base() -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    src, dst = torch.randn(4, 8), torch.zeros(4, 8)
+    desc = TensorDescriptor.from_tensor(dst, [2, 8])
+    orig, calls = _python_launch(lambda s, d: d.base.copy_(s))
+    audit = arithmetic_audit.ArithmeticAudit()
+    audit.on_launch(None, orig, (src, desc), {}, "tma_copy", False)
+    (launch,) = audit.launches
+    assert not launch.computes and "values are those of argument #0" in launch.describe()
+    assert torch.equal(dst, src) and len(calls) > 1  # the reruns wrote copies, not dst
+    orig, _ = _python_launch(lambda s, d: d.base.copy_(s.exp()))
+    dst.zero_()
+    audit.on_launch(None, orig, (src, desc), {}, "tma_exp", False)
+    assert audit.launches[1].computes
+    torch.testing.assert_close(dst, src.exp())
+
+
+def test_memory_reached_otherwise_is_no_evidence_of_arithmetic() -> None:
+    class Handle:  # an object that hands the kernel an address
+        def __init__(self, t: torch.Tensor) -> None:
+            self.t = t
+
+        def data_ptr(self) -> int:
+            return self.t.data_ptr()
+
+    src, dst = torch.randn(8), torch.zeros(8)
+    orig, calls = _python_launch(lambda s, d: d.t.copy_(s.exp()))
+    audit = arithmetic_audit.ArithmeticAudit()
+    audit.on_launch(None, orig, (src, Handle(dst)), {}, "opaque", False)
+    (launch,) = audit.launches
+    assert launch.opaque and not launch.computes and len(calls) == 1  # run once, for real
+    torch.testing.assert_close(dst, src.exp())

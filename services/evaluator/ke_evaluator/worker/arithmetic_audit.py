@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import inspect
 import textwrap
 from collections.abc import Callable
@@ -71,12 +72,18 @@ class LaunchAudit:
     kernel: str
     writes: list[Write] = field(default_factory=list)
     captured: bool = False  # launched inside a CUDA graph capture: not analysed
+    # memory reached through an argument that is neither a tensor nor a descriptor dataclass
+    # over one: reruns on copies would write the real memory, so it is not analysed, and
+    # it is no evidence of arithmetic (else any such launch would excuse a copy kernel)
+    opaque: bool = False
 
     @property
     def computes(self) -> bool:
         return any(w.computes for w in self.writes)
 
     def describe(self) -> str:
+        if self.opaque:
+            return f"{self.kernel}: not analysed (memory passed other than as a tensor or a tensor descriptor)"
         if self.captured:
             return f"{self.kernel}: inside a graph capture"
         if not self.writes:
@@ -127,6 +134,9 @@ class ArithmeticAudit:
             return result
         if capturing:  # no clone, sync or comparison is allowed inside a capture
             self.launches.append(LaunchAudit(name, captured=True))
+            return orig(fn_obj, *args, **kwargs)
+        if any(_opaque(a) for a in list(args) + list(kwargs.values())):
+            self.launches.append(LaunchAudit(name, opaque=True))
             return orig(fn_obj, *args, **kwargs)
         tensors = _tensor_args(args, kwargs)
         pre = [_storage_clone(t) for t in tensors]
@@ -248,18 +258,45 @@ def random_fill(t: torch.Tensor) -> torch.Tensor:
 
 
 # -- tensors -------------------------------------------------------------------------------
+def _tensor_of(a: Any) -> torch.Tensor | None:
+    """The memory a launch argument hands the kernel: a tensor, or the ``base`` tensor of a
+    descriptor dataclass (``triton.tools.tensor_descriptor.TensorDescriptor``)."""
+    if isinstance(a, torch.Tensor):
+        return a
+    base = getattr(a, "base", None)
+    return base if dataclasses.is_dataclass(a) and isinstance(base, torch.Tensor) else None
+
+
+def _opaque(a: Any) -> bool:
+    """Reaches memory other than through ``_tensor_of`` (an object with ``data_ptr``)."""
+    return _tensor_of(a) is None and not isinstance(a, (int, float, bool, str, type(None))) \
+        and (callable(getattr(a, "data_ptr", None)) or isinstance(getattr(a, "base", None), torch.Tensor))
+
+
 def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
-    return [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
+    """The launch's tensors, each once (a tensor passed twice is one buffer)."""
+    out: list[torch.Tensor] = []
+    for a in list(args) + list(kwargs.values()):
+        t = _tensor_of(a)
+        if t is not None and all(u is not t for u in out):
+            out.append(t)
+    return out
+
+
+def _swap(a: Any, tensors: list[torch.Tensor], by: list[torch.Tensor]) -> Any:
+    t = _tensor_of(a)
+    if t is None:
+        return a
+    k = next(i for i, u in enumerate(tensors) if u is t)
+    return by[k] if isinstance(a, torch.Tensor) else dataclasses.replace(a, base=by[k])
 
 
 def _substitute(args: tuple[Any, ...], tensors: list[torch.Tensor], by: list[torch.Tensor]) -> tuple[Any, ...]:
-    ids = {id(t): k for k, t in enumerate(tensors)}
-    return tuple(by[ids[id(a)]] if isinstance(a, torch.Tensor) else a for a in args)
+    return tuple(_swap(a, tensors, by) for a in args)
 
 
 def _substitute_kw(kwargs: dict[str, Any], tensors: list[torch.Tensor], by: list[torch.Tensor]) -> dict[str, Any]:
-    ids = {id(t): k for k, t in enumerate(tensors)}
-    return {k: by[ids[id(a)]] if isinstance(a, torch.Tensor) else a for k, a in kwargs.items()}
+    return {k: _swap(a, tensors, by) for k, a in kwargs.items()}
 
 
 def _storage_clone(t: torch.Tensor) -> torch.Tensor:

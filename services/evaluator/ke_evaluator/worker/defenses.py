@@ -130,7 +130,8 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         raise Outcome("rejected", "its Triton kernels only move data; the arithmetic runs in library calls: "
                                   + "; ".join(la.describe() for la in analysed[:4])
                                   + _library_share(call, model, inputs0, device_type, set(recorder.own)))
-    if not computing:
+    if not any(w.computes for la in computing for w in la.writes):
+        summary["computed_values_reach_output"] = "not checked: no computing launch could be analysed"
         return
     counter = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
     again = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=counter)
