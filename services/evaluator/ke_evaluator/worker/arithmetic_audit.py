@@ -98,6 +98,15 @@ class ArithmeticAudit:
     launches: list[LaunchAudit] = field(default_factory=list)
     plan: list[LaunchAudit] | None = None
     position: int = 0
+    # storage spans of the forward's inputs and the module's parameters and buffers: a
+    # kernel rewriting them with the values they hold changes nothing, so no rerun asks
+    # (the reruns cost a launch each; in the CPU interpreter they dominated the audit)
+    protected: list[tuple[int, int]] = field(default_factory=list)
+
+    def _is_protected(self, t: torch.Tensor) -> bool:
+        st = t.untyped_storage()
+        lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
+        return any(lo < p_hi and p_lo < hi for p_lo, p_hi in self.protected)
 
     @classmethod
     def counterfactual(cls, launches: list[LaunchAudit]) -> ArithmeticAudit:
@@ -147,7 +156,7 @@ class ArithmeticAudit:
         # memory that still holds this very result): one run per such argument, on copies
         # with that argument alone NaN-filled, shows whether the kernel writes it
         for i, t in enumerate(tensors):
-            if i not in changed and _prefillable(t) and t.numel():
+            if i not in changed and _prefillable(t) and t.numel() and not self._is_protected(t):
                 probe = [_storage_clone(p) for p in pre]
                 _prefill(probe[i])
                 orig(fn_obj, *_substitute(args, tensors, probe), **_substitute_kw(kwargs, tensors, probe))

@@ -75,6 +75,12 @@ def error_budget(ref64: Callable[[], Any], key: str, out: Any, ref: Any, factor:
                                    f"({factor:g}x eager PyTorch's own error {eager_err:.3g}); precision downgrade?")
 
 
+def _spans(module: torch.nn.Module, inputs: list[Any]) -> list[tuple[int, int]]:
+    """Storage spans of the call's inputs and the module's parameters and buffers."""
+    spans = [output_checks.storage_span(t) for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
+    return spans + [output_checks.storage_span(t) for t in list(module.parameters()) + list(module.buffers())]
+
+
 def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       cand_model: torch.nn.Module, recorder: launch_counter.LaunchRecorder, inputs0: list[Any],
                       ref0: Any, spec: loading.LoadedSpec, v: Verdict) -> None:
@@ -82,9 +88,8 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     given (inputs and parameters excepted). A result that is still correct was not
     computed by the candidate's kernels (decoy kernel + library fallback)."""
     probe_in = output_checks.clone_tree(inputs0)
-    protected = [output_checks.storage_span(t) for t in output_checks.leaves(probe_in) if isinstance(t, torch.Tensor)]
-    protected += [output_checks.storage_span(t) for t in list(cand_model.parameters()) + list(cand_model.buffers())]
-    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True, protected=protected)
+    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True,
+                                          protected=_spans(cand_model, probe_in))
     poison(probe_in)
     try:
         with launch_counter.recording(probe):
@@ -115,12 +120,13 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     compute must reach the output (``arithmetic_audit``): a copy of a library result through
     a Triton kernel is rejected. ``model()`` gives the module to probe (a fresh one for a
     graph-replaying candidate, so that its kernels launch eagerly again)."""
-    audit = arithmetic_audit.ArithmeticAudit()
-    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
+    module = model()
     probe_in = output_checks.clone_tree(inputs0)
+    audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in))
+    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
     poison(probe_in)
     with launch_counter.recording(probe):
-        call(model(), probe_in)
+        call(module, probe_in)
     analysed = [la for la in audit.launches if not la.captured]
     computing = audit.computing()
     summary = {"launches": len(audit.launches), "computing": len(computing),
