@@ -15,7 +15,10 @@ Stdlib only: the parent calls this before any worker is involved.
 from __future__ import annotations
 
 import ast
+import textwrap
 from dataclasses import dataclass, field
+
+from . import graph_replay
 
 # Modules a Triton candidate may import (prefix match on dotted names).
 ALLOWED_IMPORTS: tuple[str, ...] = (
@@ -500,6 +503,73 @@ def _state_findings(tree: ast.Module) -> list[Finding]:
     return found
 
 
+_GRAPH_ATTR = "_ke_graph_replay"
+_GRAPH_REASON = "CUDA graph capture"
+_STATE_REASON = "mutable state written outside __init__ (result caching)"
+
+
+def _span(node: ast.AST) -> range:
+    first = int(getattr(node, "lineno", 0))
+    return range(first, int(getattr(node, "end_lineno", None) or first) + 1)
+
+
+def _graph_exemptions(tree: ast.Module) -> tuple[set[int], set[int]]:
+    """Lines where a CUDA-graph replay may capture, and where it may write state: those of
+    the emitted helpers and forward (``graph_replay``), compared as syntax trees, nothing
+    else. Empty when the module holds anything but exactly that code around them."""
+    canonical = {n.name: n for n in ast.parse(graph_replay.HELPERS).body
+                 if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    defs: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in canonical:
+            defs.setdefault(n.name, []).append(n)
+    if not defs:
+        return set(), set()
+    helpers: dict[str, ast.AST] = {}
+    for name, node in canonical.items():
+        found = defs.get(name, [])
+        if len(found) != 1 or found[0] not in tree.body or ast.dump(found[0]) != ast.dump(node):
+            return set(), set()
+        helpers[name] = found[0]
+    # the helpers' names and ``torch`` are bound by nothing else (``torch`` by plain imports)
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                bound = a.asname or a.name.split(".")[0]
+                plain = isinstance(n, ast.Import) and a.asname is None and bound == "torch"
+                if bound in canonical or (bound == "torch" and not plain):
+                    return set(), set()
+        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and (n.id in canonical or n.id == "torch"):
+            return set(), set()
+    forwards = [f for f in ast.walk(tree)
+                if isinstance(f, ast.FunctionDef) and f.name == "forward" and _is_graph_forward(f)]
+    inside = {id(n) for h in list(helpers.values()) + forwards for n in ast.walk(h)}
+    for n in ast.walk(tree):
+        mentions = (isinstance(n, ast.Name) and n.id in canonical) or (
+            isinstance(n, ast.Attribute) and n.attr == _GRAPH_ATTR) or (
+            isinstance(n, ast.Constant) and n.value == _GRAPH_ATTR)
+        if mentions and id(n) not in inside:
+            return set(), set()
+    runner, replay_cls = helpers["_graph_runner"], helpers["_GraphReplay"]
+    assert isinstance(replay_cls, ast.ClassDef)
+    call = next(m for m in replay_cls.body if isinstance(m, ast.FunctionDef) and m.name == "__call__")
+    state = set(_span(call))
+    for f in forwards:
+        state |= {a.lineno for a in ast.walk(f) if isinstance(a, ast.Assign)
+                  and any(isinstance(t, ast.Attribute) and t.attr == _GRAPH_ATTR for t in a.targets)}
+    return set(_span(runner)), state
+
+
+def _is_graph_forward(fn: ast.FunctionDef) -> bool:
+    a = fn.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or not a.args or a.args[0].arg != "self":
+        return False
+    params = [p.arg for p in a.args[1:]]
+    expected = ast.parse(textwrap.dedent("\n".join(graph_replay.forward_lines("self", params)))).body[0]
+    assert isinstance(expected, ast.FunctionDef)
+    return [ast.dump(x) for x in fn.body] == [ast.dump(x) for x in expected.body]
+
+
 def check_candidate(source: str, spec_module_names: set[str] | None = None) -> StaticReport:
     """Parse and police a candidate; never raises."""
     try:
@@ -518,6 +588,11 @@ def check_candidate(source: str, spec_module_names: set[str] | None = None) -> S
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             checker.visit(node)
     checker.findings.extend(_state_findings(tree))
+    capture_lines, state_lines = _graph_exemptions(tree)
+    if capture_lines:
+        checker.findings = [f for f in checker.findings
+                            if not (f.reason == _GRAPH_REASON and f.line in capture_lines)
+                            and not (f.reason == _STATE_REASON and f.line in state_lines)]
     # By line; at one line the named reason comes before the generic "patches an attribute".
     checker.findings.sort(key=lambda f: (f.line, f.reason.startswith(("patches a module", "import of"))))
     has_model_new = any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body) or any(

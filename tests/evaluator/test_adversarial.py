@@ -31,6 +31,11 @@ FULL_POLICY = [
     ("mutate_input", RELU, "incorrect", "modified in place"),
     ("precision_downgrade", "test:affine_loose_tolerance", "incorrect", "precision downgrade"),
     ("decoy_kernel_functional", RELU, "rejected", "does not depend"),
+    # library calls with Triton kernels that only move their result (README "Library calls")
+    ("library_forward_copy_kernel", RELU, "rejected", "only move data"),
+    ("library_forward_add_zero", RELU, "rejected", "only move data"),
+    ("library_forward_transpose_kernel", RELU, "rejected", "only move data"),
+    ("decoy_compute_plus_copy", RELU, "rejected", "do not reach the output"),
     ("pointer_cache", RELU, "rejected", "result caching"),
     ("value_cache", RELU, "rejected", "result caching"),
     ("cross_job_store", RELU, "rejected", "frame/global inspection"),

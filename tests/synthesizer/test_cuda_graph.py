@@ -38,11 +38,11 @@ def _reference(name: str) -> types.ModuleType:
 
 
 def test_the_knob_is_offered_for_whole_models_only(synth: OfflineSynthesizer, monkeypatch: pytest.MonkeyPatch) -> None:
-    # not searched by default (the evaluator cannot audit a replay yet), only when a genome names it
+    # searched by default (the evaluator audits a replay); unsearched, only when a genome names it
+    assert ("cuda_graph", ["off", "on"]) in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL)
+    monkeypatch.setattr(cuda_graph, "SEARCHED", False)
     assert all(key != "cuda_graph" for key, _ in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL))
     assert ("cuda_graph", ["off", "on"]) in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL, {"cuda_graph": "off"})
-    monkeypatch.setattr(cuda_graph, "SEARCHED", True)
-    assert ("cuda_graph", ["off", "on"]) in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL)
     assert all(key != "cuda_graph" for key, _ in synth.space(example_source("relu_scale_add"), "relu_scale_add"))
 
 

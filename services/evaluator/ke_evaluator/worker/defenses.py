@@ -15,7 +15,7 @@ import torch
 
 from kernelevolve.ports.verdict import Verdict
 
-from . import launch_counter, loading, output_checks, tolerance
+from . import arithmetic_audit, diagnosis, launch_counter, loading, output_checks, tolerance
 
 
 class Outcome(Exception):
@@ -65,6 +65,12 @@ def budget_evidence(v: Verdict, key: str, cmp: tolerance.Comparison) -> None:
                                            "eager_error": cmp.reference_error, "budget": cmp.details["budget"]}
 
 
+def _spans(module: torch.nn.Module, inputs: list[Any]) -> list[tuple[int, int]]:
+    """Storage spans of the call's inputs and the module's parameters and buffers."""
+    spans = [output_checks.storage_span(t) for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
+    return spans + [output_checks.storage_span(t) for t in list(module.parameters()) + list(module.buffers())]
+
+
 def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       cand_model: torch.nn.Module, recorder: launch_counter.LaunchRecorder, inputs0: list[Any],
                       ref0: Any, spec: loading.LoadedSpec, v: Verdict) -> None:
@@ -72,9 +78,8 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     given (inputs and parameters excepted). A result that is still correct was not
     computed by the candidate's kernels (decoy kernel + library fallback)."""
     probe_in = output_checks.clone_tree(inputs0)
-    protected = [output_checks.storage_span(t) for t in output_checks.leaves(probe_in) if isinstance(t, torch.Tensor)]
-    protected += [output_checks.storage_span(t) for t in list(cand_model.parameters()) + list(cand_model.buffers())]
-    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True, protected=protected)
+    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True,
+                                          protected=_spans(cand_model, probe_in))
     poison(probe_in)
     try:
         with launch_counter.recording(probe):
@@ -87,6 +92,72 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
+
+
+def fresh_model(cls: type, init: list[Any], seed: int, device: torch.device, ref_model: torch.nn.Module
+                ) -> torch.nn.Module:
+    """Another instance of the candidate, built and loaded as the judged one was (no graph
+    captured yet)."""
+    model = loading.build_model(cls, init, seed, device)
+    loading.copy_parameters(ref_model, model)
+    return model
+
+
+def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
+                      model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
+                      inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device_type: str, v: Verdict) -> None:
+    """The candidate's own kernels must do part of the operator's arithmetic, and what they
+    compute must reach the output (``arithmetic_audit``): a copy of a library result through
+    a Triton kernel is rejected. ``model()`` gives the module to probe (a fresh one for a
+    graph-replaying candidate, so that its kernels launch eagerly again)."""
+    module = model()
+    probe_in = output_checks.clone_tree(inputs0)
+    audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in))
+    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
+    poison(probe_in)
+    with launch_counter.recording(probe):
+        call(module, probe_in)
+    analysed = [la for la in audit.launches if not la.captured]
+    computing = audit.computing()
+    summary = {"launches": len(audit.launches), "computing": len(computing),
+               "moves_only": [la.describe() for la in analysed if not la.computes][:8]}
+    v.evidence["kernel_arithmetic"] = summary
+    if analysed and not computing:
+        raise Outcome("rejected", "its Triton kernels only move data; the arithmetic runs in library calls: "
+                                  + "; ".join(la.describe() for la in analysed[:4])
+                                  + _library_share(call, model, inputs0, device_type, set(recorder.own)))
+    if not any(w.computes for la in computing for w in la.writes):
+        summary["computed_values_reach_output"] = "not checked: no computing launch could be analysed"
+        return
+    counter = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
+    again = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=counter)
+    cf_in = output_checks.clone_tree(inputs0)
+    poison(cf_in)
+    try:
+        with launch_counter.recording(again):
+            out = call(model(), cf_in)
+    except Exception:  # noqa: BLE001 - failing without its computed values means it needs them
+        summary["computed_values_reach_output"] = "raises without them"
+        return
+    structure_ok = not output_checks.check_structure(out, ref0, cf_in, strict_strides=False)
+    if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
+        raise Outcome("rejected", "the values its Triton kernels compute do not reach the output: with them "
+                                  "replaced by random values it is still correct (the arithmetic that matters "
+                                  "runs in library calls; computing: "
+                                  + "; ".join(la.describe() for la in computing[:3]) + ")"
+                                  + _library_share(call, model, inputs0, device_type, set(recorder.own)))
+    summary["computed_values_reach_output"] = True
+
+
+def _library_share(call: Callable[[torch.nn.Module, list[Any]], Any], model: Callable[[], torch.nn.Module],
+                   inputs0: list[Any], device_type: str, own: set[str]) -> str:
+    """`` [library: 87% of the time; aten::mm x1, ...]`` for a rejection's reason."""
+    probe_in = output_checks.clone_tree(inputs0)
+    module = model()
+    frac, _, ops = diagnosis.library_time_fraction(lambda: call(module, probe_in), device_type, own)
+    top = sorted(ops.items(), key=lambda kv: -kv[1])[:5]
+    listed = ", ".join(f"{k} x{n}" for k, n in top) or "none seen"
+    return f" [library calls: {listed}; {frac:.0%} of the forward's time]"
 
 
 def poison_allocator(device: torch.device, like: list[Any], output_sizes: set[int]) -> None:

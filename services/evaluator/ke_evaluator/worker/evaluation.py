@@ -34,7 +34,18 @@ from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timin
 
 from ..backends import DeviceBackend, for_torch_device
 from ..device_lock import DeviceLock, Mode
-from . import defenses, diagnosis, launch_counter, loading, memory, output_checks, reference_cache, timing, tolerance
+from . import (
+    defenses,
+    diagnosis,
+    graph_ledger,
+    launch_counter,
+    loading,
+    memory,
+    output_checks,
+    reference_cache,
+    timing,
+    tolerance,
+)
 from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .global_state import GlobalState, set_precision_flags, snapshot, state_violations
@@ -100,6 +111,7 @@ class Evaluator:
         self._before: GlobalState | None = None
         self._refs: reference_cache.JobReferences | None = None  # the running job's view of ref_cache
         self._mem = memory.JobMemory(torch.device("cpu"))  # the running job's memory measurement
+        graph_ledger.install()  # a CUDA graph replay stands for the launches it captured
 
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
@@ -237,6 +249,7 @@ class Evaluator:
         v.evidence["parameters"] = loading.copy_parameters(ref_model, cand_model)
 
         recorder = launch_counter.LaunchRecorder(module_name=mod_name)
+        graph_seen = [0, 0]  # CUDA graph replays over the job's candidate calls, launches they stood for
         seed = opts.seed
         inputs0 = refs.inputs("trial 0", lambda: spec.inputs(seed + 1000, dev))
 
@@ -254,7 +267,12 @@ class Evaluator:
             self._check_state(before)
             if recorder.total_own() == 0:
                 foreign = f"; other kernels launched: {sorted(recorder.foreign)}" if recorder.foreign else ""
-                raise Outcome("rejected", f"no Triton kernel defined by the candidate launched ({label}){foreign}")
+                graph = (f"; {recorder.graph_replays} CUDA graph replay(s) of no kernel of its own"
+                         if recorder.graph_replays else "")
+                raise Outcome("rejected", f"no Triton kernel defined by the candidate launched ({label}){foreign}"
+                                          f"{graph}")
+            graph_seen[0] += recorder.graph_replays
+            graph_seen[1] += recorder.replayed_launches
             return out
 
         first_in = output_checks.clone_tree(inputs0)
@@ -371,8 +389,18 @@ class Evaluator:
 
         # ---- the output must depend on the candidate's kernels ---------------------------
         self._step_aside()
+        if graph_seen[0]:
+            v.evidence["cuda_graph"] = {"replays": graph_seen[0], "replayed_launches": graph_seen[1]}
+
+        def probe_model() -> torch.nn.Module:
+            # calls that replay a CUDA graph launch nothing: a fresh instance captures again,
+            # so that its kernels launch (and can be suppressed, audited) on the way
+            return defenses.fresh_model(cls, init, seed, dev, ref_model) if graph_seen[0] else cand_model
+
         if opts.check_kernel_dependency:
-            defenses.kernel_dependency(self._call, self.poison, cand_model, recorder, inputs0, ref_out0, spec, v)
+            defenses.kernel_dependency(self._call, self.poison, probe_model(), recorder, inputs0, ref_out0, spec, v)
+            defenses.kernel_arithmetic(self._call, self.poison, probe_model, recorder, inputs0, ref_out0,
+                                       spec, dev.type, v)
         self._check_state(before)
 
         lap("correctness_and_integrity")

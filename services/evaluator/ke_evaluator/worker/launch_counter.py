@@ -11,6 +11,8 @@ candidate module) from anyone else's.
 Suppression mode replaces each candidate launch by a NaN-fill of the tensor arguments
 that are not protected (inputs and parameters): the outputs the kernel would have written.
 If the candidate's result still matches the reference, the kernels did no needed work.
+Audit mode hands every candidate launch to ``arithmetic_audit`` (what it writes, against
+what it was given).
 Worker side: imports torch and triton only.
 """
 
@@ -38,6 +40,12 @@ class LaunchRecorder:
     protected: list[tuple[int, int]] = field(default_factory=list)
     own: dict[str, KernelStats] = field(default_factory=dict)
     foreign: dict[str, int] = field(default_factory=dict)
+    # arithmetic_audit.ArithmeticAudit: every own launch goes through it (a probe run)
+    audit: Any = None
+    # CUDA graph replays in this recording, and the launches of the candidate's own kernels
+    # they stand for (graph_ledger.py)
+    graph_replays: int = 0
+    replayed_launches: int = 0
 
     def total_own(self) -> int:
         return sum(k.launches for k in self.own.values())
@@ -45,6 +53,7 @@ class LaunchRecorder:
     def reset(self) -> None:
         self.own.clear()
         self.foreign.clear()
+        self.graph_replays = self.replayed_launches = 0
 
 
 _state = threading.local()
@@ -55,20 +64,35 @@ def current() -> LaunchRecorder | None:
     return getattr(_state, "recorder", None)
 
 
-class recording:
-    """Context manager: count launches of ``module_name``'s kernels while active."""
+def current_capture() -> Any:
+    """The CUDA graph capture in progress on this thread (``graph_ledger.Captured``), if any."""
+    return getattr(_state, "capture", None)
 
-    def __init__(self, recorder: LaunchRecorder) -> None:
+
+def set_capture(capture: Any) -> None:
+    _state.capture = capture
+
+
+class recording:
+    """Context manager: count launches of ``module_name``'s kernels while active (None:
+    count nothing)."""
+
+    def __init__(self, recorder: LaunchRecorder | None) -> None:
         self.recorder = recorder
         self._prev: LaunchRecorder | None = None
 
-    def __enter__(self) -> LaunchRecorder:
+    def __enter__(self) -> LaunchRecorder | None:
         self._prev = current()
         _state.recorder = self.recorder
         return self.recorder
 
     def __exit__(self, *exc: object) -> None:
         _state.recorder = self._prev
+
+
+def capturing() -> bool:
+    """Whether the current CUDA stream is being captured into a graph."""
+    return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
 def _storage_span(t: torch.Tensor) -> tuple[int, int]:
@@ -96,11 +120,19 @@ def _wrap(cls: type) -> None:
         fn = getattr(self, "fn", None)
         mod = getattr(fn, "__module__", None)
         name = getattr(fn, "__name__", type(self).__name__)
-        if rec.module_name is None or mod != rec.module_name:
-            rec.foreign[name] = rec.foreign.get(name, 0) + 1
+        mine = rec.module_name is not None and mod == rec.module_name
+        cap = current_capture()
+        if cap is not None:  # recorded into a CUDA graph, not executed: counted when it replays
+            book = cap.own if mine else cap.foreign
+            book[name] = book.get(name, 0) + 1
+        if not mine:
+            if cap is None:
+                rec.foreign[name] = rec.foreign.get(name, 0) + 1
             return orig(self, *args, **kwargs)
         stats = rec.own.setdefault(name, KernelStats())
-        stats.launches += 1
+        stats.launches += cap is None
+        if rec.audit is not None:
+            return rec.audit.on_launch(self, orig, args, kwargs, name, cap is not None or capturing())
         if rec.suppress:
             _poison_args(args, kwargs, rec.protected)
             return None

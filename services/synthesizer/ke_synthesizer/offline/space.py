@@ -60,8 +60,8 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None,
         if library_offered(plan, anchor):
             out.append(Knob(key, "impl", anchor, IMPL_CHOICES))
     if len(plan.groups) >= cuda_graph.MIN_KERNELS and (cuda_graph.SEARCHED or cuda_graph.KNOB in genome):
-        # whole models: replay the forward's many launches as one CUDA graph (asked for
-        # explicitly until the evaluator can audit a replay: see cuda_graph.SEARCHED)
+        # whole models: replay the forward's many launches as one CUDA graph (searched
+        # while cuda_graph.SEARCHED; a genome that names it always gets it)
         out.append(Knob(cuda_graph.KNOB, cuda_graph.KNOB, "", cuda_graph.CHOICES))
     if plan.spec.rewrites.get("attention"):
         # attention written in plain ops: one flash kernel, or matmul / softmax / matmul kernels
