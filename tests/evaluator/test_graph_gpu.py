@@ -61,13 +61,16 @@ def test_an_honest_graph_candidate_is_correct(gpu_judge: Judge) -> None:
     assert v.evidence["cuda_graph"]["replays"] >= 5
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    (gc.LIBRARY_COPY, "only move data"),  # a capture that hides a library forward behind a copy
-    (gc.DECOY, "does not depend"),  # a kernel captured next to the torch forward that answers
+@pytest.mark.parametrize(("body", "reasons"), [
+    (gc.LIBRARY_COPY, ("only move data",)),  # a capture that hides a library forward behind a copy
+    # a kernel captured next to the torch forward that answers: on an H100 the arithmetic
+    # audit's replacement pass names it first ("do not reach the output"), the dependency
+    # check would too ("does not depend"); either is the same rejection
+    (gc.DECOY, ("does not depend", "do not reach the output")),
 ])
-def test_graphs_around_library_forwards_are_rejected(gpu_judge: Judge, body: str, reason: str) -> None:
-    v = gpu_judge.evaluate(example(RELU), gc.graph_candidate("cheat", body), candidate_id=reason)
-    assert v.status == "rejected" and reason in v.reason, v.reason
+def test_graphs_around_library_forwards_are_rejected(gpu_judge: Judge, body: str, reasons: tuple[str, ...]) -> None:
+    v = gpu_judge.evaluate(example(RELU), gc.graph_candidate("cheat", body), candidate_id=reasons[0])
+    assert v.status == "rejected" and any(r in v.reason for r in reasons), v.reason
 
 
 def test_a_stale_replay_is_caught_with_and_without_the_static_policy(gpu_judge: Judge,
