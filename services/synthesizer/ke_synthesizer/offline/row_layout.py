@@ -145,9 +145,12 @@ def classify(plan_spec: Any, lay: RowLayout, rinfo: RowInfo, v: Any, layout: str
         op.cls = "col"
     else:
         op.guard = False  # read in place through its strides
-        # a dim where the operand has extent 1 but the group does not is broadcast: no term
+        # a dim where the operand has extent 1 but the group does not is broadcast: no term.
+        # A per-row operand (keepdim shape, `x.mean(dim=(2, 3), keepdim=True) + bias[C, 1, 1]`)
+        # has extent 1 along the reduced dims, whose index names (i2, i3) are column indices of
+        # the full tile (or undefined in a per-row epilogue): no term there either.
         op.dims = tuple(full_dims[j] for j in range(r) if not (padded[j] == 1 and target[j] != 1)
-                        and j >= r - len(shape))
+                        and j >= r - len(shape) and not (layout == "row" and full_dims[j] in lay.dims))
     return op
 
 
