@@ -132,7 +132,10 @@ def classify(plan_spec: Any, lay: RowLayout, rinfo: RowInfo, v: Any, layout: str
         raise LoweringError(f"operand of rank {len(shape)} in a rank-{r} row group")
     padded = (1,) * (r - len(shape)) + tuple(shape)
     op = Operand(v, layout, "strided", len(shape), guard=not param)
-    if layout == "full" and padded == rinfo.full and contiguous:
+    # full: the operand's own shape, not only its padded one (the launcher checks
+    # t.shape == full; a LayerNorm weight [5, 5, 2] of a batch-1 input [1, 5, 5, 2] pads
+    # to the full shape but is a col operand, and is one at any batch size)
+    if layout == "full" and tuple(shape) == rinfo.full and contiguous:
         op.cls = "full"
     elif all(s == 1 for s in padded):
         op.cls, op.guard = "one", False
