@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     synth = OfflineSynthesizer()
     totals = [0] * 6
-    failed = 0
+    failed = refused = 0
     for lo in range(args.start, args.start + args.count, args.chunk):
         hi = min(lo + args.chunk, args.start + args.count)
         report = run_cases(synth, range(lo, hi), genomes=args.genomes)
@@ -32,17 +32,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             for jid, nodes in report.fallbacks.items():
                 print(f"  library calls in {jid}: {', '.join(nodes)}")
+        for f in report.refused:
+            print(f"  refused {f.case.name} [{' -> '.join(f.case.steps)}]: {f.reason[:200]}")
         for f in report.failures:
             where = f" genome={f.genome}" if f.genome else ""
             print(f"  FAIL {f.case.name} [{' -> '.join(f.case.steps)}, {f.case.dtype}]{where}: {f.reason[:400]}")
             if args.save:
                 print(f"    saved {save_regression(f)}")
         failed += len(report.failures)
+        refused += len(report.refused)
         for i, n in enumerate((report.cases, report.invalid, report.candidates, report.full, report.partial,
                                report.none)):
             totals[i] += n
     print(f"total: {totals[0]} cases ({totals[1]} invalid references), {totals[2]} candidates: "
-          f"{totals[3]} lowered fully, {totals[4]} partly, {totals[5]} not at all; {failed} failed")
+          f"{totals[3]} lowered fully, {totals[4]} partly, {totals[5]} not at all; "
+          f"{refused} refused an extra shape set; {failed} failed")
     return 1 if failed else 0
 
 

@@ -333,13 +333,48 @@ def generate(seed: int) -> FuzzCase:
     if all(s in VIEWS for s in b.steps):  # views only: nothing to compute, make it compute
         v, shape = _step_unary(b, v, shape)
     name = f"fuzz_{seed}"
-    # half the cases also run on a non-contiguous x of the same shape (a permuted tensor):
-    # strides the captured example did not have
-    strided = len(x_shape) >= 2 and rng.random() < 0.5
-    return FuzzCase(seed, name, _source(name, b, inputs, v, strided), dtype, b.steps)
+    cast = {"float16": ".to(torch.float16)", "bfloat16": ".to(torch.bfloat16)"}.get(dtype, "")
+    base = _source(name, b, inputs, v, [])
+    extra = [sets for sets in _extra_inputs(rng, inputs, cast) if _runs(base, sets)]
+    return FuzzCase(seed, name, _source(name, b, inputs, v, extra), dtype, b.steps)
 
 
-def _source(name: str, b: _Builder, inputs: list[tuple[str, tuple[int, ...]]], out: str, strided: bool) -> str:
+def _randn(shape: tuple[int, ...], cast: str) -> str:
+    return f"torch.randn({', '.join(map(str, shape))}){cast}"
+
+
+def _extra_inputs(rng: random.Random, inputs: list[tuple[str, tuple[int, ...]]], cast: str) -> list[str]:
+    """Candidate extra input sets (each kept only if the reference runs on it): another
+    extent of x's first dim (y's too where it has that extent), shapes the example did not
+    have; and in half the cases a non-contiguous x of the same shape (a permuted tensor),
+    strides the example did not have."""
+    (_, xs), rest = inputs[0], inputs[1:]
+    sets = []
+    other = rng.choice([s for s in SIZES if s != xs[0] and s * math.prod(xs[1:]) <= MAX_NUMEL] or [xs[0]])
+    if other != xs[0]:
+        resized = [_randn((other,) + xs[1:], cast)]
+        resized += [_randn((other,) + s[1:] if len(s) == len(xs) and s[0] == xs[0] else s, cast) for _, s in rest]
+        sets.append(", ".join(resized))
+    if len(xs) >= 2 and rng.random() < 0.5:
+        rev = ", ".join(str(d) for d in reversed(range(len(xs))))
+        sets.append(", ".join([f"{_randn(tuple(reversed(xs)), cast)}.permute({rev})"]
+                              + [_randn(s, cast) for _, s in rest]))
+    return sets
+
+
+def _runs(source: str, inputs: str) -> bool:
+    """Whether the reference of ``source`` runs on the input list ``inputs`` (spelled)."""
+    scope: dict[str, object] = {}
+    try:
+        exec(compile(source, "<case>", "exec"), scope)  # noqa: S102 - our own generated source
+        with torch.no_grad():
+            scope["Model"]()(*eval(f"[{inputs}]", scope))  # type: ignore[operator]  # noqa: S307
+    except Exception:  # noqa: BLE001 - a shape the reference refuses is just not used
+        return False
+    return True
+
+
+def _source(name: str, b: _Builder, inputs: list[tuple[str, tuple[int, ...]]], out: str, extra: list[str]) -> str:
     dt = {"float16": "torch.float16", "bfloat16": "torch.bfloat16"}.get(b.dtype)
     lines = [f'"""Generated case {name}: {" -> ".join(b.steps)} ({b.dtype})."""', "",
              "import torch", "import torch.nn as nn", "import torch.nn.functional as F", ""]
@@ -355,15 +390,13 @@ def _source(name: str, b: _Builder, inputs: list[tuple[str, tuple[int, ...]]], o
     lines += [f"        {line}" for line in b.body]
     lines += [f"        return {out}", "", ""]
     cast = f".to({dt})" if dt else ""
-    made = ", ".join(f"torch.randn({', '.join(map(str, s))}){cast}" for _, s in inputs)
+    made = ", ".join(_randn(s, cast) for _, s in inputs)
     lines += ["def get_inputs():", f"    return [{made}]", "", "",
               "def get_init_inputs():", "    return []", ""]
-    if strided:
-        (_, xs), rest = inputs[0], inputs[1:]
-        rev = ", ".join(str(d) for d in reversed(range(len(xs))))
-        made = ", ".join([f"torch.randn({', '.join(map(str, reversed(xs)))}){cast}.permute({rev})"]
-                         + [f"torch.randn({', '.join(map(str, s))}){cast}" for _, s in rest])
-        lines += ["", "def get_extra_inputs():", f"    return [[{made}]]", ""]
+    if extra:
+        lines += ["", "def get_extra_inputs():", "    return ["]
+        lines += [f"        [{sets}]," for sets in extra]
+        lines += ["    ]", ""]
     return "\n".join(lines)
 
 
