@@ -63,6 +63,7 @@ class _Builder:
     body: list[str] = field(default_factory=list)
     init_args: list[str] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)
+    made: dict[str, str] = field(default_factory=dict)  # input name -> how get_inputs makes it
     n: int = 0
 
     def name(self, prefix: str) -> str:
@@ -291,6 +292,28 @@ def _step_conv(b: _Builder, v: str, shape: tuple[int, ...]) -> tuple[str, tuple[
     return b.assign(f"self.{m}({v})"), (shape[0], k_out, 2 * shape[2] - 1, 2 * shape[3] - 1)
 
 
+def _step_cross_entropy(b: _Builder, v: str, shape: tuple[int, ...],
+                        inputs: list[tuple[str, tuple[int, ...]]]) -> tuple[str, tuple[int, ...]]:
+    """The logits so far into a cross-entropy against class indices, with random options."""
+    rng, (n, c) = b.rng, shape
+    inputs.append(("target", (n,)))
+    b.made["target"] = f"torch.randint(0, {c}, ({n},))"
+    opts = []
+    if rng.random() < 0.5:
+        w = b.name("cw")
+        b.init.append(f'self.register_buffer("{w}", torch.rand({c}) + 0.5)')
+        opts.append(f"weight=self.{w}")
+    if rng.random() < 0.5:
+        opts.append(f"label_smoothing={rng.choice((0.1, 0.3))}")
+    if rng.random() < 0.5:
+        opts.append(f"ignore_index={rng.randrange(c)}")
+    reduction = rng.choice(("mean", "sum", "none"))
+    opts.append(f'reduction="{reduction}"')
+    b.steps.append("cross_entropy")
+    out = b.assign(f"F.cross_entropy({v}, target, {', '.join(opts)})")
+    return out, ((n,) if reduction == "none" else ())
+
+
 def generate(seed: int) -> FuzzCase:
     """The spec of case ``seed`` (the same source for the same seed)."""
     rng = random.Random(seed)
@@ -332,10 +355,12 @@ def generate(seed: int) -> FuzzCase:
         others.append(before)
     if all(s in VIEWS for s in b.steps):  # views only: nothing to compute, make it compute
         v, shape = _step_unary(b, v, shape)
+    if dtype == "float32" and len(shape) == 2 and shape[1] > 1 and rng.random() < 0.3:
+        v, shape = _step_cross_entropy(b, v, shape, inputs)
     name = f"fuzz_{seed}"
     cast = {"float16": ".to(torch.float16)", "bfloat16": ".to(torch.bfloat16)"}.get(dtype, "")
     base = _source(name, b, inputs, v, [])
-    extra = [sets for sets in _extra_inputs(rng, inputs, cast) if _runs(base, sets)]
+    extra = [] if b.made else [sets for sets in _extra_inputs(rng, inputs, cast) if _runs(base, sets)]
     return FuzzCase(seed, name, _source(name, b, inputs, v, extra), dtype, b.steps)
 
 
@@ -390,7 +415,7 @@ def _source(name: str, b: _Builder, inputs: list[tuple[str, tuple[int, ...]]], o
     lines += [f"        {line}" for line in b.body]
     lines += [f"        return {out}", "", ""]
     cast = f".to({dt})" if dt else ""
-    made = ", ".join(_randn(s, cast) for _, s in inputs)
+    made = ", ".join(b.made.get(n, _randn(s, cast)) for n, s in inputs)
     lines += ["def get_inputs():", f"    return [{made}]", "", "",
               "def get_init_inputs():", "    return []", ""]
     if extra:
