@@ -107,6 +107,10 @@ def _dims_spelling(rng: random.Random, dims: list[int], rank: int, tuple_ok: boo
 
 def _step_unary(b: _Builder, v: str, shape: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
     tpl = b.rng.choice(UNARY)
+    if b.dtype != "float32" and tpl.startswith("torch.sin"):
+        # sin of a half-precision sum is ill-conditioned: the reference's rounding of a sum near
+        # 200 moves it by up to half an ulp (0.5), not a candidate error (case 394: 0.32 off)
+        tpl = "torch.tanh({v})"
     b.steps.append("unary")
     return b.assign(tpl.format(v=v)), shape
 
