@@ -204,10 +204,15 @@ def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node, log_probs: bool = Fal
     names = [("input", _REQ), ("target", _REQ), ("weight", None), ("size_average", None), ("ignore_index", -100),
              ("reduce", None), ("reduction", "mean")] + ([] if log_probs else [("label_smoothing", 0.0)])
     a = _fn_args(node, names)
-    if a is None or a["weight"] is not None or a["size_average"] is not None or a["reduce"] is not None:
+    if a is None or a["size_average"] is not None or a["reduce"] is not None:
         return None
-    x, t = a["input"], a["target"]
-    if len(shape_of(x) or ()) != 2 or len(shape_of(t) or ()) != 1 or a.get("label_smoothing", 0.0) != 0.0:
+    x, t, w = a["input"], a["target"], a["weight"]
+    smoothing = a.get("label_smoothing", 0.0)
+    if len(shape_of(x) or ()) != 2 or len(shape_of(t) or ()) != 1 or not isinstance(smoothing, (int, float)):
+        return None
+    # a module's weight buffer is a fresh get_attr node (no shape yet): the reference ran with it
+    if w is not None and (not isinstance(w, torch.fx.Node) or shape_of(w) != (shape_of(x) or ())[1:]
+                          and not (w.op == "get_attr" and shape_of(w) is None)):
         return None
     if t.meta["tensor_meta"].dtype not in (torch.int64, torch.int32):
         return None  # class probabilities as targets: library call
@@ -217,6 +222,21 @@ def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node, log_probs: bool = Fal
     picked = _call(g, torch.gather, x, 1, tu)
     valid = _call(g, torch.ne, tu, int(a["ignore_index"]))
     per_row = _call(g, torch.neg, picked) if lse is None else _call(g, torch.sub, lse, picked)
+    # torch (LossNLL.cpp): with class weights w, row i counts w[t_i] times, and the mean
+    # divides by the sum of w[t_i] over the rows not ignored; w[t_i] is picked like x[t_i]
+    # from w broadcast over the rows (zeros_like(x) + w: no gather of a parameter view)
+    wrow = _call(g, torch.add, _call(g, torch.zeros_like, x), w) if w is not None else None
+    wt = _call(g, torch.gather, wrow, 1, tu) if wrow is not None else None
+    if wt is not None:
+        per_row = _call(g, torch.mul, per_row, wt)
+    if smoothing:
+        # (1 - e) * nll + e / C * sum_c w_c * (lse - x_c), the smoothing term zero on ignored rows
+        assert lse is not None
+        logp = _call(g, torch.sub, x, lse)
+        smooth = _call(g, torch.neg, _call(g, torch.sum, logp if wrow is None else _call(g, torch.mul, logp, wrow),
+                                           1, keepdim=True))
+        per_row = _call(g, torch.add, _call(g, torch.mul, per_row, 1.0 - float(smoothing)),
+                        _call(g, torch.div, _call(g, torch.mul, smooth, float(smoothing)), _method(g, "size", x, 1)))
     loss = _call(g, torch.where, valid, per_row, 0.0)
     if a["reduction"] == "none":
         return _method(g, "squeeze", loss, 1)
@@ -224,7 +244,7 @@ def _cross_entropy(g: torch.fx.Graph, node: torch.fx.Node, log_probs: bool = Fal
         return _call(g, torch.sum, loss)
     if a["reduction"] != "mean":
         return None
-    count = _call(g, torch.sum, _call(g, torch.where, valid, 1.0, 0.0))
+    count = _call(g, torch.sum, _call(g, torch.where, valid, 1.0 if wt is None else wt, 0.0))
     return _call(g, torch.div, _call(g, torch.sum, loss), count)
 
 

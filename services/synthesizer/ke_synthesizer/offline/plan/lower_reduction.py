@@ -141,6 +141,10 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
     layout = info.layout_of(shape_of(node))
     if layout is None or layout == "full" and info.keep_shape != info.full:
         return None
+    if layout == "full":
+        # reduced dims of extent 1 in the example (`x.sum(0, keepdim=True)` of a batch of
+        # one): the output is still one value per row, and sized so on other shapes
+        layout = "row"
     return RowInfo(tuple(full), dims, layout)
 
 

@@ -132,7 +132,10 @@ def classify(plan_spec: Any, lay: RowLayout, rinfo: RowInfo, v: Any, layout: str
         raise LoweringError(f"operand of rank {len(shape)} in a rank-{r} row group")
     padded = (1,) * (r - len(shape)) + tuple(shape)
     op = Operand(v, layout, "strided", len(shape), guard=not param)
-    if layout == "full" and padded == rinfo.full and contiguous:
+    # full: the operand's own shape, not only its padded one (the launcher checks
+    # t.shape == full; a LayerNorm weight [5, 5, 2] of a batch-1 input [1, 5, 5, 2] pads
+    # to the full shape but is a col operand, and is one at any batch size)
+    if layout == "full" and tuple(shape) == rinfo.full and contiguous:
         op.cls = "full"
     elif all(s == 1 for s in padded):
         op.cls, op.guard = "one", False
@@ -145,9 +148,12 @@ def classify(plan_spec: Any, lay: RowLayout, rinfo: RowInfo, v: Any, layout: str
         op.cls = "col"
     else:
         op.guard = False  # read in place through its strides
-        # a dim where the operand has extent 1 but the group does not is broadcast: no term
+        # a dim where the operand has extent 1 but the group does not is broadcast: no term.
+        # A per-row operand (keepdim shape, `x.mean(dim=(2, 3), keepdim=True) + bias[C, 1, 1]`)
+        # has extent 1 along the reduced dims, whose index names (i2, i3) are column indices of
+        # the full tile (or undefined in a per-row epilogue): no term there either.
         op.dims = tuple(full_dims[j] for j in range(r) if not (padded[j] == 1 and target[j] != 1)
-                        and j >= r - len(shape))
+                        and j >= r - len(shape) and not (layout == "row" and full_dims[j] in lay.dims))
     return op
 
 
