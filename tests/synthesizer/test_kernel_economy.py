@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.emit.forward_loops import roll
 from ke_synthesizer.offline.emit.kernel_sharing import Generated, count_kernels, share
@@ -210,3 +211,22 @@ def test_steps_that_read_older_steps_are_not_rolled() -> None:
     codes = _recurrence(6, older=True)
     assert roll(codes) == codes
     assert roll(_recurrence(2)) == _recurrence(2)  # too few steps for a loop
+
+
+def test_a_rolled_recurrent_candidate_is_judged_with_every_launch_counted(judge: Judge) -> None:
+    """The evaluator's protocol (integrity checks, launch accounting at ``JITFunction.run``)
+    on a candidate whose steps are a loop over shared launchers: every step's launches
+    are counted, as the unrolled forward's were."""
+    src = (EXAMPLES_DIR / "model_lstm_classifier.py").read_text()
+    source = _seed(src, "model_lstm_classifier")
+    assert "for _step in range(" in source
+    verdict = judge.evaluate(src, source, "model_lstm_classifier")
+    assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
+    forward = source[source.index("    def forward("):]
+    looped = sum(int(n) for n in re.findall(r"for _step\w* in range\((\d+)\):", forward))
+    assert looped >= 2 * 5  # two layers: each loop covers all but its layer's last step
+    launches = verdict.evidence["kernel_launches"]  # kernel name -> launches counted
+    assert set(launches) <= set(re.findall(r"^def (\w+)\(", source, re.MULTILINE))
+    # the hidden projection: one shared kernel, launched at every step of both layers
+    # (the looped steps plus each layer's last, unrolled one), per forward
+    assert max(launches.values()) == looped + 2, launches
