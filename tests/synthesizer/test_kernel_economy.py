@@ -185,7 +185,8 @@ def _recurrence(steps: int, older: bool = False) -> list[str]:
 
 def _run(codes: list[str]) -> Any:
     scope: dict[str, Any] = {
-        "unbind": list, "zeros": lambda x: [0.0] * len(x[0]), "transpose": lambda w: w[::-1], "stack": list,
+        "unbind": list, "total": lambda s: [sum(col) for col in zip(*s, strict=True)],
+        "zeros": lambda x: [0.0] * len(x[0]), "transpose": lambda w: w[::-1], "stack": list,
         "launch_f": lambda h, w, x, h2: [a * b + c + d / 7 for a, b, c, d in zip(h, w, x, h2, strict=True)],
         "launch_g": lambda a, c: ([x + y for x, y in zip(a, c, strict=True)],
                                   [(x - y) / 3 for x, y in zip(a, c, strict=True)]),
@@ -230,3 +231,20 @@ def test_a_rolled_recurrent_candidate_is_judged_with_every_launch_counted(judge:
     # the hidden projection: one shared kernel, launched at every step of both layers
     # (the looped steps plus each layer's last, unrolled one), per forward
     assert max(launches.values()) == looped + 2, launches
+
+
+def test_a_later_loop_that_reads_every_step_of_an_earlier_one_reads_its_list() -> None:
+    """A second run whose every step collects all of the first run's step values (after the
+    first loop, the first step's name holds the last step's value: the list is read)."""
+    first = _recurrence(5)[:-2]
+    hs = ", ".join(f"t_h_{k}" for k in range(5))
+    second, z = [], "t_c0"
+    for k in range(4):
+        second += [f"t_s_{k} = stack([{hs}])", f"t_f_{k} = total(t_s_{k})",
+                   f"t_z_{k}, t_y_{k} = launch_g(t_f_{k}, {z})"]
+        z = f"t_z_{k}"
+    codes = first + second + [f"return {z}, t_c_4"]
+    looped = roll(codes)
+    assert [ln for ln in looped if ln.startswith("for ")] == ["for _step in range(5):", "for _step1 in range(4):"]
+    assert "    t_s_0 = stack([*t_h_0_steps])" in looped
+    assert _run(looped) == _run(codes)

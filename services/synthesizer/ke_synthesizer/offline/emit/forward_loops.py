@@ -78,6 +78,7 @@ def roll(codes: list[str]) -> list[str]:
             continue
         rolled.append((i, run.size * run.steps, _emit(lines, run, len(rolled), codes)))
         i = run.start + run.size * run.steps
+        lines[i:] = [_parse(c) for c in codes[i:]]  # _emit may have rewritten later statements
     if not rolled:
         return codes
     out: list[str] = []
@@ -157,6 +158,8 @@ def _dataflow(lines: list[_Line], s: int, size: int, steps: int, defined_at: dic
 
 
 def _emit(lines: list[_Line], run: _Run, n_loop: int, codes: list[str]) -> list[str]:
+    """The run as a loop; statements after it that list every step's value are rewritten
+    in ``codes`` to read the loop's list."""
     s, size, steps = run.start, run.size, run.steps
     end = s + size * steps
     step = f"_step{n_loop}" if n_loop else "_step"  # loops follow each other: one name each is clearer
@@ -197,13 +200,14 @@ def _emit(lines: list[_Line], run: _Run, n_loop: int, codes: list[str]) -> list[
     for (j, q), lst in lists.items():
         per_step = [lines[s + k * size + j].defs[q] for k in range(steps)]
         seq = ", ".join(per_step)
+        whole = re.compile(r"(?<!\w)" + re.escape(seq) + r"(?!\w)")  # not the start of t_mul_41 for t_mul_4
         fixed = False
         for c in range(end, len(codes)):
-            if seq in codes[c]:
-                codes[c] = codes[c].replace(seq, f"*{lst}")
+            if whole.search(codes[c]):
+                codes[c] = whole.sub(f"*{lst}", codes[c])
                 fixed = True
         if not fixed or any(re.search(rf"\b{d}\b", codes[c]) for d in per_step[:-1] for c in range(end, len(codes))):
-            out.append(f"{seq}, = {lst}" if steps == 1 else f"{seq} = {lst}")  # read one by one
+            out.append(f"{seq} = {lst}")  # read one by one
     return out
 
 
