@@ -72,9 +72,9 @@ def roll(codes: list[str]) -> list[str]:
     rolled: list[tuple[int, int, list[str]]] = []  # (first statement, statements replaced, loop)
     i = 0
     while i < len(lines):
-        run = _find(lines, i, defined_at, items)
+        run, covered = _find(lines, i, defined_at, items)
         if run is None:
-            i += 1
+            i += max(1, covered)
             continue
         rolled.append((i, run.size * run.steps, _emit(lines, run, len(rolled), codes)))
         i = run.start + run.size * run.steps
@@ -91,23 +91,25 @@ def roll(codes: list[str]) -> list[str]:
 
 
 def _find(lines: list[_Line], s: int, defined_at: dict[str, int],
-          items: dict[str, tuple[str, int]]) -> _Run | None:
+          items: dict[str, tuple[str, int]]) -> tuple[_Run | None, int]:
+    """The longest loop-shaped run starting at statement ``s``, and how many statements
+    repeated runs starting there cover (skipped when none has a loop's data flow: the
+    same steps seen from a later statement would fail the same way, and trying each one
+    costs time quadratic in the steps)."""
     best: _Run | None = None
+    covered = 0
     for size in range(1, MAX_BLOCK + 1):
         steps = 1
         while s + (steps + 1) * size <= len(lines) and all(
                 lines[s + steps * size + j].template == lines[s + j].template for j in range(size)):
             steps += 1
-        while steps >= MIN_STEPS:
-            run = _dataflow(lines, s, size, steps, defined_at, items)
-            if run is not None:
-                break
-            steps -= 1
-        else:
+        if steps < MIN_STEPS:
             continue
-        if best is None or size * steps > best.size * best.steps:
+        covered = max(covered, size * steps)
+        run = _dataflow(lines, s, size, steps, defined_at, items)
+        if run is not None and (best is None or size * steps > best.size * best.steps):
             best = run
-    return best
+    return best, covered
 
 
 def _dataflow(lines: list[_Line], s: int, size: int, steps: int, defined_at: dict[str, int],
