@@ -78,6 +78,8 @@ def _body(g: Generated) -> str:
 
 
 def share(generated: list[Generated]) -> Shared:
+    """Each distinct body once, under its first group's names (``generated`` in group
+    order); a family whose launcher is not ``launch_<kernel name>`` simply shares nothing."""
     first: dict[str, Generated] = {}
     launcher_of: dict[str, str] = {}
     kept: list[Generated] = []
