@@ -6,6 +6,7 @@ directions."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -91,11 +92,33 @@ def test_recurrent_layer_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
     # epilogue) and the gate's pointwise ops, fused
     forward = prop.source[prop.source.index("    def forward("):]
     steps, layers = case[4], case[2] * (2 if "bidirectional" in case[5] else 1)
-    assert forward.count("= launch_matmul_") == layers * (steps + 1), forward
+    assert _launches(forward, "= launch_matmul_") == layers * (steps + 1), forward
     # gate activations: a pointwise kernel (LSTM, GRU) or the matmul's epilogue (RNN)
-    gates = [ln for ln in forward.splitlines() if "= launch_" in ln and ("sigmoid" in ln or "tanh" in ln
-                                                                         or "relu" in ln)]
-    assert len(gates) >= layers * steps
+    gates = sum(_launches(ln, "= launch_") for ln in _executed(forward)
+                if "sigmoid" in ln or "tanh" in ln or "relu" in ln)
+    assert gates >= layers * steps
+    if steps >= 4:  # the time steps are a loop over the same launchers, not unrolled copies
+        assert re.search(r"^        for _step\w* in range\(\d+\):$", forward, re.MULTILINE), forward
+
+
+def _executed(forward: str) -> list[str]:
+    """The forward's lines, each repeated as often as it runs (``for _step in range(n):``
+    loops of rolled time steps)."""
+    out: list[str] = []
+    times = 1
+    for line in forward.splitlines():
+        loop = re.match(r"^        for _step\w* in range\((\d+)\):$", line)
+        if loop:
+            times = int(loop.group(1))
+            continue
+        if not line.startswith("            "):
+            times = 1
+        out += [line] * times
+    return out
+
+
+def _launches(forward: str, marker: str) -> int:
+    return sum(marker in line for line in _executed(forward))
 
 
 _HALF_SPEC = """

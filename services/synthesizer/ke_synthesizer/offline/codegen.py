@@ -21,6 +21,8 @@ from torch.fx.node import _get_qualified_name
 from kernelevolve.errors import LoweringError
 
 from .emit import cuda_graph
+from .emit.forward_loops import roll
+from .emit.kernel_sharing import Generated, share
 from .emit.launch_helpers import LAUNCH_HELPERS, used_launch_helpers
 from .emit.lower_pointwise import HELPERS, PointwiseEmitter
 from .families.family import KernelFamily
@@ -203,9 +205,8 @@ def _forward_signature(plan: Plan) -> str:
 
 def assemble(plan: Plan, genome: dict[str, str], families: Mapping[str, KernelFamily], title: str) -> str:
     emitter = PointwiseEmitter()
-    kernels: list[str] = []
-    launchers: list[str] = []
-    launcher_of: dict[int, str] = {}
+    generated: list[Generated] = []
+    gid_of: dict[str, int] = {}
     for g in plan.groups:
         if is_dead(plan, g):
             continue  # nothing outside reads its values (only shapes): no kernel
@@ -213,9 +214,12 @@ def assemble(plan: Plan, genome: dict[str, str], families: Mapping[str, KernelFa
             k_src, l_src, l_name = families[g.kind].generate(plan, g, genome, emitter)
         except Exception as exc:  # any generator gap demotes the group, never the candidate
             raise GroupFailure(g.key, {m.name for m in g.members}, f"{type(exc).__name__}: {exc}") from exc
-        kernels.append(k_src)
-        launchers.append(l_src)
-        launcher_of[g.gid] = l_name
+        generated.append(Generated(g.key, k_src, l_src, l_name))
+        gid_of[g.key] = g.gid
+    # groups with the same body (repeated layers, unrolled time steps) share one kernel
+    shared = share(generated)
+    kernels, launchers = shared.kernels, shared.launchers
+    launcher_of = {gid_of[key]: name for key, name in shared.launcher_of.items()}
 
     body = _forward_body(plan, families, launcher_of)
     parts = [f'"""{title}"""', "", "import math", "", "import torch", "import torch.nn as nn",
@@ -299,7 +303,7 @@ def _forward_body(plan: Plan, families: Mapping[str, KernelFamily], launcher_of:
             continue  # nothing reads this glue value
         live.update(reads)
         keep.append(code)
-    return keep[::-1]
+    return roll(keep[::-1])  # unrolled time steps (recurrent layers) as a loop: forward_loops.py
 
 
 def _render_output(v: Any) -> str:
