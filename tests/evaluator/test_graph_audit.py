@@ -18,7 +18,8 @@ import torch
 
 from ke_evaluator.judge import Judge
 from ke_evaluator.worker import arithmetic_audit, graph_ledger, launch_counter
-from ke_synthesizer.offline import OfflineSynthesizer, cuda_graph
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.emit import cuda_graph
 from kernelevolve import graph_replay
 from kernelevolve.static_policy import check_candidate
 from tests.synthesizer.conftest import example_source, lower_example
