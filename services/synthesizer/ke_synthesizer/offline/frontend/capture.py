@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from kernelevolve import spec_probe
 from kernelevolve.errors import InvalidSpecError
@@ -94,6 +94,9 @@ def _trace(model: torch.nn.Module, run: _Run, name: str, forward_params: list[st
     also give a verified graph of the shrunk spec."""
     errors: list[str] = []
     for gm, key in _candidates(model, run, name, forward_params, errors):
+        if run.fake is not None and _fake_constant(gm):
+            errors.append(f"{key}: a tensor computed while tracing became a constant of the graph")
+            continue
         if accept is not None and not accept(key):
             errors.append(f"{key}: not verified on the shrunk spec{': ' + accept.reason if accept.reason else ''}")
             continue
@@ -140,6 +143,20 @@ def _candidates(model: torch.nn.Module, run: _Run, name: str, forward_params: li
         aten_gm = _aten_or_none(model, run, name, forward_params, errors)
         if aten_gm is not None:
             yield aten_gm, "aten"
+
+
+def _fake_constant(gm: torch.fx.GraphModule) -> bool:
+    """A ``_tensor_constant`` of a graph traced on fake tensors that is itself fake: a value
+    the tracer computed from the example inputs and froze into the graph (their data, at
+    real size); it has no values to emit, and it would bake one input into the kernel."""
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and str(node.target).split(".")[-1].startswith("_tensor_constant"):
+            obj: Any = gm
+            for part in str(node.target).split("."):
+                obj = getattr(obj, part, None)
+            if isinstance(obj, FakeTensor):
+                return True
+    return False
 
 
 def _brief(exc: BaseException) -> str:
