@@ -12,11 +12,12 @@ specialised graphs are verified on the shrunk spec (README.md, *Capture at real 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -202,10 +203,11 @@ def _matches(gm: torch.fx.GraphModule, run: _Run, name: str, errors: list[str]) 
     aliasing write is not trusted. On fake inputs only shapes and dtypes can agree: the
     values are compared on the shrunk spec (``_capture_large``)."""
     try:
-        with run.context(), torch.no_grad(), torch.random.fork_rng(devices=[]), _buffers_kept(gm):
+        expected = run.expected()
+        with run.context(), torch.no_grad(), torch.random.fork_rng(devices=[]), run.kept(gm):
             torch.manual_seed(0)
             got = gm(*_clones(run.inputs))
-        ok = _same(got, run.expected, values=not run.fake)
+        ok = _same(got, expected, values=not run.fake)
     except Exception as exc:  # noqa: BLE001 - the next tracer may take it
         errors.append(f"captured graph does not run: {_brief(exc)}")
         return False
@@ -260,7 +262,7 @@ def _reference_output(model: torch.nn.Module, run: _Run, name: str) -> Any:
     """The reference forward on the example inputs (seeded as the graph checks run it):
     a spec whose reference raises is the only forward refused."""
     try:
-        with run.context(), torch.no_grad(), torch.random.fork_rng(devices=[]), _buffers_kept(model):
+        with run.context(), torch.no_grad(), torch.random.fork_rng(devices=[]), run.kept(model):
             torch.manual_seed(0)
             return model(*_clones(run.inputs))
     except Exception as exc:
@@ -289,10 +291,22 @@ class _Run:
 
     inputs: list[Any]
     fake: FakeTensorMode | None = None
-    expected: Any = None
+    # the reference forward on ``inputs``, run on the first call of ``expected``
+    reference: Callable[[], Any] | None = None
+    _expected: list[Any] = field(default_factory=list)
 
     def context(self) -> Any:
         return self.fake if self.fake is not None else contextlib.nullcontext()
+
+    def expected(self) -> Any:
+        if not self._expected:
+            assert self.reference is not None
+            self._expected.append(self.reference())
+        return self._expected[0]
+
+    def kept(self, model: torch.nn.Module) -> Any:
+        """Buffers restored after a check's forward; fake buffers hold nothing to restore."""
+        return _buffers_kept(model) if self.fake is None else contextlib.nullcontext()
 
 
 def _build(ns: dict[str, Any], name: str, seed: int, fake: FakeTensorMode | None
@@ -364,7 +378,8 @@ class _ShrunkCheck:
                 ns = _load_namespace(answer["source"], self._name)
                 model, _, inputs = _build(ns, self._name, self._seed, None)
                 run = _Run(inputs)
-                run.expected = _reference_output(model, run, self._name)
+                run.reference = functools.partial(_reference_output, model, run, self._name)
+                run.expected()
                 self._small = model, run
             except Exception as exc:  # noqa: BLE001 - no shrunk spec: specialised graphs unverified
                 self.reason = f"the shrunk spec to verify it on is not available: {_brief(exc)}"
@@ -384,9 +399,13 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
     fake = FakeTensorMode(allow_non_fake_inputs=True) if _is_large(source, name) else None
     model, init_inputs, inputs = _build(ns, name, seed, fake)
     run = _Run(inputs, fake)
-    run.expected = _reference_output(model, run, name)
+    run.reference = functools.partial(_reference_output, model, run, name)
+    if fake is None:
+        run.expected()  # a reference that raises is refused before any tracer runs
     accept = _ShrunkCheck(source, name, seed, _forward_params(model)) if fake is not None else None
     traced, specialized, how, reason = _trace(model, run, name, _forward_params(model), accept)
+    if traced is None:
+        run.expected()  # on fake tensors the reference runs only when a check needs it
     if traced is None:
         gm = torch.fx.GraphModule(model, torch.fx.Graph(), model.__class__.__name__)
     else:
