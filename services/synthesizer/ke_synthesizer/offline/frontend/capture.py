@@ -4,30 +4,51 @@ as a torch.fx graph annotated with shapes and dtypes (ShapeProp on the example i
 The captured spec also keeps the source text the candidate needs to rebuild the
 model's parameters exactly like the reference (the class and the module lines it
 needs, see model_source.py), so that seeding the RNG and constructing ``ModelNew`` yields the same weights.
+
+A spec over ``LARGE_BYTES`` is captured on fake tensors at its real shapes and its
+specialised graphs are verified on the shrunk spec (README.md, *Capture at real size*).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
-from torch.fx.passes.shape_prop import ShapeProp
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from kernelevolve import spec_probe
 from kernelevolve.errors import InvalidSpecError
+from kernelevolve.spec_shrink import ShrinkBudget
 
 from .aten_capture import aten_trace
 from .captured import CapturedSpec
 from .decompose import decompose, fuse_attention
+from .fx_meta import propagate_shapes
 from .model_source import model_source
 from .shape_tracer import shape_specialized_trace
 
 log = logging.getLogger(__name__)
+
+# Above this many bytes of inputs and parameters a spec is captured on fake tensors (real
+# shapes, no data): at real size the reference forward, the checks of every traced graph
+# and ShapeProp took a median 15 s, p90 54 s and up to 170 s per spec on 16 cores with
+# several GB resident (163 s for a 4 GiB layer norm on 2 cores). The largest example of
+# examples/ops and examples/styles holds 0.31 MiB (captured on real tensors as before);
+# the smallest of examples/large 49 MiB (a DenseNet block stack whose forward is GFLOPs).
+LARGE_BYTES = 16 * 2**20
+# The shrunk spec a specialised graph is verified on: bytes only. With spec_shrink's FLOP
+# budget every halving step runs the forward on meta tensors (27.7 s of CPU to shrink the
+# 4-layer bidirectional LSTM, stepping through time at each step); by bytes alone 5.3 s, and
+# 1 MiB of inputs with 16 MiB of parameters keep the check's real forward small anyway.
+SHRINK_BUDGET = ShrinkBudget(input_bytes=2**20, param_bytes=16 * 2**20, flops=float("inf"))
 
 # library modules whose symbolic-trace leaf is better captured at the dispatcher level,
 # where they decompose into matmuls, attention and pointwise ops the families lower
@@ -54,8 +75,9 @@ def _load_namespace(source: str, name: str) -> dict[str, Any]:
     return module.__dict__
 
 
-def _trace(model: torch.nn.Module, inputs: list[Any], name: str, expected: Any,
-           forward_params: list[str]) -> tuple[torch.fx.GraphModule | None, list[tuple[int, ...]], str, str]:
+def _trace(model: torch.nn.Module, run: _Run, name: str, forward_params: list[str],
+           accept: _ShrunkCheck | None = None
+           ) -> tuple[torch.fx.GraphModule | None, list[tuple[int, ...]], str, str]:
     """The forward as an fx graph, the input shapes it is fixed to (none when it holds for
     any shape), the tracer that took it and, when none did, why. Tracers in order, each
     taken when the ones before refuse the forward (or give a graph whose result differs
@@ -66,9 +88,35 @@ def _trace(model: torch.nn.Module, inputs: list[Any], name: str, expected: Any,
     (aten_capture.py: loops unrolled, ``if`` on shapes decided, library modules
     decomposed). A symbolic graph holding a recurrent layer (or a transformer layer,
     multi-head attention) goes to the dispatcher-level trace first: there the module
-    becomes matmuls, attention and pointwise ops the families lower."""
+    becomes matmuls, attention and pointwise ops the families lower.
+
+    ``accept`` (a spec captured at real size on fake tensors, see ``_capture_large``) has
+    the last word on each graph by its tracer's key (``TRACERS``): the same tracer must
+    also give a verified graph of the shrunk spec."""
     errors: list[str] = []
-    for proxy_buffers in (False, True):
+    for gm, key in _candidates(model, run, name, forward_params, errors):
+        if run.fake is not None and _fake_constant(gm):
+            errors.append(f"{key}: a tensor computed while tracing became a constant of the graph")
+            continue
+        if accept is not None and not accept(key):
+            errors.append(f"{key}: not verified on the shrunk spec{': ' + accept.reason if accept.reason else ''}")
+            continue
+        how = "symbolic" if key.startswith("symbolic") else key
+        return gm, ([] if how == "symbolic" else _shapes(run.inputs)), how, ""
+    reason = "; ".join(errors)
+    log.warning("no tracer captured %s (%s); the candidate calls the reference forward", name, reason)
+    return None, _shapes(run.inputs), "library", reason
+
+
+# tracer keys in the order _candidates tries them
+TRACERS = ("symbolic", "symbolic-buffers", "shapes", "aten")
+
+
+def _candidates(model: torch.nn.Module, run: _Run, name: str, forward_params: list[str], errors: list[str],
+                only: str | None = None) -> Iterator[tuple[torch.fx.GraphModule, str]]:
+    """Every graph a tracer gives that runs (and, specialised, matches the reference), in
+    the order of ``_trace``; ``only``: that tracer alone (its key)."""
+    for proxy_buffers, key in ((False, "symbolic"), (True, "symbolic-buffers")):
         tracer = torch.fx.Tracer()
         tracer.proxy_buffer_attributes = proxy_buffers
         try:
@@ -77,25 +125,39 @@ def _trace(model: torch.nn.Module, inputs: list[Any], name: str, expected: Any,
         except Exception as exc:  # noqa: BLE001 - the next tracer may take it
             errors.append(_brief(exc))
             continue
-        if _has_decomposed_module(gm):
-            aten_gm = _aten_or_none(model, inputs, name, expected, forward_params, errors)
+        if _has_decomposed_module(gm) and only in (None, "aten"):
+            aten_gm = _aten_or_none(model, run, name, forward_params, errors)
             if aten_gm is not None:
-                return aten_gm, _shapes(inputs), "aten", ""
-        if _propagates(gm, inputs, name, errors):
-            return gm, [], "symbolic", ""
-    log.info("symbolic tracing of %s failed (%s); tracing with shapes specialised", name, errors[-1])
-    try:
-        gm = shape_specialized_trace(model, inputs)
-        if _matches(gm, inputs, expected, name, errors):
-            return gm, _shapes(inputs), "shapes", ""
-    except Exception as exc:  # noqa: BLE001 - the dispatcher-level trace may take it
-        errors.append(f"with shapes specialised: {_brief(exc)}")
-    aten_gm = _aten_or_none(model, inputs, name, expected, forward_params, errors)
-    if aten_gm is not None:
-        return aten_gm, _shapes(inputs), "aten", ""
-    reason = "; ".join(errors)
-    log.warning("no tracer captured %s (%s); the candidate calls the reference forward", name, reason)
-    return None, _shapes(inputs), "library", reason
+                yield aten_gm, "aten"
+        if only in (None, key) and _propagates(gm, run, name, errors):
+            yield gm, key
+    if errors:
+        log.info("symbolic tracing of %s failed (%s); tracing with shapes specialised", name, errors[-1])
+    if only in (None, "shapes"):
+        try:
+            gm = shape_specialized_trace(model, run.inputs, run.context)
+            if _matches(gm, run, name, errors):
+                yield gm, "shapes"
+        except Exception as exc:  # noqa: BLE001 - the dispatcher-level trace may take it
+            errors.append(f"with shapes specialised: {_brief(exc)}")
+    if only in (None, "aten"):
+        aten_gm = _aten_or_none(model, run, name, forward_params, errors)
+        if aten_gm is not None:
+            yield aten_gm, "aten"
+
+
+def _fake_constant(gm: torch.fx.GraphModule) -> bool:
+    """A ``_tensor_constant`` of a graph traced on fake tensors that is itself fake: a value
+    the tracer computed from the example inputs and froze into the graph (their data, at
+    real size); it has no values to emit, and it would bake one input into the kernel."""
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and str(node.target).split(".")[-1].startswith("_tensor_constant"):
+            obj: Any = gm
+            for part in str(node.target).split("."):
+                obj = getattr(obj, part, None)
+            if isinstance(obj, FakeTensor):
+                return True
+    return False
 
 
 def _brief(exc: BaseException) -> str:
@@ -113,12 +175,11 @@ def _has_decomposed_module(gm: torch.fx.GraphModule) -> bool:
                for n in gm.graph.nodes)
 
 
-def _propagates(gm: torch.fx.GraphModule, inputs: list[Any], name: str, errors: list[str]) -> bool:
+def _propagates(gm: torch.fx.GraphModule, run: _Run, name: str, errors: list[str]) -> bool:
     """A symbolic graph can still fail on real values (a recurrent module's tuple outputs
-    unpacked by a proxy, ...): then the next tracer is tried."""
+    unpacked by a proxy, ...), or on fake ones: then the next tracer is tried."""
     try:
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*_clones(inputs))
+        propagate_shapes(gm, _clones(run.inputs, run.context), run.context)
         return True
     except Exception as exc:  # noqa: BLE001 - recorded, the next tracer may take it
         errors.append(f"symbolic graph does not run: {_brief(exc)}")
@@ -126,25 +187,27 @@ def _propagates(gm: torch.fx.GraphModule, inputs: list[Any], name: str, errors: 
         return False
 
 
-def _aten_or_none(model: torch.nn.Module, inputs: list[Any], name: str, expected: Any, forward_params: list[str],
+def _aten_or_none(model: torch.nn.Module, run: _Run, name: str, forward_params: list[str],
                   errors: list[str]) -> torch.fx.GraphModule | None:
     try:
-        gm = aten_trace(model, inputs, forward_params)
+        gm = aten_trace(model, run.inputs, forward_params)
     except Exception as exc:  # noqa: BLE001 - recorded for the library candidate's note
         errors.append(f"dispatcher-level trace: {exc}")
         return None
-    return gm if _matches(gm, inputs, expected, name, errors) else None
+    return gm if _matches(gm, run, name, errors) else None
 
 
-def _matches(gm: torch.fx.GraphModule, inputs: list[Any], expected: Any, name: str, errors: list[str]) -> bool:
+def _matches(gm: torch.fx.GraphModule, run: _Run, name: str, errors: list[str]) -> bool:
     """A specialised graph reproduces the reference forward on the example inputs (same
     seed, so dropout draws agree): a tracer that baked a wrong branch or missed an
-    aliasing write is not trusted."""
+    aliasing write is not trusted. On fake inputs only shapes and dtypes can agree: the
+    values are compared on the shrunk spec (``_capture_large``)."""
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), _buffers_kept(gm):
+        expected = run.expected()
+        with run.context(), torch.no_grad(), torch.random.fork_rng(devices=[]), run.kept(gm):
             torch.manual_seed(0)
-            got = gm(*_clones(inputs))
-        ok = _same(got, expected)
+            got = gm(*_clones(run.inputs))
+        ok = _same(got, expected, values=not run.fake)
     except Exception as exc:  # noqa: BLE001 - the next tracer may take it
         errors.append(f"captured graph does not run: {_brief(exc)}")
         return False
@@ -154,7 +217,7 @@ def _matches(gm: torch.fx.GraphModule, inputs: list[Any], expected: Any, name: s
     return ok
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any, values: bool = True) -> bool:
     fa, fb = torch.utils._pytree.tree_leaves(a), torch.utils._pytree.tree_leaves(b)
     if len(fa) != len(fb):
         return False
@@ -164,6 +227,8 @@ def _same(a: Any, b: Any) -> bool:
         if isinstance(x, torch.Tensor):
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False
+            if not values:
+                continue
             if x.is_floating_point() and not torch.allclose(x.double(), y.double(), rtol=1e-4, atol=1e-5,
                                                              equal_nan=True):
                 return False
@@ -188,17 +253,18 @@ def _buffers_kept(model: torch.nn.Module) -> Iterator[None]:
                     v.copy_(saved[k])
 
 
-def _clones(inputs: list[Any]) -> list[Any]:
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+def _clones(inputs: list[Any], context: Callable[[], Any] = contextlib.nullcontext) -> list[Any]:
+    with context():
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _reference_output(model: torch.nn.Module, inputs: list[Any], name: str) -> Any:
+def _reference_output(model: torch.nn.Module, run: _Run, name: str) -> Any:
     """The reference forward on the example inputs (seeded as the graph checks run it):
     a spec whose reference raises is the only forward refused."""
     try:
-        with torch.no_grad(), torch.random.fork_rng(devices=[]), _buffers_kept(model):
+        with run.context(), torch.no_grad(), torch.random.fork_rng(devices=[]), run.kept(model):
             torch.manual_seed(0)
-            return model(*_clones(inputs))
+            return model(*_clones(run.inputs))
     except Exception as exc:
         raise InvalidSpecError(f"spec {name!r}: reference forward raised: {type(exc).__name__}: {exc}") from exc
 
@@ -218,6 +284,109 @@ def _tolerance(ns: dict[str, Any]) -> dict[str, float]:
     return {}
 
 
+@dataclass
+class _Run:
+    """The example inputs a graph is checked on and the reference's output on them; with
+    ``fake`` they are fake tensors (real shapes, no data) and ops run in that mode."""
+
+    inputs: list[Any]
+    fake: FakeTensorMode | None = None
+    # the reference forward on ``inputs``, run on the first call of ``expected``
+    reference: Callable[[], Any] | None = None
+    _expected: list[Any] = field(default_factory=list)
+
+    def context(self) -> Any:
+        return self.fake if self.fake is not None else contextlib.nullcontext()
+
+    def expected(self) -> Any:
+        if not self._expected:
+            assert self.reference is not None
+            self._expected.append(self.reference())
+        return self._expected[0]
+
+    def kept(self, model: torch.nn.Module) -> Any:
+        """Buffers restored after a check's forward; fake buffers hold nothing to restore."""
+        return _buffers_kept(model) if self.fake is None else contextlib.nullcontext()
+
+
+def _build(ns: dict[str, Any], name: str, seed: int, fake: FakeTensorMode | None
+           ) -> tuple[torch.nn.Module, list[Any], list[Any]]:
+    """``Model(*get_init_inputs())`` and ``get_inputs()``, each after seeding; with ``fake``
+    both are built in that mode (parameters and inputs are fake tensors: nothing allocated,
+    no RNG drawn; the candidate rebuilds the real ones from the verbatim ``__init__``)."""
+    try:
+        init_inputs = list(ns["get_init_inputs"]())
+        with fake if fake is not None else contextlib.nullcontext():
+            torch.manual_seed(seed)
+            model = ns["Model"](*init_inputs)
+            torch.manual_seed(seed)
+            inputs = list(ns["get_inputs"]())
+    except Exception as exc:
+        raise InvalidSpecError(f"spec {name!r}: building the model or inputs failed: {exc}") from exc
+    return model, init_inputs, inputs
+
+
+def _is_large(source: str, name: str) -> bool:
+    """Inputs and parameters over ``LARGE_BYTES``, measured on the meta device. A spec the
+    meta device cannot build is captured as it always was."""
+    try:
+        size = spec_probe.measure(source, forward=False)
+    except Exception as exc:  # noqa: BLE001 - the real build below reports a real failure
+        log.debug("spec %s not measured on the meta device (%s)", name, exc)
+        return False
+    large = size.input_bytes + size.param_bytes > LARGE_BYTES
+    if large:
+        log.info("capturing %s on fake tensors (%.3g GiB of inputs, %.3g MiB of parameters)", name,
+                 size.input_bytes / 2**30, size.param_bytes / 2**20)
+    return large
+
+
+class _ShrunkCheck:
+    """Whether a tracer also gives a verified graph of the shrunk spec (``spec_shrink``:
+    its ``get_cpu_inputs()`` or halved size constants), by tracer key; the shrunk spec is
+    built, and its reference run, on the first question only. Symbolic graphs hold for any
+    shape, so running on fake tensors at real size is their whole check (as running on the
+    example inputs is for a small spec): they need no shrunk spec."""
+
+    def __init__(self, source: str, name: str, seed: int, forward_params: list[str]) -> None:
+        self._source, self._name, self._seed, self._params = source, name, seed, forward_params
+        self._small: tuple[torch.nn.Module, _Run] | None = None
+        self._answers: dict[str, bool] = {}
+        self.reason = ""
+
+    def __call__(self, key: str) -> bool:
+        if key.startswith("symbolic"):
+            return True
+        if key not in self._answers:
+            self._answers[key] = self._verify(key)
+        return self._answers[key]
+
+    def _verify(self, key: str) -> bool:
+        small = self._shrunk()
+        if small is None:
+            return False
+        model, run = small
+        errors: list[str] = []
+        ok = next(_candidates(model, run, self._name, self._params, errors, only=key), None) is not None
+        log.info("tracer %s on the shrunk %s: %s", key, self._name, "verified" if ok else "; ".join(errors))
+        return ok
+
+    def _shrunk(self) -> tuple[torch.nn.Module, _Run] | None:
+        if self._small is None and not self.reason:
+            try:
+                answer = spec_probe.fit(self._source, SHRINK_BUDGET)
+                ns = _load_namespace(answer["source"], self._name)
+                model, _, inputs = _build(ns, self._name, self._seed, None)
+                run = _Run(inputs)
+                run.reference = functools.partial(_reference_output, model, run, self._name)
+                run.expected()
+                self._small = model, run
+            except Exception as exc:  # noqa: BLE001 - no shrunk spec: specialised graphs unverified
+                self.reason = f"the shrunk spec to verify it on is not available: {_brief(exc)}"
+                log.info("%s: %s", self._name, self.reason)
+        return self._small
+
+
 def capture(source: str, name: str, seed: int = 0, decomposed: bool = True, attention: str = "flash") -> CapturedSpec:
     """Load, construct (seeded), trace and shape-propagate one spec. The global torch
     RNG of the calling process is left as it was."""
@@ -227,24 +396,23 @@ def capture(source: str, name: str, seed: int = 0, decomposed: bool = True, atte
 
 def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str) -> CapturedSpec:
     ns = _load_namespace(source, name)
-    try:
-        init_inputs = list(ns["get_init_inputs"]())
-        torch.manual_seed(seed)
-        model = ns["Model"](*init_inputs)
-        torch.manual_seed(seed)
-        inputs = list(ns["get_inputs"]())
-    except Exception as exc:
-        raise InvalidSpecError(f"spec {name!r}: building the model or inputs failed: {exc}") from exc
-    expected = _reference_output(model, inputs, name)
-    traced, specialized, how, reason = _trace(model, inputs, name, expected, _forward_params(model))
+    fake = FakeTensorMode(allow_non_fake_inputs=True) if _is_large(source, name) else None
+    model, init_inputs, inputs = _build(ns, name, seed, fake)
+    run = _Run(inputs, fake)
+    run.reference = functools.partial(_reference_output, model, run, name)
+    if fake is None:
+        run.expected()  # a reference that raises is refused before any tracer runs
+    accept = _ShrunkCheck(source, name, seed, _forward_params(model)) if fake is not None else None
+    traced, specialized, how, reason = _trace(model, run, name, _forward_params(model), accept)
+    if traced is None:
+        run.expected()  # on fake tensors the reference runs only when a check needs it
     if traced is None:
         gm = torch.fx.GraphModule(model, torch.fx.Graph(), model.__class__.__name__)
     else:
         gm = traced
     if traced is not None and how != "symbolic":  # _propagates annotated symbolic graphs already
         try:
-            with torch.no_grad():
-                ShapeProp(gm).propagate(*_clones(inputs))
+            propagate_shapes(gm, _clones(inputs, run.context), run.context)
         except Exception as exc:  # _trace checked every graph it returns: not expected
             raise InvalidSpecError(f"spec {name!r}: captured forward raised: {exc}") from exc
     pieces = model_source(source, keep_forward=traced is None)
@@ -265,6 +433,7 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         error_budget_off=ns.get("KE_ERROR_BUDGET", None) is False,
         tracer=how,
         library_reason=reason,
+        fake_mode=fake,
     )
     if decomposed and traced is not None:
         try:

@@ -3,6 +3,7 @@ rewritten in place by decompose.py)."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,3 +40,10 @@ class CapturedSpec:
     tracer: str = "symbolic"
     # why no tracer captured the forward; set only when tracer == "library"
     library_reason: str = ""
+    # a spec over capture.LARGE_BYTES: model parameters and ``inputs`` are fake tensors of
+    # this mode (real shapes, no data), and shape propagation runs in it
+    fake_mode: Any = None
+
+    def shape_context(self) -> Any:
+        """The context shape propagation on ``inputs`` runs in (see ``fake_mode``)."""
+        return self.fake_mode if self.fake_mode is not None else contextlib.nullcontext()

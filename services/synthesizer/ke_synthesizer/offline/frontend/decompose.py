@@ -20,10 +20,9 @@ import torch
 import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.fx.passes.shape_prop import ShapeProp
 
 from .captured import CapturedSpec
-from .fx_meta import shape_of
+from .fx_meta import propagate_shapes, shape_of
 from .ops import normalize
 
 log = logging.getLogger(__name__)
@@ -688,8 +687,7 @@ def fuse_attention(spec: CapturedSpec, apply: bool) -> int:
                 graph.erase_node(dead)
     if found and apply:
         gm.recompile()
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*spec.inputs)
+        propagate_shapes(gm, spec.inputs, spec.shape_context)
     return found
 
 
@@ -757,6 +755,5 @@ def _decompose_pass(spec: CapturedSpec) -> int:
         count += 1
     if count:
         gm.recompile()
-        with torch.no_grad():
-            ShapeProp(gm).propagate(*spec.inputs)
+        propagate_shapes(gm, spec.inputs, spec.shape_context)
     return count

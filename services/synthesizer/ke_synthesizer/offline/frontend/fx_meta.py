@@ -6,10 +6,13 @@ any module of the package may import them.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp
 
 # dtypes the generated kernels compute in (others keep torch's semantics: library calls)
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -41,3 +44,12 @@ def dtype_of(node: Any) -> torch.dtype | None:
 
 def is_tensor_node(v: Any) -> bool:
     return isinstance(v, torch.fx.Node) and tensor_meta(v) is not None
+
+
+def propagate_shapes(gm: torch.fx.GraphModule, inputs: list[Any],
+                     context: Callable[[], Any] = contextlib.nullcontext) -> None:
+    """ShapeProp on ``inputs`` (no autograd) inside ``context``: the fake-tensor mode of a
+    spec captured at real size (``CapturedSpec.shape_context``), so factory calls in the
+    forward make fake tensors too and nothing is computed."""
+    with context(), torch.no_grad():
+        ShapeProp(gm).propagate(*inputs)

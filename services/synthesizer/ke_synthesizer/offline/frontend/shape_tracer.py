@@ -19,7 +19,7 @@ candidate runs on whatever device the judge uses.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -64,8 +64,10 @@ class _ShapeProxy(torch.fx.Proxy):
 
 
 class ShapeSpecializingTracer(torch.fx.Tracer):
-    def __init__(self, root: torch.nn.Module, example_inputs: list[Any]) -> None:
+    def __init__(self, root: torch.nn.Module, example_inputs: list[Any],
+                 context: Callable[[], Any] = contextlib.nullcontext) -> None:
         super().__init__()
+        self._context = context
         self._root_module = root
         self._examples = list(example_inputs)
         self._placeholders = 0
@@ -98,7 +100,7 @@ class ShapeSpecializingTracer(torch.fx.Tracer):
         real_args, real_kwargs = _real(args), _real(kwargs)
         if _contains_missing((real_args, real_kwargs)):
             return _MISSING
-        with torch.no_grad():
+        with self._context(), torch.no_grad():
             if kind == "call_function":
                 return target(*real_args, **real_kwargs)
             if kind == "call_method":
@@ -140,10 +142,15 @@ def _contains_missing(value: Any) -> bool:
     return found
 
 
-def shape_specialized_trace(model: torch.nn.Module, inputs: list[Any]) -> torch.fx.GraphModule:
+def shape_specialized_trace(model: torch.nn.Module, inputs: list[Any],
+                            context: Callable[[], Any] = contextlib.nullcontext) -> torch.fx.GraphModule:
     """Trace ``model`` with its shapes fixed to those of ``inputs`` (which are not modified:
-    the tracer runs on clones, so an in-place op in the forward cannot change them)."""
-    examples = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-    tracer = ShapeSpecializingTracer(model, examples)
+    the tracer runs on clones, so an in-place op in the forward cannot change them).
+    ``context``: the fake-tensor mode of fake ``inputs`` (a spec captured at real size):
+    the example values are then computed in it, only the tracing itself runs outside it so
+    that tensors the forward creates from constants stay real ``_tensor_constant`` values."""
+    with context():
+        examples = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+    tracer = ShapeSpecializingTracer(model, examples, context)
     graph = tracer.trace(model)
     return torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
