@@ -1,5 +1,6 @@
-"""The torch half of ``kernelevolve.spec_shrink``: runs only in its child interpreter
-(``python -m kernelevolve.spec_probe``).
+"""The torch half of ``kernelevolve.spec_shrink``. The CLI runs it in a child interpreter
+(``python -m kernelevolve.spec_probe``); the offline synthesizer's capture imports it
+in-process, where it already executes the spec's code (no new trust boundary).
 
 A spec is measured on the meta device (nothing allocated: a 4 GiB ``torch.randn`` costs
 nothing there), so its real size is known before anything runs at it.
@@ -49,7 +50,7 @@ class Measure:
 def _load(source: str) -> types.ModuleType:
     mod = types.ModuleType("spec_under_probe")
     mod.__dict__["__file__"] = "<spec>"
-    exec(compile(source, "<spec>", "exec"), mod.__dict__)  # noqa: S102 - a child process for this
+    exec(compile(source, "<spec>", "exec"), mod.__dict__)  # noqa: S102 - the spec's code, as capture runs it
     return mod
 
 
