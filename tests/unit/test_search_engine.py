@@ -15,7 +15,6 @@ from ke_search.noise import better, fitness_of, promoted, since_improvement
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.source_hash import source_hash
 from kernelevolve.v1 import common_pb2 as pb
-from tests.unit.fakes import CountsInFlight
 from tests.unit.landscape import GridJudge, GridSynthesizer, point_of, smooth
 
 SPEC = ("import torch\nclass Model(torch.nn.Module):\n    pass\n"
@@ -141,22 +140,30 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
     left (one at a time, or a slot left empty until a whole batch is back) leaves a round
     short, and its evaluations wait out the guard instead."""
 
-    class Rounds(CountsInFlight, GridJudge):
+    class Rounds(GridJudge):
         def __init__(self) -> None:
             super().__init__(smooth(10))
-            self.started = self.short_rounds = 0
+            self.started = self.short_rounds = self.now = self.most = 0
             self.round_full = threading.Condition()
 
         def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                      fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
             with self.round_full:
+                # Counted from the start of the wait, not around the instant after it: four
+                # released at once need not overlap in a zero-length window (CI saw 3).
                 self.started += 1
+                self.now += 1
+                self.most = max(self.most, self.now)
                 round_end = min(BUDGET, -(-self.started // INFLIGHT) * INFLIGHT)
                 self.round_full.notify_all()
                 # A guard against a hang, never reached by an engine that keeps 4 busy.
                 if not self.round_full.wait_for(lambda: self.started >= round_end, timeout=60):
                     self.short_rounds += 1
-            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+            try:
+                return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+            finally:
+                with self.round_full:
+                    self.now -= 1
 
     BUDGET, INFLIGHT = 12, 4
     judge = Rounds()
