@@ -6,6 +6,7 @@ reads: ``acc``, ``mask``, ``cols`` (output channel), ``n_i`` / ``od_i`` / ``oh_i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -98,76 +99,152 @@ def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tupl
 
 
 def phase_applies(e: dict[str, Any], form: str) -> bool:
-    """The phase form: transposed, GEMM form, dilation 1 (tap k of output o is valid iff
-    k = (o + pad) % stride + j * stride)."""
-    return bool(e["transposed"]) and form == "gemm" and tuple(e["d"]) == (1, 1, 1)
+    """The phase form: a transposed convolution in GEMM form (any stride / padding /
+    output_padding / dilation / groups)."""
+    return bool(e["transposed"]) and form == "gemm"
 
 
-def body_phase(e: dict[str, Any], x_cast: str, w_cast: str, precision: str, note: list[str]) -> list[str]:
-    """Transposed conv as one implicit GEMM per output phase r = (o + pad) % stride: the
-    outputs o = r - pad + stride * b of a phase all use taps k = r + j * stride, reading
-    input b - j, so the reduction walks only valid taps (1 / stride^nd of the gather's)."""
+# reduction knob ``auto``: one tap's channels per K tile (``taps``) once a group has at
+# least this many input channels (tl.dot's smallest K tile), else tap x channel flattened
+# (``flat``) so a K tile of a thin group is not mostly padding
+TAPS_MIN_CIN_G = 16
+
+
+def phase_reduction(e: dict[str, Any], choice: str) -> str:
+    return ("taps" if e["cin_g"] >= TAPS_MIN_CIN_G else "flat") if choice == "auto" else choice
+
+
+def _phase_dim(c: str, s: int, dl: int, k: str) -> list[str]:
+    """Per spatial dim: the phase's first tap ``k0_c``, tap step ``S'``, input offset
+    ``c0_c``, input step ``D'`` per tap and tap count ``j_c``. Output o = r - pad + s * b
+    uses tap k iff k * dil = r (mod s): with g = gcd(s, dil) that needs g | r, and then
+    k = k0 + j * s / g (k0 = (r / g) * inv(dil / g) mod s / g), reading input
+    (r + s * b - k * dil) / s = b + c0 - j * dil / g, c0 = (r - k0 * dil) / s (exact)."""
+    g = math.gcd(s, dl)
+    sp, dp = s // g, dl // g
+    inv = pow(dp, -1, sp) if sp > 1 else 0
+    k0 = f"((r_{c} // {g}) * {inv}) % {sp}" if g > 1 else (f"(r_{c} * {inv}) % {sp}" if dl > 1 else f"r_{c}")
+    lines = [f"    k0_{c} = {k0 if sp > 1 else '0'}"]
+    lines.append(f"    c0_{c} = (r_{c} - k0_{c} * {dl}) // {s}" if dl > 1 else f"    c0_{c} = 0")
+    count = f"({k} - k0_{c} + {sp - 1}) // {sp}"
+    lines.append(f"    j_{c} = tl.where(r_{c} % {g} == 0, {count}, 0)" if g > 1 else f"    j_{c} = {count}")
+    return lines
+
+
+def _times(name: str, k: int) -> str:
+    return f"({name} * {k})" if k != 1 else name
+
+
+def _phase_steps(e: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+    """(tap step s / g, input step dil / g) per dim d, h, w."""
+    return tuple((s // math.gcd(s, dl), dl // math.gcd(s, dl)) for s, dl in zip(e["s"], e["d"], strict=True))
+
+
+def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, precision: str,
+               note: list[str]) -> list[str]:
+    """Transposed conv as one dense implicit GEMM per output phase r = (o + pad) % stride
+    (sub-pixel decomposition): the outputs o = r - pad + stride * b of a phase all use the
+    same taps, so the reduction walks only those (1 / stride^nd of the window for
+    dilation 1) with no divisibility test. The weight comes packed by the launcher as
+    [G, KD * KH * KW, CIN_G, COUT_G], so a B tile is a contiguous run of output channels.
+
+    One launch covers every (phase, group, row tile, column tile), the phase fastest on a
+    1-D grid: s^nd launches would pay the host overhead s^nd times where small operators
+    are launch-bound, the phases are the same size within one row per dim (one grid fits
+    all), and the s^nd programs of one output tile then run side by side: they read the
+    same input rows and their stride-s stores fill each other's cache lines."""
     sd, sh, sw = e["s"]
+    (spd, dpd), (sph, dph), (spw, dpw) = _phase_steps(e)
     lines = [
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
-        "    pid_z = tl.program_id(2)",
-        f"    g = pid_z // {sd * sh * sw}",
-        f"    ph = pid_z % {sd * sh * sw}",
+        "    pid = tl.program_id(0)",
+        f"    ph = pid % {sd * sh * sw}",
+        f"    t = pid // {sd * sh * sw}",
+        "    n_tiles = tl.cdiv(COUT_G, BLOCK_N)",
+        "    pid_n = t % n_tiles",
+        "    t = t // n_tiles",
+        "    g = t % G",
+        "    pid_m = t // G",
         f"    r_w = ph % {sw}",
         f"    r_h = (ph // {sw}) % {sh}",
         f"    r_d = ph // {sw * sh}",
     ]
-    for c, sc, size in zip("dhw", (sd, sh, sw), ("OD", "OH", "OW"), strict=True):
+    for c, sc, dc, size in zip("dhw", (sd, sh, sw), e["d"], ("OD", "OH", "OW"), strict=True):
         pad = f"P{c.upper()}"
-        k = f"K{c.upper()}"
-        # b of the phase's outputs: from ceil((pad - r) / s) (numerator > -s) to
-        # floor((O - 1 - r + pad) / s), written with non-negative numerators (integer
-        # division truncates); taps per output: ceil((K - r) / s)
+        # b of the phase's outputs: from ceil((pad - r) / s) to floor((O - 1 - r + pad) / s),
+        # written with non-negative numerators (integer division truncates)
         lines += [f"    b0_{c} = ({pad} - r_{c} + {sc - 1}) // {sc}",
-                  f"    nb_{c} = tl.maximum(({size} - 1 - r_{c} + {pad} + {sc}) // {sc} - 1 - b0_{c} + 1, 0)",
-                  f"    j_{c} = ({k} - r_{c} + {sc - 1}) // {sc}"]
+                  f"    nb_{c} = tl.maximum(({size} - 1 - r_{c} + {pad} + {sc}) // {sc} - b0_{c}, 0)"]
+        lines += _phase_dim(c, sc, dc, f"K{c.upper()}")
     lines += [
         "    rows = nb_d * nb_h * nb_w",
         "    M = NB * rows",
-        "    JV = tl.maximum(j_d * j_h * j_w, 1)",
-        "    K = CIN_G * j_d * j_h * j_w",
+        "    JV = j_d * j_h * j_w",
         "    KV = KD * KH * KW",
+        "    DHW = D * H * W",
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "    n_idx = rm // tl.maximum(rows, 1)",
         "    b_d = b0_d + (rm // tl.maximum(nb_h * nb_w, 1)) % tl.maximum(nb_d, 1)",
         "    b_h = b0_h + (rm // tl.maximum(nb_w, 1)) % tl.maximum(nb_h, 1)",
         "    b_w = b0_w + rm % tl.maximum(nb_w, 1)",
+        "    x_n = (n_idx * G + g) * CIN_G * DHW",
         "    co = g * COUT_G + rn",
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
-        "    for k0 in range(0, K, BLOCK_K):",
-        "        rk = k0 + tl.arange(0, BLOCK_K)",
-        "        ci = rk // JV",
-        "        jr = rk % JV",
-        "        jd = jr // tl.maximum(j_h * j_w, 1)",
-        "        jh = (jr // tl.maximum(j_w, 1)) % tl.maximum(j_h, 1)",
-        "        jw = jr % tl.maximum(j_w, 1)",
-        "        i_d = b_d[:, None] - jd[None, :]",
-        "        i_h = b_h[:, None] - jh[None, :]",
-        "        i_w = b_w[:, None] - jw[None, :]",
-        "        ok = (rm[:, None] < M) & (rk[None, :] < K) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H)",
-        "        ok = ok & (i_w >= 0) & (i_w < W)",
-        "        cin = g * CIN_G + ci[None, :]",
-        "        a = tl.load(x_ptr + (((n_idx[:, None] * (G * CIN_G) + cin) * D + i_d) * H + i_h) * W + i_w,",
-        f"                    mask=ok, other=0.0){x_cast}",
-        f"        kr = ((r_d + jd * {sd}) * KH + r_h + jh * {sh}) * KW + r_w + jw * {sw}",
-        "        w_off = ((g * CIN_G + ci[:, None]) * COUT_G + rn[None, :]) * KV + kr[:, None]",
-        "        b = tl.load(w_ptr + w_off, mask=(rk[:, None] < K) & (rn[None, :] < COUT_G), other=0.0)"
-        f"{w_cast}",
-        *("        " + line for line in note),
-        f'        acc += tl.dot(a, b, input_precision="{precision}")',
+    ]
+    dot = [*("        " + line for line in note), f'        acc += tl.dot(a, b, input_precision="{precision}")']
+    kr = f"((k0_d + {_times('jd', spd)}) * KH + k0_h + {_times('jh', sph)}) * KW + k0_w + {_times('jw', spw)}"
+    if reduction == "taps":
+        # taps outer, channels inner: the tap's coordinates, bounds and addresses are per row,
+        # the inner loop only adds channel offsets (no division on the K tile)
+        lines += [
+            "    for tap in range(0, JV):",
+            "        jd = tap // (j_h * j_w)",
+            "        jh = (tap // j_w) % j_h",
+            "        jw = tap % j_w",
+            f"        i_d = b_d + c0_d - {_times('jd', dpd)}",
+            f"        i_h = b_h + c0_h - {_times('jh', dph)}",
+            f"        i_w = b_w + c0_w - {_times('jw', dpw)}",
+            "        ok_m = (rm < M) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H) & (i_w >= 0) & (i_w < W)",
+            "        x_row = x_n + (i_d * H + i_h) * W + i_w",
+            f"        w_row = (g * KV + {kr}) * CIN_G",
+            "        for c_0 in range(0, CIN_G, BLOCK_K):",
+            "            ci = c_0 + tl.arange(0, BLOCK_K)",
+            "            a = tl.load(x_ptr + x_row[:, None] + ci[None, :] * DHW,",
+            f"                        mask=ok_m[:, None] & (ci[None, :] < CIN_G), other=0.0){x_cast}",
+            "            b = tl.load(w_ptr + (w_row + ci[:, None]) * COUT_G + rn[None, :],",
+            f"                        mask=(ci[:, None] < CIN_G) & (rn[None, :] < COUT_G), other=0.0){w_cast}",
+            *("    " + line for line in dot),
+        ]
+    else:
+        # tap x channel flattened (channel fastest) into one K of JV * CIN_G
+        lines += [
+            "    K = JV * CIN_G",
+            "    for k_0 in range(0, K, BLOCK_K):",
+            "        rk = k_0 + tl.arange(0, BLOCK_K)",
+            "        tap = rk // CIN_G",
+            "        ci = rk % CIN_G",
+            "        jd = tap // tl.maximum(j_h * j_w, 1)",
+            "        jh = (tap // tl.maximum(j_w, 1)) % tl.maximum(j_h, 1)",
+            "        jw = tap % tl.maximum(j_w, 1)",
+            f"        i_d = b_d[:, None] + c0_d - {_times('jd', dpd)}[None, :]",
+            f"        i_h = b_h[:, None] + c0_h - {_times('jh', dph)}[None, :]",
+            f"        i_w = b_w[:, None] + c0_w - {_times('jw', dpw)}[None, :]",
+            "        ok = (rm[:, None] < M) & (rk[None, :] < K) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H)",
+            "        ok = ok & (i_w >= 0) & (i_w < W)",
+            "        a = tl.load(x_ptr + x_n[:, None] + ci[None, :] * DHW + (i_d * H + i_h) * W + i_w, mask=ok,",
+            f"                    other=0.0){x_cast}",
+            f"        w_off = ((g * KV + {kr}) * CIN_G + ci)[:, None] * COUT_G + rn[None, :]",
+            "        b = tl.load(w_ptr + w_off, mask=(rk[:, None] < K) & (rn[None, :] < COUT_G), other=0.0)"
+            f"{w_cast}",
+            *dot,
+        ]
+    lines += [
         "    mask = (rm[:, None] < M) & (rn[None, :] < COUT_G)",
         "    cols = co[None, :]",
         "    n_i = n_idx[:, None]",
-        "    od_i = (r_d - PD + b_d * " + str(sd) + ")[:, None]",
-        "    oh_i = (r_h - PH + b_h * " + str(sh) + ")[:, None]",
-        "    ow_i = (r_w - PW + b_w * " + str(sw) + ")[:, None]",
+        f"    od_i = (r_d - PD + b_d * {sd})[:, None]",
+        f"    oh_i = (r_h - PH + b_h * {sh})[:, None]",
+        f"    ow_i = (r_w - PW + b_w * {sw})[:, None]",
         "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i",
     ]
     return lines

@@ -15,15 +15,17 @@ Every case is addressed as 3-D: a 1-D or 2-D convolution has leading spatial siz
   unrolled, sizes are constexprs). For depthwise convolution (one input channel per
   group) a GEMM tile would be nearly empty, so ``auto`` picks direct there.
 
-Transposed convolution in gather form: output position o reads input position
-``(o + pad - k * dil) / stride`` of tap k when that is an integer inside the input, so
-nothing is scattered and no atomics are needed. Knob ``transposed``: ``gather`` (default)
-or ``zero_insert``: the launcher spreads the input over a zero-filled buffer (stride - 1
-zeros between elements) and flips / regroups the weight, and the kernel runs an ordinary
-stride-1 convolution with padding ``dil * (k - 1) - pad`` (more memory traffic, no
-divisibility tests in the inner loop); or ``phase`` (GEMM form, dilation 1): one implicit
-GEMM per output phase ``(o + pad) % stride``, whose reduction walks only that phase's
-valid taps.
+Transposed convolution (knob ``transposed``): ``phase`` (the default of the GEMM form) is
+the phase (sub-pixel) decomposition: the outputs of one phase ``(o + pad) % stride`` all
+use the same taps, so each of the stride^nd phases is a dense implicit GEMM over only its
+taps (``convnd_bodies.body_phase``; knob ``reduction``: ``taps`` outer with channel blocks
+inner, or tap x channel ``flat``). ``gather`` (the direct form's default): output
+position o reads input position ``(o + pad - k * dil) / stride`` of tap k when that is an
+integer inside the input, so nothing is scattered and no atomics are needed, at the cost
+of stride^nd times the taps, each masked by a divisibility test. ``zero_insert``: the
+launcher spreads the input over a zero-filled buffer (stride - 1 zeros between elements)
+and flips / regroups the weight, and the kernel runs an ordinary stride-1 convolution
+with padding ``dil * (k - 1) - pad`` (more memory traffic, no divisibility tests).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
 from ...plan.plan_outputs import group_outputs
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies
+from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies, phase_reduction
 
 _CONV_ARGS = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
 _TCONV_ARGS = ["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"]
@@ -72,7 +74,8 @@ _MODULES: dict[type, tuple[int, bool]] = {
 }
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 FORMS = ("auto", "gemm", "direct")  # knob ``form``
-TRANSPOSED_FORMS = ("gather", "zero_insert", "phase")  # knob ``transposed``
+TRANSPOSED_FORMS = ("phase", "gather", "zero_insert")  # knob ``transposed``, default first
+REDUCTIONS = ("auto", "taps", "flat")  # knob ``reduction`` of the phase form
 # auto: direct when a group has at most this many input channels (depthwise and nearly so)
 DIRECT_MAX_CIN_G = 2
 # padding_mode: out-of-range taps read zeros, or the input index is folded back inside
@@ -210,7 +213,10 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase:
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_phase(e, x_cast, w_cast, precision, note)
+        reduction = ConvNdFamily.value(genome, group, "reduction")
+        if reduction not in REDUCTIONS:
+            raise LoweringError(f"unknown phase reduction {reduction!r}")
+        lines += body_phase(e, phase_reduction(e, reduction), x_cast, w_cast, precision, note)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
         lines += body_gemm(e, gather, x_cast, w_cast, precision, note)
@@ -271,11 +277,11 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll.append("    n = nb * cout_g * " + str(groups) + " * osz[0] * osz[1] * osz[2]")
     if form == "gemm":
         bm, bn = (int(ConvNdFamily.value(genome, group, k)) for k in ("BLOCK_M", "BLOCK_N"))
-        if phase:  # rows of the largest phase, one grid slice per (group, phase)
+        if phase:  # rows of the largest phase; one 1-D grid of (phase, group, row and column tiles)
             sd, sh, sw = e["s"]
             per = " * ".join(f"((osz[{j}] + {st - 1}) // {st})" for j, st in enumerate(e["s"]))
             ll += [f"    m = nb * {per}",
-                   f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups * sd * sh * sw}) "
+                   f"    grid = (((m + {bm - 1}) // {bm}) * ((cout_g + {bn - 1}) // {bn}) * {groups * sd * sh * sw},) "
                    "if n > 0 else None"]
         else:
             ll += ["    m = nb * osz[0] * osz[1] * osz[2]",
@@ -296,6 +302,11 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
                             "shape, materialise, grid, tail, consts, xsz")
     ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
+    if phase:
+        # [CIN, COUT_G, k...] -> [G, KD * KH * KW, CIN_G, COUT_G]: a B tile (one tap, a channel
+        # block) is then a contiguous run of output channels; repacked per call (a small copy,
+        # no stale cache when the parameter changes in place)
+        ll += [f"    w = w.reshape({groups}, w.shape[0] // {groups}, w.shape[1], -1).permute(0, 3, 1, 2).contiguous()"]
     if zero_insert:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
         k_dims = tuple(range(2, nd + 2))
@@ -342,8 +353,11 @@ class ConvNdFamily(KernelFamily):
     knobs = {
         # auto: direct for depthwise-like groups (CIN_G <= 2), implicit GEMM otherwise
         "form": FORMS,
-        # transposed convolution only: gather (default) or zero-insertion + a stride-1 conv
+        # transposed convolution only: phase (GEMM form: one dense GEMM per output phase),
+        # gather, or zero-insertion + a stride-1 conv
         "transposed": TRANSPOSED_FORMS,
+        # phase form only: K tiles of one tap's channels (taps) or tap x channel (flat)
+        "reduction": REDUCTIONS,
         "BLOCK_M": ("64", "32", "128"),
         "BLOCK_N": ("32", "16", "64"),
         "BLOCK_K": ("32", "16", "64"),
@@ -369,6 +383,13 @@ class ConvNdFamily(KernelFamily):
                 continue
             if name == "transposed" and not phase_applies(e, form):
                 choices = tuple(c for c in choices if c != "phase")
+            phase = phase_applies(e, form) and self.value(genome, group, "transposed") == "phase"
+            if name == "reduction":
+                if not phase:
+                    continue
+                # the explicit twin of what auto resolves to gives the same code
+                choices = tuple(c for c in choices if c != phase_reduction(e, "auto")
+                                or c == genome.get(f"{group.key}.reduction"))
             if (name in _GEMM_KNOBS and form != "gemm") or (name == "BLOCK_SIZE" and form != "direct"):
                 continue  # cannot change the code of the other form
             if name == "form":  # the explicit twin of what auto resolves to gives the same code

@@ -1,0 +1,101 @@
+"""Transposed convolution by phase (sub-pixel) decomposition, the default of the convnd
+family's GEMM form: each of the stride^nd output phases is a dense implicit GEMM over its
+own taps. Odd shapes in 1-D / 2-D / 3-D (stride 1 / 2 / 3, asymmetric kernels, padding
+wider than the kernel, output_padding, dilation sharing a factor with the stride so that
+some phases have no tap at all, groups, batch 1, 3 / 5 / 7 channels, fp32 / fp16 / bf16),
+run through both reductions of the phase form in the Triton interpreter against eager."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.check import run_in_subprocess
+
+from .conftest import one_input_spec
+
+HALF = '{"atol": 1e-2, "rtol": 1e-2}'  # the evaluator's fp16 / bf16 default, written out
+
+
+def _spec(init: str, body: str, inputs: str, tolerance: str | None = None) -> str:
+    return one_input_spec("transposed convolution", [f"self.c = {init}"], body, inputs, tolerance=tolerance)
+
+
+# name -> spec; the interpreter sizes stay small (about a second a case)
+CASES: dict[str, str] = {
+    "t1d_s3_k4_p2_op1_c5_c7": _spec("nn.ConvTranspose1d(5, 7, 4, stride=3, padding=2, output_padding=1)",
+                                    "self.c(x)", "torch.randn(1, 5, 6)"),
+    # gcd(stride 2, dilation 2) = 2: odd phases read no tap (bias only)
+    "t1d_s2_d2_tapless_phases": _spec("nn.ConvTranspose1d(3, 5, 3, stride=2, padding=1, dilation=2)",
+                                      "self.c(x)", "torch.randn(2, 3, 5)"),
+    "t2d_asym_3x5_s2x3_op": _spec("nn.ConvTranspose2d(3, 5, (3, 5), stride=(2, 3), padding=(1, 2), "
+                                  "output_padding=(1, 0))", "self.c(x)", "torch.randn(1, 3, 5, 4)"),
+    "t2d_s1_single_phase_c7": _spec("nn.ConvTranspose2d(7, 3, (2, 3), stride=1, padding=1)", "self.c(x)",
+                                    "torch.randn(2, 7, 4, 5)"),
+    "t2d_groups3_dilated_s3x2": _spec("nn.ConvTranspose2d(6, 9, 3, stride=(3, 2), padding=(2, 1), "
+                                      "output_padding=(1, 1), dilation=(2, 3), groups=3)",
+                                      "self.c(x)", "torch.randn(1, 6, 4, 3)"),
+    # CIN_G >= 16: reduction auto walks one tap's channels per K tile
+    "t2d_c20_s2_k4_relu": _spec("nn.ConvTranspose2d(20, 5, 4, stride=2, padding=1)",
+                                "torch.clamp(self.c(x), -0.5, 0.5)", "torch.randn(1, 20, 4, 3)"),
+    "t2d_pad_wider_than_kernel": _spec("nn.ConvTranspose2d(3, 3, 2, stride=3, padding=3, output_padding=(2, 1))",
+                                       "self.c(x)", "torch.randn(1, 3, 6, 5)"),
+    "t3d_asym_dilated": _spec("nn.ConvTranspose3d(3, 5, (3, 2, 3), stride=(2, 1, 3), padding=(1, 0, 1), "
+                              "output_padding=(1, 0, 2), dilation=(1, 2, 1))", "self.c(x)",
+                              "torch.randn(1, 3, 3, 4, 3)"),
+    "t3d_groups2_s2": _spec("nn.ConvTranspose3d(4, 6, 2, stride=2, groups=2, bias=False)", "self.c(x) * 0.5",
+                            "torch.randn(2, 4, 2, 3, 2)"),
+    "t2d_half_3x5": _spec("nn.ConvTranspose2d(5, 3, (3, 5), stride=2, padding=(0, 2)).half()", "self.c(x)",
+                          "torch.randn(1, 5, 4, 3).half()", HALF),
+    "t3d_bf16_s2": _spec("nn.ConvTranspose3d(3, 3, 3, stride=2, padding=1, output_padding=1).bfloat16()",
+                         "self.c(x)", "torch.randn(1, 3, 2, 3, 2).bfloat16()", HALF),
+    "t1d_depthwise_s2": _spec("nn.ConvTranspose1d(3, 3, 5, stride=2, padding=2, groups=3)", "self.c(x)",
+                              "torch.randn(2, 3, 7)"),
+}
+REDUCTIONS = ("taps", "flat")
+
+
+@pytest.fixture(scope="module")
+def lowered(synth: OfflineSynthesizer) -> dict[tuple[str, str], str]:
+    """(case, reduction) -> candidate source in the GEMM form's phase decomposition."""
+    out = {}
+    for name, src in CASES.items():
+        captured = synth._capture(src, name)
+        for reduction in REDUCTIONS:
+            source, genome, fallback = synth.lower(captured, {"g0.form": "gemm", "g0.reduction": reduction})
+            assert fallback == () and genome["g0.transposed"] == "phase" and genome["g0.reduction"] == reduction
+            out[(name, reduction)] = source
+    return out
+
+
+def test_phase_candidates_match_eager(lowered: dict[tuple[str, str], str]) -> None:
+    jobs = [{"id": f"{name} {reduction}", "spec_source": CASES[name], "candidate_source": source, "seeds": [1]}
+            for (name, reduction), source in lowered.items()]
+    results = run_in_subprocess(jobs)
+    assert len(results) == len(jobs)
+    bad = [(r["id"], r["error"][-400:]) for r in results if not r["ok"]]
+    assert not bad
+
+
+def test_phase_kernel_is_dense(lowered: dict[tuple[str, str], str]) -> None:
+    """No tap of the reduction is tested for divisibility by the stride (the gather form's
+    ``t % s == 0``); every K tile goes through tl.dot; one launch for all phases."""
+    for (name, _), source in lowered.items():
+        kernel = source.split("def _remember")[0]
+        assert "tl.dot(" in kernel, name
+        assert not re.search(r"% \d+ == 0\)", kernel.split("acc = tl.zeros")[1]), name
+        assert source.count("[grid](") == 1, name
+
+
+def test_phase_is_the_default_of_the_gemm_form(synth: OfflineSynthesizer) -> None:
+    name = "t2d_c20_s2_k4_relu"
+    space = dict(synth.space(CASES[name], name))
+    assert space["g0.transposed"] == ["phase", "gather", "zero_insert"]
+    assert space["g0.reduction"] == ["auto", "flat"]  # auto is taps at 20 input channels
+    _, genome, _ = synth.lower(synth._capture(CASES[name], name), {})
+    assert genome["g0.transposed"] == "phase" and genome["g0.form"] == "auto"
+    # the direct form (depthwise) has no phase body: gather stays its default
+    dw = dict(synth.space(CASES["t1d_depthwise_s2"], "t1d_depthwise_s2"))
+    assert dw["g0.transposed"] == ["gather", "zero_insert"] and "g0.reduction" not in dw
