@@ -10,11 +10,23 @@ import math
 from typing import Any
 
 
-def body_gemm(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, precision: str,
-                      note: list[str]) -> list[str]:
+def taps_apply(e: dict[str, Any], gather: bool) -> bool:
+    """Whether the ``taps`` reduction can run: every GEMM body but the transposed gather
+    (whose per-tap divisibility test is what the phase form removes)."""
+    return not (e["transposed"] and gather)
+
+
+def body_gemm(e: dict[str, Any], gather: bool, reduction: str, x_cast: str, w_cast: str, precision: str,
+              note: list[str]) -> list[str]:
+    """The implicit GEMM of a convolution (a transposed one as a gather or, after zero
+    insertion, as a stride-1 convolution). Reduction ``flat``: K = CIN_G x taps flattened,
+    channel slowest, each K element decoded with div / mod and bounds-tested per (row, K)
+    element; ``taps`` (not for the transposed gather): the taps outside, blocks of BLOCK_K
+    channels inside, so decoding and bounds are per (row, tap) and the weight comes packed
+    as [G, KD * KH * KW, CIN_G, COUT_G] (contiguous B tiles)."""
     sd, sh, sw = e["s"] if gather else (1, 1, 1)
     dd, dh, dw = e["d"]
-    lines = [
+    head = [
         "    pid_m = tl.program_id(0)",
         "    pid_n = tl.program_id(1)",
         "    g = tl.program_id(2)",
@@ -29,6 +41,28 @@ def body_gemm(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, precisi
         "    ow = rm % OW",
         "    co = g * COUT_G + rn",
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+    ]
+    tail = ["    mask = (rm[:, None] < M) & (rn[None, :] < COUT_G)",
+            "    cols = co[None, :]",
+            "    n_i = n_idx[:, None]",
+            "    od_i = od[:, None]",
+            "    oh_i = oh[:, None]",
+            "    ow_i = ow[:, None]",
+            "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i"]
+    dot = [*("        " + line for line in note), f'        acc += tl.dot(a, b, input_precision="{precision}")']
+    if reduction == "taps" and taps_apply(e, gather):
+        lines = head + [
+            "    DHW = D * H * W",
+            "    x_n = (n_idx * G + g) * CIN_G * DHW",
+            "    for tap in range(0, KV):",
+            "        kd = tap // (KH * KW)",
+            "        kh = (tap // KW) % KH",
+            "        kw = tap % KW",
+            "        ok = rm < M",
+        ]
+        lines += _taps(e, gather, "        ", ("od", "oh", "ow"), ("kd", "kh", "kw"), (sd, sh, sw), (dd, dh, dw))
+        return lines + _channel_loop("ok", "tap", x_cast, w_cast, dot) + tail
+    lines = head + [
         "    for k0 in range(0, K, BLOCK_K):",
         "        rk = k0 + tl.arange(0, BLOCK_K)",
         "        ci = rk // KV",
@@ -52,17 +86,25 @@ def body_gemm(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, precisi
     else:
         # weight [COUT, CIN_G, KD, KH, KW]: row co holds its reduction contiguously
         lines.append("        w_off = co[None, :] * K + rk[:, None]")
-    lines += [f"        b = tl.load(w_ptr + w_off, mask=b_mask, other=0.0){w_cast}",
-              *("        " + line for line in note),
-              f'        acc += tl.dot(a, b, input_precision="{precision}")',
-              "    mask = (rm[:, None] < M) & (rn[None, :] < COUT_G)",
-              "    cols = co[None, :]",
-              "    n_i = n_idx[:, None]",
-              "    od_i = od[:, None]",
-              "    oh_i = oh[:, None]",
-              "    ow_i = ow[:, None]",
-              "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i"]
-    return lines
+    return lines + [f"        b = tl.load(w_ptr + w_off, mask=b_mask, other=0.0){w_cast}", *dot] + tail
+
+
+def _channel_loop(ok: str, tap: str, x_cast: str, w_cast: str, dot: list[str]) -> list[str]:
+    """The inner loop of the ``taps`` reduction, inside the loop over taps: ``ok`` the
+    rows whose tap lies inside the input, at ``i_d`` / ``i_h`` / ``i_w``; ``tap`` the index
+    into the packed weight [G, KD * KH * KW, CIN_G, COUT_G]. Only channel offsets change
+    per K tile (no division on the tile)."""
+    return [
+        "        x_row = x_n + (i_d * H + i_h) * W + i_w",
+        f"        w_row = (g * KV + {tap}) * CIN_G",
+        "        for c_0 in range(0, CIN_G, BLOCK_K):",
+        "            ci = c_0 + tl.arange(0, BLOCK_K)",
+        "            a = tl.load(x_ptr + x_row[:, None] + ci[None, :] * DHW,",
+        f"                        mask={ok}[:, None] & (ci[None, :] < CIN_G), other=0.0){x_cast}",
+        "            b = tl.load(w_ptr + (w_row + ci[:, None]) * COUT_G + rn[None, :],",
+        f"                        mask=(ci[:, None] < CIN_G) & (rn[None, :] < COUT_G), other=0.0){w_cast}",
+        *("    " + line for line in dot),
+    ]
 
 
 def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tuple[str, ...],
@@ -104,13 +146,13 @@ def phase_applies(e: dict[str, Any], form: str) -> bool:
     return bool(e["transposed"]) and form == "gemm"
 
 
-# reduction knob ``auto``: one tap's channels per K tile (``taps``) once a group has at
+# reduction knob ``auto`` (GEMM form): one tap's channels per K tile (``taps``) once a group has at
 # least this many input channels (tl.dot's smallest K tile), else tap x channel flattened
 # (``flat``) so a K tile of a thin group is not mostly padding
 TAPS_MIN_CIN_G = 16
 
 
-def phase_reduction(e: dict[str, Any], choice: str) -> str:
+def resolved_reduction(e: dict[str, Any], choice: str) -> str:
     return ("taps" if e["cin_g"] >= TAPS_MIN_CIN_G else "flat") if choice == "auto" else choice
 
 
@@ -205,15 +247,7 @@ def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, prec
             f"        i_h = b_h + c0_h - {_times('jh', dph)}",
             f"        i_w = b_w + c0_w - {_times('jw', dpw)}",
             "        ok_m = (rm < M) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H) & (i_w >= 0) & (i_w < W)",
-            "        x_row = x_n + (i_d * H + i_h) * W + i_w",
-            f"        w_row = (g * KV + {kr}) * CIN_G",
-            "        for c_0 in range(0, CIN_G, BLOCK_K):",
-            "            ci = c_0 + tl.arange(0, BLOCK_K)",
-            "            a = tl.load(x_ptr + x_row[:, None] + ci[None, :] * DHW,",
-            f"                        mask=ok_m[:, None] & (ci[None, :] < CIN_G), other=0.0){x_cast}",
-            "            b = tl.load(w_ptr + (w_row + ci[:, None]) * COUT_G + rn[None, :],",
-            f"                        mask=(ci[:, None] < CIN_G) & (rn[None, :] < COUT_G), other=0.0){w_cast}",
-            *("    " + line for line in dot),
+            *_channel_loop("ok_m", kr, x_cast, w_cast, dot),
         ]
     else:
         # tap x channel flattened (channel fastest) into one K of JV * CIN_G

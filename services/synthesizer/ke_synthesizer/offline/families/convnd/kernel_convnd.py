@@ -10,7 +10,9 @@ Every case is addressed as 3-D: a 1-D or 2-D convolution has leading spatial siz
 
 - ``gemm``: an implicit GEMM per group (grid axis 2 = group): rows are output positions
   (N * OD * OH * OW), columns the group's output channels, the reduction runs over
-  CIN_G * KD * KH * KW, gathering input taps on the fly.
+  CIN_G * KD * KH * KW, gathering input taps on the fly; knob ``reduction``: ``taps``
+  (taps outside, channel blocks of BLOCK_K inside, over the weight packed as
+  [G, KD * KH * KW, CIN_G, COUT_G]) or ``flat`` (one K, decoded per element).
 - ``direct``: one lane per output element walks its CIN_G x window taps (the window
   unrolled, sizes are constexprs). For depthwise convolution (one input channel per
   group) a GEMM tile would be nearly empty, so ``auto`` picks direct there.
@@ -60,7 +62,7 @@ from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
 from ...plan.plan_outputs import group_outputs
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies, phase_reduction
+from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies, resolved_reduction, taps_apply
 
 _CONV_ARGS = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
 _TCONV_ARGS = ["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"]
@@ -75,7 +77,7 @@ _MODULES: dict[type, tuple[int, bool]] = {
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 FORMS = ("auto", "gemm", "direct")  # knob ``form``
 TRANSPOSED_FORMS = ("phase", "gather", "zero_insert")  # knob ``transposed``, default first
-REDUCTIONS = ("auto", "taps", "flat")  # knob ``reduction`` of the phase form
+REDUCTIONS = ("auto", "taps", "flat")  # knob ``reduction`` of the GEMM form
 # auto: direct when a group has at most this many input channels (depthwise and nearly so)
 DIRECT_MAX_CIN_G = 2
 # padding_mode: out-of-range taps read zeros, or the input index is folded back inside
@@ -172,6 +174,14 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     zero_insert = e["transposed"] and tform == "zero_insert"
     gather = not zero_insert
     phase = e["transposed"] and tform == "phase" and phase_applies(e, form)
+    reduction = "flat"
+    if form == "gemm":
+        reduction = ConvNdFamily.value(genome, group, "reduction")
+        if reduction not in REDUCTIONS:
+            raise LoweringError(f"unknown conv reduction {reduction!r}")
+        reduction = resolved_reduction(e, reduction)
+    # the weight packed as [G, KD * KH * KW, CIN_G, COUT_G] (phase form, taps reduction)
+    packed = phase or (form == "gemm" and reduction == "taps" and taps_apply(e, gather))
     warps = int(ConvNdFamily.value(genome, group, "num_warps"))
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
@@ -213,13 +223,10 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase:
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        reduction = ConvNdFamily.value(genome, group, "reduction")
-        if reduction not in REDUCTIONS:
-            raise LoweringError(f"unknown phase reduction {reduction!r}")
-        lines += body_phase(e, phase_reduction(e, reduction), x_cast, w_cast, precision, note)
+        lines += body_phase(e, reduction, x_cast, w_cast, precision, note)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_gemm(e, gather, x_cast, w_cast, precision, note)
+        lines += body_gemm(e, gather, reduction, x_cast, w_cast, precision, note)
     else:
         lines += body_direct(e, gather, x_cast, w_cast)
     head = "acc"
@@ -232,11 +239,13 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     idx = ([] if e["unbatched"] else ["n_i"]) + ["cols"] + ["od_i", "oh_i", "ow_i"][3 - nd:]
     lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
-    launcher = _launcher(name, e, form, zero_insert, phase, has_bias, ext, full, scalars, outs, genome, group, warps)
+    launcher = _launcher(name, e, form, zero_insert, phase, packed, has_bias, ext, full, scalars, outs, genome, group,
+                         warps)
     return kernel, launcher, f"launch_{name}"
 
 
-def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, has_bias: bool, ext: list[Any],
+def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, packed: bool, has_bias: bool,
+              ext: list[Any],
               full: list[bool], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
@@ -302,11 +311,6 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
                             "shape, materialise, grid, tail, consts, xsz")
     ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
-    if phase:
-        # [CIN, COUT_G, k...] -> [G, KD * KH * KW, CIN_G, COUT_G]: a B tile (one tap, a channel
-        # block) is then a contiguous run of output channels; repacked per call (a small copy,
-        # no stale cache when the parameter changes in place)
-        ll += [f"    w = w.reshape({groups}, w.shape[0] // {groups}, w.shape[1], -1).permute(0, 3, 1, 2).contiguous()"]
     if zero_insert:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
         k_dims = tuple(range(2, nd + 2))
@@ -318,6 +322,13 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                f"    cin_g = w.shape[0] // {groups}",
                f"    w = w.reshape({groups}, cin_g, w.shape[1], *w.shape[2:]).transpose(1, 2)"
                f".reshape({groups} * w.shape[1], cin_g, *w.shape[2:]).flip({k_dims}).contiguous()"]
+    if packed:
+        # -> [G, KD * KH * KW, CIN_G, COUT_G]: a B tile (one tap, a channel block) is then a
+        # contiguous run of output channels; repacked per call (a small copy, and no stale
+        # copy when the parameter changes in place)
+        src, perm = ("[CIN, COUT_G, k...]", "0, 3, 1, 2") if phase else ("[COUT, CIN_G, k...]", "0, 3, 2, 1")
+        ll += [f"    # {src} packed",
+               f"    w = w.reshape({groups}, w.shape[0] // {groups}, w.shape[1], -1).permute({perm}).contiguous()"]
     ll += epilogue_materialise_lines(full)
     call = list(params)
     for j, m in enumerate(outs):
@@ -356,7 +367,8 @@ class ConvNdFamily(KernelFamily):
         # transposed convolution only: phase (GEMM form: one dense GEMM per output phase),
         # gather, or zero-insertion + a stride-1 conv
         "transposed": TRANSPOSED_FORMS,
-        # phase form only: K tiles of one tap's channels (taps) or tap x channel (flat)
+        # GEMM form (not the transposed gather): K tiles of one tap's channels (taps) or
+        # tap x channel flattened (flat); auto: taps from 16 input channels per group
         "reduction": REDUCTIONS,
         "BLOCK_M": ("64", "32", "128"),
         "BLOCK_N": ("32", "16", "64"),
@@ -383,12 +395,12 @@ class ConvNdFamily(KernelFamily):
                 continue
             if name == "transposed" and not phase_applies(e, form):
                 choices = tuple(c for c in choices if c != "phase")
-            phase = phase_applies(e, form) and self.value(genome, group, "transposed") == "phase"
             if name == "reduction":
-                if not phase:
-                    continue
+                tform = self.value(genome, group, "transposed")
+                if form != "gemm" or (e["transposed"] and tform == "gather"):
+                    continue  # the direct form and the transposed gather have one reduction
                 # the explicit twin of what auto resolves to gives the same code
-                choices = tuple(c for c in choices if c != phase_reduction(e, "auto")
+                choices = tuple(c for c in choices if c != resolved_reduction(e, "auto")
                                 or c == genome.get(f"{group.key}.reduction"))
             if (name in _GEMM_KNOBS and form != "gemm") or (name == "BLOCK_SIZE" and form != "direct"):
                 continue  # cannot change the code of the other form

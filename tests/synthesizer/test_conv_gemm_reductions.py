@@ -1,9 +1,12 @@
-"""Transposed convolution by phase (sub-pixel) decomposition, the default of the convnd
-family's GEMM form: each of the stride^nd output phases is a dense implicit GEMM over its
-own taps. Odd shapes in 1-D / 2-D / 3-D (stride 1 / 2 / 3, asymmetric kernels, padding
-wider than the kernel, output_padding, dilation sharing a factor with the stride so that
-some phases have no tap at all, groups, batch 1, 3 / 5 / 7 channels, fp32 / fp16 / bf16),
-run through both reductions of the phase form in the Triton interpreter against eager."""
+"""The convnd family's GEMM form and its two reductions (knob ``reduction``: ``taps``, the
+taps outside and channel blocks inside over a packed weight, or ``flat``, tap x channel in
+one K). Transposed convolution by phase (sub-pixel) decomposition, the GEMM form's default:
+each of the stride^nd output phases is a dense implicit GEMM over its own taps. Odd shapes
+in 1-D / 2-D / 3-D (stride 1 / 2 / 3, asymmetric kernels, padding wider than the kernel,
+output_padding, dilation sharing a factor with the stride so that some phases have no tap
+at all, groups, batch 1, 3 / 5 / 7 channels, fp32 / fp16 / bf16), and plain convolutions
+(padding modes, 'same', dilation, groups) run through both reductions in the Triton
+interpreter against eager."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ HALF = '{"atol": 1e-2, "rtol": 1e-2}'  # the evaluator's fp16 / bf16 default, wr
 
 
 def _spec(init: str, body: str, inputs: str, tolerance: str | None = None) -> str:
-    return one_input_spec("transposed convolution", [f"self.c = {init}"], body, inputs, tolerance=tolerance)
+    return one_input_spec("convolution", [f"self.c = {init}"], body, inputs, tolerance=tolerance)
 
 
 # name -> spec; the interpreter sizes stay small (about a second a case)
@@ -54,29 +57,63 @@ CASES: dict[str, str] = {
     "t1d_depthwise_s2": _spec("nn.ConvTranspose1d(3, 3, 5, stride=2, padding=2, groups=3)", "self.c(x)",
                               "torch.randn(2, 3, 7)"),
 }
+# plain convolutions the convnd family takes (conv3d, groups, padding modes, 'same', half)
+PLAIN: dict[str, str] = {
+    # 17 input channels: auto is taps, with a ragged channel block
+    "c3d_c17_asym_dilated": _spec("nn.Conv3d(17, 5, (3, 2, 3), stride=(1, 2, 1), padding=(1, 0, 1), "
+                                  "dilation=(2, 1, 1))", "self.c(x)", "torch.randn(1, 17, 5, 5, 4)"),
+    "c2d_groups3_reflect_3x5": _spec("nn.Conv2d(6, 9, (3, 5), padding=(1, 2), groups=3, padding_mode='reflect')",
+                                     "torch.relu(self.c(x))", "torch.randn(2, 6, 5, 7)"),
+    "c1d_circular_s3": _spec("nn.Conv1d(5, 7, 4, stride=3, padding=2, padding_mode='circular')", "self.c(x)",
+                             "torch.randn(1, 5, 11)"),
+    "c2d_same_replicate_half": _spec("nn.Conv2d(3, 5, (2, 3), padding='same', dilation=(2, 1), "
+                                     "padding_mode='replicate').half()", "self.c(x)",
+                                     "torch.randn(1, 3, 6, 5).half()", HALF),
+    "c3d_groups2_bf16": _spec("nn.Conv3d(4, 6, 2, stride=2, groups=2).bfloat16()", "self.c(x)",
+                              "torch.randn(2, 4, 3, 4, 5).bfloat16()", HALF),
+}
 REDUCTIONS = ("taps", "flat")
+
+
+def _lower(synth: OfflineSynthesizer, specs: dict[str, str], genome: dict[str, str]) -> dict[tuple[str, str], str]:
+    """(case, reduction) -> candidate source of ``genome`` with each reduction."""
+    out = {}
+    for name, src in specs.items():
+        captured = synth._capture(src, name)
+        for reduction in REDUCTIONS:
+            source, completed, fallback = synth.lower(captured, {**genome, "g0.reduction": reduction})
+            assert fallback == () and completed["g0.reduction"] == reduction
+            assert all(completed[k] == v for k, v in genome.items())
+            out[(name, reduction)] = source
+    return out
 
 
 @pytest.fixture(scope="module")
 def lowered(synth: OfflineSynthesizer) -> dict[tuple[str, str], str]:
     """(case, reduction) -> candidate source in the GEMM form's phase decomposition."""
-    out = {}
-    for name, src in CASES.items():
-        captured = synth._capture(src, name)
-        for reduction in REDUCTIONS:
-            source, genome, fallback = synth.lower(captured, {"g0.form": "gemm", "g0.reduction": reduction})
-            assert fallback == () and genome["g0.transposed"] == "phase" and genome["g0.reduction"] == reduction
-            out[(name, reduction)] = source
-    return out
+    return _lower(synth, CASES, {"g0.form": "gemm", "g0.transposed": "phase"})
 
 
-def test_phase_candidates_match_eager(lowered: dict[tuple[str, str], str]) -> None:
-    jobs = [{"id": f"{name} {reduction}", "spec_source": CASES[name], "candidate_source": source, "seeds": [1]}
-            for (name, reduction), source in lowered.items()]
+def _match_eager(specs: dict[str, str], sources: dict[tuple[str, str], str]) -> None:
+    jobs = [{"id": f"{name} {reduction}", "spec_source": specs[name], "candidate_source": source, "seeds": [1]}
+            for (name, reduction), source in sources.items()]
     results = run_in_subprocess(jobs)
     assert len(results) == len(jobs)
     bad = [(r["id"], r["error"][-400:]) for r in results if not r["ok"]]
     assert not bad
+
+
+def test_phase_candidates_match_eager(lowered: dict[tuple[str, str], str]) -> None:
+    _match_eager(CASES, lowered)
+
+
+def test_plain_and_zero_insert_reductions_match_eager(synth: OfflineSynthesizer) -> None:
+    """The taps reduction of plain convolutions (padding folded per row) and of the
+    zero-insertion form of transposed ones (a stride-1 conv over the regrouped weight)."""
+    sources = _lower(synth, PLAIN, {"g0.form": "gemm"})
+    zero = {k: CASES[k] for k in ("t2d_asym_3x5_s2x3_op", "t1d_s2_d2_tapless_phases", "t3d_groups2_s2")}
+    sources |= _lower(synth, zero, {"g0.form": "gemm", "g0.transposed": "zero_insert"})
+    _match_eager(PLAIN | zero, sources)
 
 
 def test_phase_kernel_is_dense(lowered: dict[tuple[str, str], str]) -> None:
@@ -99,3 +136,8 @@ def test_phase_is_the_default_of_the_gemm_form(synth: OfflineSynthesizer) -> Non
     # the direct form (depthwise) has no phase body: gather stays its default
     dw = dict(synth.space(CASES["t1d_depthwise_s2"], "t1d_depthwise_s2"))
     assert dw["g0.transposed"] == ["gather", "zero_insert"] and "g0.reduction" not in dw
+    # plain convolutions: reduction in the GEMM form (auto: flat at 5 input channels, taps at 17)
+    plain = dict(synth.space(PLAIN["c1d_circular_s3"], "c1d_circular_s3"))
+    assert plain["g0.reduction"] == ["auto", "taps"]
+    wide = dict(synth.space(PLAIN["c3d_c17_asym_dilated"], "c3d_c17_asym_dilated"))
+    assert wide["g0.reduction"] == ["auto", "flat"]
