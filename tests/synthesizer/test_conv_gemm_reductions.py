@@ -107,6 +107,17 @@ def test_phase_candidates_match_eager(lowered: dict[tuple[str, str], str]) -> No
     _match_eager(CASES, lowered)
 
 
+def test_direct_phase_matches_eager(synth: OfflineSynthesizer) -> None:
+    """The direct form's phase body (grid axis 1 = phase, lanes walk only its taps)."""
+    sources = {}
+    for name, src in CASES.items():
+        source, completed, fallback = synth.lower(synth._capture(src, name), {"g0.form": "direct"})
+        assert fallback == () and completed["g0.transposed"] == "phase"
+        assert "ph = tl.program_id(1)" in source and "% 2 == 0)" not in source.split("acc = tl.zeros")[1]
+        sources[(name, "direct")] = source
+    _match_eager(CASES, sources)
+
+
 def test_plain_and_zero_insert_reductions_match_eager(synth: OfflineSynthesizer) -> None:
     """The taps reduction of plain convolutions (padding folded per row) and of the
     zero-insertion form of transposed ones (a stride-1 conv over the regrouped weight)."""
@@ -133,9 +144,9 @@ def test_phase_is_the_default_of_the_gemm_form(synth: OfflineSynthesizer) -> Non
     assert space["g0.reduction"] == ["auto", "flat"]  # auto is taps at 20 input channels
     _, genome, _ = synth.lower(synth._capture(CASES[name], name), {})
     assert genome["g0.transposed"] == "phase" and genome["g0.form"] == "auto"
-    # the direct form (depthwise) has no phase body: gather stays its default
+    # the direct form (auto for depthwise) has its own phase body and no reduction knob
     dw = dict(synth.space(CASES["t1d_depthwise_s2"], "t1d_depthwise_s2"))
-    assert dw["g0.transposed"] == ["gather", "zero_insert"] and "g0.reduction" not in dw
+    assert dw["g0.transposed"] == ["phase", "gather", "zero_insert"] and "g0.reduction" not in dw
     # plain convolutions: reduction in the GEMM form (auto: flat at 5 input channels, taps at 17)
     plain = dict(synth.space(PLAIN["c1d_circular_s3"], "c1d_circular_s3"))
     assert plain["g0.reduction"] == ["auto", "taps"]

@@ -3,7 +3,7 @@ output_padding, dilation, groups), conv3d, grouped and depthwise convolution,
 padding='same' / 'valid', reflect / replicate / circular padding, unbatched and
 half-precision inputs are lowered to Triton (no library call
 for the convolution), alone and with a fused pointwise epilogue, and stay correct in every
-kernel form (implicit GEMM, direct; transposed: gather, zero-insertion, per-phase GEMM)."""
+kernel form (implicit GEMM, direct; transposed: per-phase, gather, zero-insertion)."""
 
 from __future__ import annotations
 
@@ -80,13 +80,15 @@ FORMS = [
     ("conv3d_dilated_gelu", {"g0.form": "direct"}),
     ("conv2d_reflect_relu", {"g0.form": "direct"}),
     ("convt2d_s2_p1_op1_relu", {"g0.transposed": "gather"}),
+    ("depthwise_convt2d_bf16", {"g0.transposed": "gather"}),
     ("convt2d_wide_pad_groups", {"g0.transposed": "gather", "g0.form": "gemm"}),
     ("convt1d_groups_dilated", {"g0.transposed": "phase", "g0.form": "gemm", "g0.reduction": "taps"}),
     ("unbatched_convt1d_and_conv2d", {"g0.transposed": "zero_insert"}),
 ]
 SLOW_FORMS = [(name, genome) for name in CASES for genome in (
     {"g0.form": "gemm"}, {"g0.form": "direct"}, {"g0.transposed": "zero_insert", "g0.form": "gemm"},
-    {"g0.transposed": "zero_insert", "g0.form": "direct"}, {"g0.transposed": "gather", "g0.form": "gemm"})
+    {"g0.transposed": "zero_insert", "g0.form": "direct"}, {"g0.transposed": "gather", "g0.form": "gemm"},
+    {"g0.transposed": "gather", "g0.form": "direct"})
     if "g0.transposed" not in genome or "convt" in name]
 JUDGED = ["convt3d_nonsquare_scale", "depthwise2d_mult2", "grouped2d_half"]
 

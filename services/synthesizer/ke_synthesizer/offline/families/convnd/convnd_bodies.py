@@ -141,9 +141,9 @@ def _taps(e: dict[str, Any], gather: bool, ind: str, o: tuple[str, ...], k: tupl
 
 
 def phase_applies(e: dict[str, Any], form: str) -> bool:
-    """The phase form: a transposed convolution in GEMM form (any stride / padding /
-    output_padding / dilation / groups)."""
-    return bool(e["transposed"]) and form == "gemm"
+    """The phase form: a transposed convolution, GEMM or direct form (any stride /
+    padding / output_padding / dilation / groups)."""
+    return bool(e["transposed"]) and form in ("gemm", "direct")
 
 
 # reduction knob ``auto`` (GEMM form): one tap's channels per K tile (``taps``) once a group has at
@@ -206,18 +206,7 @@ def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, prec
         "    t = t // n_tiles",
         "    g = t % G",
         "    pid_m = t // G",
-        f"    r_w = ph % {sw}",
-        f"    r_h = (ph // {sw}) % {sh}",
-        f"    r_d = ph // {sw * sh}",
-    ]
-    for c, sc, dc, size in zip("dhw", (sd, sh, sw), e["d"], ("OD", "OH", "OW"), strict=True):
-        pad = f"P{c.upper()}"
-        # b of the phase's outputs: from ceil((pad - r) / s) to floor((O - 1 - r + pad) / s),
-        # written with non-negative numerators (integer division truncates)
-        lines += [f"    b0_{c} = ({pad} - r_{c} + {sc - 1}) // {sc}",
-                  f"    nb_{c} = tl.maximum(({size} - 1 - r_{c} + {pad} + {sc}) // {sc} - b0_{c}, 0)"]
-        lines += _phase_dim(c, sc, dc, f"K{c.upper()}")
-    lines += [
+        *_phase_preamble(e),
         "    rows = nb_d * nb_h * nb_w",
         "    M = NB * rows",
         "    JV = j_d * j_h * j_w",
@@ -280,6 +269,73 @@ def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, prec
         f"    oh_i = (r_h - PH + b_h * {sh})[:, None]",
         f"    ow_i = (r_w - PW + b_w * {sw})[:, None]",
         "    out_off = (n_i * (G * COUT_G) + cols) * (OD * OH * OW) + (od_i * OH + oh_i) * OW + ow_i",
+    ]
+    return lines
+
+
+def _phase_preamble(e: dict[str, Any]) -> list[str]:
+    """From the phase index ``ph``: its residues ``r_*``, the range ``b0_*`` + [0, ``nb_*``)
+    of its outputs o = r - pad + s * b and its taps (``_phase_dim``) per dim."""
+    sd, sh, sw = e["s"]
+    lines = [f"    r_w = ph % {sw}", f"    r_h = (ph // {sw}) % {sh}", f"    r_d = ph // {sw * sh}"]
+    for c, sc, dc, size in zip("dhw", (sd, sh, sw), e["d"], ("OD", "OH", "OW"), strict=True):
+        pad = f"P{c.upper()}"
+        # b of the phase's outputs: from ceil((pad - r) / s) to floor((O - 1 - r + pad) / s),
+        # written with non-negative numerators (integer division truncates)
+        lines += [f"    b0_{c} = ({pad} - r_{c} + {sc - 1}) // {sc}",
+                  f"    nb_{c} = tl.maximum(({size} - 1 - r_{c} + {pad} + {sc}) // {sc} - b0_{c}, 0)"]
+        lines += _phase_dim(c, sc, dc, f"K{c.upper()}")
+    return lines
+
+
+def body_direct_phase(e: dict[str, Any], x_cast: str, w_cast: str) -> list[str]:
+    """The direct form of the phase decomposition (depthwise transposed convolution): grid
+    axis 1 is the phase, so a program's lanes (outputs of one phase, flattened over batch,
+    channel and the phase's positions) share its tap counts, and each lane walks only its
+    phase's taps (loops of run-time length, no divisibility test) instead of the whole
+    window."""
+    sd, sh, sw = e["s"]
+    (spd, dpd), (sph, dph), (spw, dpw) = _phase_steps(e)
+    lines = [
+        "    pid = tl.program_id(0)",
+        "    ph = tl.program_id(1)",
+        *_phase_preamble(e),
+        "    rows = nb_d * nb_h * nb_w",
+        "    C = G * COUT_G",
+        "    n_ph = (n_out // tl.maximum(C * OD * OH * OW, 1)) * C * rows",
+        "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+        "    mask = offs < n_ph",
+        "    b_w = b0_w + offs % tl.maximum(nb_w, 1)",
+        "    b_h = b0_h + (offs // tl.maximum(nb_w, 1)) % tl.maximum(nb_h, 1)",
+        "    b_d = b0_d + (offs // tl.maximum(nb_w * nb_h, 1)) % tl.maximum(nb_d, 1)",
+        "    cols = (offs // tl.maximum(rows, 1)) % C",
+        "    n_i = offs // tl.maximum(rows * C, 1)",
+        f"    od_i = r_d - PD + b_d * {sd}",
+        f"    oh_i = r_h - PH + b_h * {sh}",
+        f"    ow_i = r_w - PW + b_w * {sw}",
+        "    g = cols // COUT_G",
+        "    rn = cols % COUT_G",
+        "    out_off = ((n_i * C + cols) * OD + od_i) * OH * OW + oh_i * OW + ow_i",
+        "    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)",
+        "    for ci in range(0, CIN_G):",
+        "        cin = g * CIN_G + ci",
+        "        x_base = (n_i * (G * CIN_G) + cin) * D",
+        "        w_base = (cin * COUT_G + rn) * (KD * KH * KW)",
+        "        for jd in range(0, j_d):",
+        f"            i_d = b_d + c0_d - {_times('jd', dpd)}",
+        "            ok_d = mask & (i_d >= 0) & (i_d < D)",
+        "            for jh in range(0, j_h):",
+        f"                i_h = b_h + c0_h - {_times('jh', dph)}",
+        "                ok_h = ok_d & (i_h >= 0) & (i_h < H)",
+        "                for jw in range(0, j_w):",
+        f"                    i_w = b_w + c0_w - {_times('jw', dpw)}",
+        "                    ok = ok_h & (i_w >= 0) & (i_w < W)",
+        f"                    kr = ((k0_d + {_times('jd', spd)}) * KH + k0_h + {_times('jh', sph)}) * KW"
+        f" + k0_w + {_times('jw', spw)}",
+        "                    xv = tl.load(x_ptr + ((x_base + i_d) * H + i_h) * W + i_w, mask=ok, "
+        f"other=0.0){x_cast}",
+        f"                    wv = tl.load(w_ptr + w_base + kr, mask=mask, other=0.0){w_cast}",
+        "                    acc += xv * wv",
     ]
     return lines
 

@@ -17,11 +17,12 @@ Every case is addressed as 3-D: a 1-D or 2-D convolution has leading spatial siz
   unrolled, sizes are constexprs). For depthwise convolution (one input channel per
   group) a GEMM tile would be nearly empty, so ``auto`` picks direct there.
 
-Transposed convolution (knob ``transposed``): ``phase`` (the default of the GEMM form) is
-the phase (sub-pixel) decomposition: the outputs of one phase ``(o + pad) % stride`` all
-use the same taps, so each of the stride^nd phases is a dense implicit GEMM over only its
-taps (``convnd_bodies.body_phase``; knob ``reduction``: ``taps`` outer with channel blocks
-inner, or tap x channel ``flat``). ``gather`` (the direct form's default): output
+Transposed convolution (knob ``transposed``): ``phase`` (the default) is the phase
+(sub-pixel) decomposition: the outputs of one phase ``(o + pad) % stride`` all use the
+same taps, so each of the stride^nd phases is a dense implicit GEMM over only its taps
+(``convnd_bodies.body_phase``; knob ``reduction``: ``taps`` outer with channel blocks
+inner, or tap x channel ``flat``), or in the direct form a grid slice whose lanes walk
+only their phase's taps (``body_direct_phase``). ``gather``: output
 position o reads input position ``(o + pad - k * dil) / stride`` of tap k when that is an
 integer inside the input, so nothing is scattered and no atomics are needed, at the cost
 of stride^nd times the taps, each masked by a divisibility test. ``zero_insert``: the
@@ -62,7 +63,15 @@ from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
 from ...plan.plan_outputs import group_outputs
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
-from .convnd_bodies import body_direct, body_gemm, body_phase, phase_applies, resolved_reduction, taps_apply
+from .convnd_bodies import (
+    body_direct,
+    body_direct_phase,
+    body_gemm,
+    body_phase,
+    phase_applies,
+    resolved_reduction,
+    taps_apply,
+)
 
 _CONV_ARGS = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
 _TCONV_ARGS = ["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"]
@@ -181,7 +190,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
             raise LoweringError(f"unknown conv reduction {reduction!r}")
         reduction = resolved_reduction(e, reduction)
     # the weight packed as [G, KD * KH * KW, CIN_G, COUT_G] (phase form, taps reduction)
-    packed = phase or (form == "gemm" and reduction == "taps" and taps_apply(e, gather))
+    packed = form == "gemm" and (phase or (reduction == "taps" and taps_apply(e, gather)))
     warps = int(ConvNdFamily.value(genome, group, "num_warps"))
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
@@ -213,17 +222,21 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
             f"dilation {x_(map(str, d))}, groups {e['groups']}"
             + (f", output_padding {x_(map(str, opad))}" if e["transposed"] else ""))
     how = ("implicit GEMM per group (rows = output positions, columns = the group's channels)" if form == "gemm"
-           else "one lane per output element walking CIN_G x its window")
+           else f"one lane per output element walking CIN_G x {'its phase' if phase else 'its window'}")
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", consts, "):",
              f"    # Fuses {fused}: {how};", f"    # {desc}."]
     if e["transposed"]:
-        lines.append("    # transposed: phase form, one GEMM per output phase (o + pad) % stride over its own taps"
+        lines.append(("    # transposed: phase form, one GEMM per output phase (o + pad) % stride over its own taps"
+                      if form == "gemm" else
+                      "    # transposed: phase form, grid axis 1 = output phase (o + pad) % stride, only its taps")
                      if phase else
                      "    # transposed: gather form, each output reads the inputs that map to it" if gather else
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
-    if phase:
+    if phase and form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
         lines += body_phase(e, reduction, x_cast, w_cast, precision, note)
+    elif phase:
+        lines += body_direct_phase(e, x_cast, w_cast)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
         lines += body_gemm(e, gather, reduction, x_cast, w_cast, precision, note)
@@ -284,11 +297,12 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
            f"        raise RuntimeError(f'{name}: input {{tuple(x.shape)}} does not fit weight {{tuple(w.shape)}}')"]
     ll += epilogue_broadcast_checks(name, len(ext))
     ll.append("    n = nb * cout_g * " + str(groups) + " * osz[0] * osz[1] * osz[2]")
+    sd, sh, sw = e["s"]
+    # positions of the largest phase
+    per = " * ".join(f"((osz[{j}] + {st - 1}) // {st})" for j, st in enumerate(e["s"]))
     if form == "gemm":
         bm, bn = (int(ConvNdFamily.value(genome, group, k)) for k in ("BLOCK_M", "BLOCK_N"))
-        if phase:  # rows of the largest phase; one 1-D grid of (phase, group, row and column tiles)
-            sd, sh, sw = e["s"]
-            per = " * ".join(f"((osz[{j}] + {st - 1}) // {st})" for j, st in enumerate(e["s"]))
+        if phase:  # one 1-D grid of (phase, group, row and column tiles)
             ll += [f"    m = nb * {per}",
                    f"    grid = (((m + {bm - 1}) // {bm}) * ((cout_g + {bn - 1}) // {bn}) * {groups * sd * sh * sw},) "
                    "if n > 0 else None"]
@@ -300,8 +314,14 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                "    consts = {}"]
     else:
         block = int(ConvNdFamily.value(genome, group, "BLOCK_SIZE"))
-        ll += [f"    block = min({block}, _pow2(n)) if n > 0 else 1",
-               "    grid = ((n + block - 1) // block,) if n > 0 else None",
+        if phase:  # grid axis 1: the phase; axis 0: lanes of the largest phase
+            ll += [f"    n_ph = nb * cout_g * {groups} * {per}",
+                   f"    block = min({block}, _pow2(n_ph)) if n > 0 else 1",
+                   f"    grid = ((n_ph + block - 1) // block, {sd * sh * sw}) if n > 0 else None"]
+        else:
+            ll += [f"    block = min({block}, _pow2(n)) if n > 0 else 1",
+                   "    grid = ((n + block - 1) // block,) if n > 0 else None"]
+        ll += [
                f"    tail = (n, {groups}, cin_g, *xsz, cout_g, *osz, *pads)",
                "    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_SIZE': block}"]
     ll += epilogue_plan_lines(full)
@@ -364,8 +384,9 @@ class ConvNdFamily(KernelFamily):
     knobs = {
         # auto: direct for depthwise-like groups (CIN_G <= 2), implicit GEMM otherwise
         "form": FORMS,
-        # transposed convolution only: phase (GEMM form: one dense GEMM per output phase),
-        # gather, or zero-insertion + a stride-1 conv
+        # transposed convolution only: phase (each output phase over only its own taps: a
+        # dense GEMM per phase, or direct lanes of one phase per program), gather, or
+        # zero-insertion + a stride-1 conv
         "transposed": TRANSPOSED_FORMS,
         # GEMM form (not the transposed gather): K tiles of one tap's channels (taps) or
         # tap x channel flattened (flat); auto: taps from 16 input channels per group
