@@ -72,6 +72,16 @@ PLAIN: dict[str, str] = {
     "c3d_groups2_bf16": _spec("nn.Conv3d(4, 6, 2, stride=2, groups=2).bfloat16()", "self.c(x)",
                               "torch.randn(2, 4, 3, 4, 5).bfloat16()", HALF),
 }
+# lone convolutions (no epilogue: split-K applies) with small outputs and a long K, so that
+# every one of 4 slices of BLOCK_K = 16 sums a part
+SPLIT: dict[str, str] = {
+    "c3d_c40_small_out": _spec("nn.Conv3d(40, 6, 3, stride=2, padding=1)", "self.c(x)",
+                               "torch.randn(1, 40, 3, 4, 3)"),
+    "t2d_c36_s2_lone": _spec("nn.ConvTranspose2d(36, 5, 3, stride=2, bias=False)", "self.c(x)",
+                             "torch.randn(1, 36, 3, 2)"),
+    "t1d_c70_groups2_s3": _spec("nn.ConvTranspose1d(70, 6, 2, stride=3, groups=2)", "self.c(x)",
+                                "torch.randn(2, 70, 3)"),
+}
 REDUCTIONS = ("taps", "flat")
 
 
@@ -152,3 +162,16 @@ def test_phase_is_the_default_of_the_gemm_form(synth: OfflineSynthesizer) -> Non
     assert plain["g0.reduction"] == ["auto", "taps"]
     wide = dict(synth.space(PLAIN["c3d_c17_asym_dilated"], "c3d_c17_asym_dilated"))
     assert wide["g0.reduction"] == ["auto", "flat"]
+
+
+def test_split_k_matches_eager(synth: OfflineSynthesizer) -> None:
+    """SPLIT_K = 4 slices of K (flat) or of the channels (taps), added atomically into a
+    zeroed output, the bias by slice 0 only."""
+    sources = _lower(synth, SPLIT, {"g0.form": "gemm", "g0.SPLIT_K": "4", "g0.BLOCK_K": "16"})
+    for source in sources.values():
+        assert "tl.atomic_add(out0_ptr" in source and "torch.zeros(shape" in source
+    _match_eager(SPLIT, sources)
+    # a pointwise epilogue cannot run on partial sums: no SPLIT_K knob there
+    space = dict(synth.space(CASES["t2d_c20_s2_k4_relu"], "t2d_c20_s2_k4_relu"))
+    assert "g0.SPLIT_K" not in space
+    assert dict(synth.space(SPLIT["c3d_c40_small_out"], "c3d_c40_small_out"))["g0.SPLIT_K"] == ["1", "2", "4"]

@@ -16,20 +16,23 @@ def taps_apply(e: dict[str, Any], gather: bool) -> bool:
     return not (e["transposed"] and gather)
 
 
-def body_gemm(e: dict[str, Any], gather: bool, reduction: str, x_cast: str, w_cast: str, precision: str,
-              note: list[str]) -> list[str]:
+def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, x_cast: str, w_cast: str,
+              precision: str, note: list[str]) -> list[str]:
     """The implicit GEMM of a convolution (a transposed one as a gather or, after zero
     insertion, as a stride-1 convolution). Reduction ``flat``: K = CIN_G x taps flattened,
     channel slowest, each K element decoded with div / mod and bounds-tested per (row, K)
     element; ``taps`` (not for the transposed gather): the taps outside, blocks of BLOCK_K
     channels inside, so decoding and bounds are per (row, tap) and the weight comes packed
-    as [G, KD * KH * KW, CIN_G, COUT_G] (contiguous B tiles)."""
+    as [G, KD * KH * KW, CIN_G, COUT_G] (contiguous B tiles). ``split``: grid axis 2 is
+    group x SPLIT_K and program ``sid`` sums its slice of K (``flat``) or of the channels
+    (``taps``) and adds it atomically into a zeroed output."""
     sd, sh, sw = e["s"] if gather else (1, 1, 1)
     dd, dh, dw = e["d"]
     head = [
         "    pid_m = tl.program_id(0)",
         "    pid_n = tl.program_id(1)",
-        "    g = tl.program_id(2)",
+        *(["    g = tl.program_id(2) // SPLIT_K", "    sid = tl.program_id(2) % SPLIT_K  # which K slice"] if split
+          else ["    g = tl.program_id(2)"]),
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "    M = NB * OD * OH * OW",
@@ -61,9 +64,9 @@ def body_gemm(e: dict[str, Any], gather: bool, reduction: str, x_cast: str, w_ca
             "        ok = rm < M",
         ]
         lines += _taps(e, gather, "        ", ("od", "oh", "ow"), ("kd", "kh", "kw"), (sd, sh, sw), (dd, dh, dw))
-        return lines + _channel_loop("ok", "tap", x_cast, w_cast, dot) + tail
+        return lines + _channel_loop("ok", "tap", split, x_cast, w_cast, dot) + tail
     lines = head + [
-        "    for k0 in range(0, K, BLOCK_K):",
+        *_k_loop("k0", "K", split),
         "        rk = k0 + tl.arange(0, BLOCK_K)",
         "        ci = rk // KV",
         "        kr = rk % KV",
@@ -89,7 +92,16 @@ def body_gemm(e: dict[str, Any], gather: bool, reduction: str, x_cast: str, w_ca
     return lines + [f"        b = tl.load(w_ptr + w_off, mask=b_mask, other=0.0){w_cast}", *dot] + tail
 
 
-def _channel_loop(ok: str, tap: str, x_cast: str, w_cast: str, dot: list[str]) -> list[str]:
+def _k_loop(var: str, total: str, split: bool, ind: str = "    ") -> list[str]:
+    """``for var in range(0, total, BLOCK_K)``, or with split-K over this program's slice
+    (whole K tiles) of it."""
+    if not split:
+        return [f"{ind}for {var} in range(0, {total}, BLOCK_K):"]
+    return [f"{ind}{var}_per = tl.cdiv(tl.cdiv({total}, SPLIT_K), BLOCK_K) * BLOCK_K",
+            f"{ind}for {var} in range(sid * {var}_per, tl.minimum({total}, (sid + 1) * {var}_per), BLOCK_K):"]
+
+
+def _channel_loop(ok: str, tap: str, split: bool, x_cast: str, w_cast: str, dot: list[str]) -> list[str]:
     """The inner loop of the ``taps`` reduction, inside the loop over taps: ``ok`` the
     rows whose tap lies inside the input, at ``i_d`` / ``i_h`` / ``i_w``; ``tap`` the index
     into the packed weight [G, KD * KH * KW, CIN_G, COUT_G]. Only channel offsets change
@@ -97,7 +109,7 @@ def _channel_loop(ok: str, tap: str, x_cast: str, w_cast: str, dot: list[str]) -
     return [
         "        x_row = x_n + (i_d * H + i_h) * W + i_w",
         f"        w_row = (g * KV + {tap}) * CIN_G",
-        "        for c_0 in range(0, CIN_G, BLOCK_K):",
+        *_k_loop("c_0", "CIN_G", split, "        "),
         "            ci = c_0 + tl.arange(0, BLOCK_K)",
         "            a = tl.load(x_ptr + x_row[:, None] + ci[None, :] * DHW,",
         f"                        mask={ok}[:, None] & (ci[None, :] < CIN_G), other=0.0){x_cast}",
@@ -182,7 +194,7 @@ def _phase_steps(e: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     return tuple((s // math.gcd(s, dl), dl // math.gcd(s, dl)) for s, dl in zip(e["s"], e["d"], strict=True))
 
 
-def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, precision: str,
+def body_phase(e: dict[str, Any], reduction: str, split: bool, x_cast: str, w_cast: str, precision: str,
                note: list[str]) -> list[str]:
     """Transposed conv as one dense implicit GEMM per output phase r = (o + pad) % stride
     (sub-pixel decomposition): the outputs o = r - pad + stride * b of a phase all use the
@@ -199,6 +211,7 @@ def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, prec
     (spd, dpd), (sph, dph), (spw, dpw) = _phase_steps(e)
     lines = [
         "    pid = tl.program_id(0)",
+        *(["    sid = pid % SPLIT_K  # which K slice", "    pid = pid // SPLIT_K"] if split else []),
         f"    ph = pid % {sd * sh * sw}",
         f"    t = pid // {sd * sh * sw}",
         "    n_tiles = tl.cdiv(COUT_G, BLOCK_N)",
@@ -236,13 +249,13 @@ def body_phase(e: dict[str, Any], reduction: str, x_cast: str, w_cast: str, prec
             f"        i_h = b_h + c0_h - {_times('jh', dph)}",
             f"        i_w = b_w + c0_w - {_times('jw', dpw)}",
             "        ok_m = (rm < M) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H) & (i_w >= 0) & (i_w < W)",
-            *_channel_loop("ok_m", kr, x_cast, w_cast, dot),
+            *_channel_loop("ok_m", kr, split, x_cast, w_cast, dot),
         ]
     else:
         # tap x channel flattened (channel fastest) into one K of JV * CIN_G
         lines += [
             "    K = JV * CIN_G",
-            "    for k_0 in range(0, K, BLOCK_K):",
+            *_k_loop("k_0", "K", split),
             "        rk = k_0 + tl.arange(0, BLOCK_K)",
             "        tap = rk // CIN_G",
             "        ci = rk % CIN_G",

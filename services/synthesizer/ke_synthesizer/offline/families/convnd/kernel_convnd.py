@@ -91,7 +91,7 @@ REDUCTIONS = ("auto", "taps", "flat")  # knob ``reduction`` of the GEMM form
 DIRECT_MAX_CIN_G = 2
 # padding_mode: out-of-range taps read zeros, or the input index is folded back inside
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-_GEMM_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "precision")
+_GEMM_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages", "precision", "SPLIT_K")
 
 
 def _tuple(v: Any, nd: int) -> tuple[int, ...] | None:
@@ -171,6 +171,14 @@ def _auto_form(e: dict[str, Any]) -> str:
     return "direct" if e["cin_g"] <= DIRECT_MAX_CIN_G else "gemm"
 
 
+def split_k_of(group: Group, genome: dict[str, str], form: str) -> int:
+    """SPLIT_K of a GEMM-form convolution alone in its group (bias allowed: split 0 adds
+    it); 1 otherwise, as a pointwise epilogue cannot run on partial sums."""
+    if form != "gemm" or len(group.members) > 1:
+        return 1
+    return int(ConvNdFamily.value(genome, group, "SPLIT_K"))
+
+
 def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
     conv = group.members[0]
     op = group.ops[conv]
@@ -191,6 +199,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         reduction = resolved_reduction(e, reduction)
     # the weight packed as [G, KD * KH * KW, CIN_G, COUT_G] (phase form, taps reduction)
     packed = form == "gemm" and (phase or (reduction == "taps" and taps_apply(e, gather)))
+    split = split_k_of(group, genome, form) > 1
     warps = int(ConvNdFamily.value(genome, group, "num_warps"))
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
@@ -212,7 +221,8 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     sig += ["OD", "OH", "OW", "PD", "PH", "PW"]
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
     sig += [f"s{i}" for i in range(len(scalars))]
-    consts = ("    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr," if form == "gemm" else
+    consts = ("    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,"
+              + (" SPLIT_K: tl.constexpr," if split else "") if form == "gemm" else
               "    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, BLOCK_SIZE: tl.constexpr,")
     what = f"conv_transpose{nd}d" if e["transposed"] else f"conv{nd}d"
     fused = " -> ".join(what if m is conv else group.ops[m].op for m in group.members)
@@ -234,23 +244,27 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase and form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_phase(e, reduction, x_cast, w_cast, precision, note)
+        lines += body_phase(e, reduction, split, x_cast, w_cast, precision, note)
     elif phase:
         lines += body_direct_phase(e, x_cast, w_cast)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_gemm(e, gather, reduction, x_cast, w_cast, precision, note)
+        lines += body_gemm(e, gather, reduction, split, x_cast, w_cast, precision, note)
     else:
         lines += body_direct(e, gather, x_cast, w_cast)
     head = "acc"
     if has_bias:
         lines.append(f"    bias = tl.load(bias_ptr + cols, mask=mask, other=0.0){w_cast}")
-        head = "acc + bias"
+        head = "acc + tl.where(sid == 0, bias, 0.0)" if split else "acc + bias"  # split-K: one split adds it
     lines.append(f"    v_{conv.name} = {head}")
+    if split:
+        # split-K: the conv is alone in its group (fp32 output), each slice adds its partial sum
+        lines.append(f"    tl.atomic_add(out0_ptr + out_off, v_{conv.name}, mask=mask)")
     # epilogue operands of the output's shape share its offsets; broadcast ones (a per-channel
     # scale, ...) are read through the strides of their expanded view
     idx = ([] if e["unbatched"] else ["n_i"]) + ["cols"] + ["od_i", "oh_i", "ow_i"][3 - nd:]
-    lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
+    if not split:
+        lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
     launcher = _launcher(name, e, form, zero_insert, phase, packed, has_bias, ext, full, scalars, outs, genome, group,
                          warps)
@@ -262,6 +276,7 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
               full: list[bool], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
+    split_k = split_k_of(group, genome, form)
     pad_front = f"(1,) * {3 - nd} + " if nd < 3 else ""
     params = ["x", "w"] + (["bias"] if has_bias else []) + [f"e{i}" for i in range(len(ext))]
     ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", "",
@@ -303,12 +318,13 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     if form == "gemm":
         bm, bn = (int(ConvNdFamily.value(genome, group, k)) for k in ("BLOCK_M", "BLOCK_N"))
         if phase:  # one 1-D grid of (phase, group, row and column tiles)
+            z = groups * sd * sh * sw * split_k
             ll += [f"    m = nb * {per}",
-                   f"    grid = (((m + {bm - 1}) // {bm}) * ((cout_g + {bn - 1}) // {bn}) * {groups * sd * sh * sw},) "
-                   "if n > 0 else None"]
+                   f"    grid = (((m + {bm - 1}) // {bm}) * ((cout_g + {bn - 1}) // {bn}) * {z},) if n > 0 else None"]
         else:
             ll += ["    m = nb * osz[0] * osz[1] * osz[2]",
-                   f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups}) if n > 0 else None"]
+                   f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups * split_k}) "
+                   "if n > 0 else None"]
         ll += [
                f"    tail = (nb, {groups}, cin_g, *xsz, cout_g, kd, kh, kw, *osz, *pads)",
                "    consts = {}"]
@@ -352,13 +368,15 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll += epilogue_materialise_lines(full)
     call = list(params)
     for j, m in enumerate(outs):
-        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
+        alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
+        ll.append(f"    out{j} = {alloc}(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
         call.append(f"out{j}")
     call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
     if form == "gemm":
         bm, bn, bk, stages = (int(ConvNdFamily.value(genome, group, k)) for k in
                               ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
-        extra = f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={warps}, num_stages={stages}"
+        extra = (f"BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}," + (f" SPLIT_K={split_k}," if split_k > 1 else "")
+                 + f" num_warps={warps}, num_stages={stages}")
     else:
         extra = f"**consts, num_warps={warps}"
     ll += ["    if grid is not None:",
@@ -398,6 +416,11 @@ class ConvNdFamily(KernelFamily):
         "num_warps": ("4", "2", "8"),
         "num_stages": ("2", "3"),
         "precision": DOT_PRECISIONS,
+        # GEMM form, a conv alone in its group with an fp32 output: SPLIT_K programs share an
+        # output tile, each summing a slice of K (flat) or of the channels (taps) and adding
+        # it atomically into a zeroed output: more programs where the output is small and
+        # K = CIN_G x taps is long
+        "SPLIT_K": ("1", "2", "4"),
     }
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
@@ -405,7 +428,8 @@ class ConvNdFamily(KernelFamily):
         if conv is None:
             return None
         # tiles are loaded as fp32 whatever the input dtype, so the fp32 choices apply
-        return conv, {"allowed": {"precision": dot_precisions(ctx.spec, torch.float32)}}
+        split = ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]  # atomics on fp32 only
+        return conv, {"allowed": {"precision": dot_precisions(ctx.spec, torch.float32), "SPLIT_K": split}}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         e = group.ops[group.members[0]].extra
@@ -425,6 +449,8 @@ class ConvNdFamily(KernelFamily):
                                 or c == genome.get(f"{group.key}.reduction"))
             if (name in _GEMM_KNOBS and form != "gemm") or (name == "BLOCK_SIZE" and form != "direct"):
                 continue  # cannot change the code of the other form
+            if name == "SPLIT_K" and (len(group.members) > 1 or len(choices) < 2):
+                continue  # a pointwise epilogue cannot run on partial sums
             if name == "form":  # the explicit twin of what auto resolves to gives the same code
                 choices = tuple(c for c in choices if c != _auto_form(e) or c == genome.get(f"{group.key}.form"))
             out.append((name, choices))
