@@ -385,3 +385,51 @@ def body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> li
               f"other=0.0){w_cast}",
               "                    acc += xv * wv"]
     return lines
+
+
+def body_direct_tiled(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
+    """The direct form register-tiled (knob ``direct`` = ``tiled``; depthwise and thin
+    groups, not the transposed gather): a program owns a BLOCK_H x BLOCK_W tile of one
+    output plane (sample, channel, depth), so a tap's weight is one scalar load per
+    program instead of a gather per lane, the tap's coordinates and bounds are a column
+    and a row vector (broadcast, not per element), and the input reads run along W."""
+    s = e["s"] if gather else (1, 1, 1)
+    lines = [
+        "    pid = tl.program_id(0)",
+        "    tiles_w = tl.cdiv(OW, BLOCK_W)",
+        "    tiles_h = tl.cdiv(OH, BLOCK_H)",
+        "    tw = pid % tiles_w",
+        "    t = pid // tiles_w",
+        "    th = t % tiles_h",
+        "    t = t // tiles_h",
+        "    od = t % OD",
+        "    nc = t // OD",
+        "    c = nc % (G * COUT_G)",
+        "    n = nc // (G * COUT_G)",
+        "    g = c // COUT_G",
+        "    oh = th * BLOCK_H + tl.arange(0, BLOCK_H)",
+        "    ow = tw * BLOCK_W + tl.arange(0, BLOCK_W)",
+        "    zero = tl.zeros([BLOCK_H, BLOCK_W], dtype=tl.int32)",
+        "    mask = (oh[:, None] < OH) & (ow[None, :] < OW) & (nc * OD * OH * OW < n_out)",
+        "    cols = c + zero",
+        "    n_i = n + zero",
+        "    od_i = od + zero",
+        "    oh_i = oh[:, None] + zero",
+        "    ow_i = ow[None, :] + zero",
+        "    out_off = ((nc * OD + od) * OH + oh_i) * OW + ow_i",
+        "    acc = tl.zeros([BLOCK_H, BLOCK_W], dtype=tl.float32)",
+        "    for ci in range(0, CIN_G):",
+        "        x_base = (n * (G * CIN_G) + g * CIN_G + ci) * D",
+        "        w_base = (c * CIN_G + ci) * (KD * KH * KW)",
+        "        for kd in tl.static_range(KD):",
+        "            for kh in tl.static_range(KH):",
+        "                for kw in tl.static_range(KW):",
+        "                    ok = mask",
+    ]
+    lines += _taps(e, gather, "                    ", ("od", "oh[:, None]", "ow[None, :]"), ("kd", "kh", "kw"), s,
+                   e["d"])
+    lines += ["                    xv = tl.load(x_ptr + ((x_base + i_d) * H + i_h) * W + i_w, mask=ok, "
+              f"other=0.0){x_cast}",
+              f"                    wv = tl.load(w_ptr + w_base + (kd * KH + kh) * KW + kw){w_cast}",
+              "                    acc += xv * wv"]
+    return lines

@@ -14,8 +14,10 @@ Every case is addressed as 3-D: a 1-D or 2-D convolution has leading spatial siz
   (taps outside, channel blocks of BLOCK_K inside, over the weight packed as
   [G, KD * KH * KW, CIN_G, COUT_G]) or ``flat`` (one K, decoded per element).
 - ``direct``: one lane per output element walks its CIN_G x window taps (the window
-  unrolled, sizes are constexprs). For depthwise convolution (one input channel per
-  group) a GEMM tile would be nearly empty, so ``auto`` picks direct there.
+  unrolled, sizes are constexprs); knob ``direct`` = ``tiled``: a program owns a
+  BLOCK_H x BLOCK_W tile of one output plane (``body_direct_tiled``). For depthwise
+  convolution (one input channel per group) a GEMM tile would be nearly empty, so
+  ``auto`` picks direct there.
 
 Transposed convolution (knob ``transposed``): ``phase`` (the default) is the phase
 (sub-pixel) decomposition: the outputs of one phase ``(o + pad) % stride`` all use the
@@ -66,6 +68,7 @@ from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 from .convnd_bodies import (
     body_direct,
     body_direct_phase,
+    body_direct_tiled,
     body_gemm,
     body_phase,
     phase_applies,
@@ -87,6 +90,7 @@ _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 FORMS = ("auto", "gemm", "direct")  # knob ``form``
 TRANSPOSED_FORMS = ("phase", "gather", "zero_insert")  # knob ``transposed``, default first
 REDUCTIONS = ("auto", "taps", "flat")  # knob ``reduction`` of the GEMM form
+DIRECT_FORMS = ("lanes", "tiled")  # knob ``direct`` of the direct form
 # auto: direct when a group has at most this many input channels (depthwise and nearly so)
 DIRECT_MAX_CIN_G = 2
 # padding_mode: out-of-range taps read zeros, or the input index is folded back inside
@@ -171,6 +175,18 @@ def _auto_form(e: dict[str, Any]) -> str:
     return "direct" if e["cin_g"] <= DIRECT_MAX_CIN_G else "gemm"
 
 
+def tiled_of(group: Group, genome: dict[str, str], form: str, phase: bool, gather: bool) -> bool:
+    """Whether the direct form runs register-tiled (knob ``direct``): not for the
+    transposed gather or phase bodies, which keep one lane per output."""
+    e = group.ops[group.members[0]].extra
+    if form != "direct" or phase or not taps_apply(e, gather):
+        return False
+    choice = ConvNdFamily.value(genome, group, "direct")
+    if choice not in DIRECT_FORMS:
+        raise LoweringError(f"unknown direct conv form {choice!r}")
+    return choice == "tiled"
+
+
 def split_k_of(group: Group, genome: dict[str, str], form: str) -> int:
     """SPLIT_K of a GEMM-form convolution alone in its group (bias allowed: split 0 adds
     it); 1 otherwise, as a pointwise epilogue cannot run on partial sums."""
@@ -200,6 +216,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     # the weight packed as [G, KD * KH * KW, CIN_G, COUT_G] (phase form, taps reduction)
     packed = form == "gemm" and (phase or (reduction == "taps" and taps_apply(e, gather)))
     split = split_k_of(group, genome, form) > 1
+    tiled = tiled_of(group, genome, form, phase, gather)
     warps = int(ConvNdFamily.value(genome, group, "num_warps"))
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
@@ -223,7 +240,8 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     sig += [f"s{i}" for i in range(len(scalars))]
     consts = ("    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,"
               + (" SPLIT_K: tl.constexpr," if split else "") if form == "gemm" else
-              "    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, BLOCK_SIZE: tl.constexpr,")
+              "    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, "
+              + ("BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr," if tiled else "BLOCK_SIZE: tl.constexpr,"))
     what = f"conv_transpose{nd}d" if e["transposed"] else f"conv{nd}d"
     fused = " -> ".join(what if m is conv else group.ops[m].op for m in group.members)
     s, p, d, opad = (e[k][3 - nd:] for k in ("s", "p", "d", "op"))
@@ -232,6 +250,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
             f"dilation {x_(map(str, d))}, groups {e['groups']}"
             + (f", output_padding {x_(map(str, opad))}" if e["transposed"] else ""))
     how = ("implicit GEMM per group (rows = output positions, columns = the group's channels)" if form == "gemm"
+           else "a BLOCK_H x BLOCK_W tile of one output plane per program walking CIN_G x its window" if tiled
            else f"one lane per output element walking CIN_G x {'its phase' if phase else 'its window'}")
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", consts, "):",
              f"    # Fuses {fused}: {how};", f"    # {desc}."]
@@ -247,6 +266,8 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         lines += body_phase(e, reduction, split, x_cast, w_cast, precision, note)
     elif phase:
         lines += body_direct_phase(e, x_cast, w_cast)
+    elif tiled:
+        lines += body_direct_tiled(e, gather, x_cast, w_cast)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
         lines += body_gemm(e, gather, reduction, split, x_cast, w_cast, precision, note)
@@ -266,13 +287,13 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     if not split:
         lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
-    launcher = _launcher(name, e, form, zero_insert, phase, packed, has_bias, ext, full, scalars, outs, genome, group,
-                         warps)
+    launcher = _launcher(name, e, form, zero_insert, phase, packed, tiled, has_bias, ext, full, scalars, outs, genome,
+                         group, warps)
     return kernel, launcher, f"launch_{name}"
 
 
-def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, packed: bool, has_bias: bool,
-              ext: list[Any],
+def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, packed: bool, tiled: bool,
+              has_bias: bool, ext: list[Any],
               full: list[bool], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
@@ -330,7 +351,12 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                "    consts = {}"]
     else:
         block = int(ConvNdFamily.value(genome, group, "BLOCK_SIZE"))
-        if phase:  # grid axis 1: the phase; axis 0: lanes of the largest phase
+        if tiled:  # BLOCK_W along the output row (up to a power of two above OW), BLOCK_H rows
+            ll += [f"    bw = min({block}, _pow2(osz[2]))",
+                   f"    bh = max(min({block} // bw, _pow2(osz[1])), 1)",
+                   f"    planes = nb * {groups} * cout_g * osz[0]",
+                   "    grid = (planes * ((osz[1] + bh - 1) // bh) * ((osz[2] + bw - 1) // bw),) if n > 0 else None"]
+        elif phase:  # grid axis 1: the phase; axis 0: lanes of the largest phase
             ll += [f"    n_ph = nb * cout_g * {groups} * {per}",
                    f"    block = min({block}, _pow2(n_ph)) if n > 0 else 1",
                    f"    grid = ((n_ph + block - 1) // block, {sd * sh * sw}) if n > 0 else None"]
@@ -339,7 +365,8 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                    "    grid = ((n + block - 1) // block,) if n > 0 else None"]
         ll += [
                f"    tail = (n, {groups}, cin_g, *xsz, cout_g, *osz, *pads)",
-               "    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_SIZE': block}"]
+               ("    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_H': bh, 'BLOCK_W': bw}" if tiled else
+                "    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_SIZE': block}")]
     ll += epilogue_plan_lines(full)
     ll += ["    return shape, materialise, grid, tail, consts, xsz", "", ""]
     key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
@@ -413,6 +440,10 @@ class ConvNdFamily(KernelFamily):
         "BLOCK_N": ("32", "16", "64"),
         "BLOCK_K": ("32", "16", "64"),
         "BLOCK_SIZE": ("256", "128", "512", "1024"),
+        # direct form (not the transposed gather / phase bodies): one lane per output
+        # (lanes) or a BLOCK_H x BLOCK_W tile of one output plane per program (tiled: a
+        # tap's weight is one scalar load, its bounds a row and a column vector)
+        "direct": DIRECT_FORMS,
         "num_warps": ("4", "2", "8"),
         "num_stages": ("2", "3"),
         "precision": DOT_PRECISIONS,
@@ -449,6 +480,9 @@ class ConvNdFamily(KernelFamily):
                                 or c == genome.get(f"{group.key}.reduction"))
             if (name in _GEMM_KNOBS and form != "gemm") or (name == "BLOCK_SIZE" and form != "direct"):
                 continue  # cannot change the code of the other form
+            lanes_only = e["transposed"] and self.value(genome, group, "transposed") != "zero_insert"
+            if name == "direct" and (form != "direct" or lanes_only):
+                continue  # the transposed phase / gather bodies keep one lane per output
             if name == "SPLIT_K" and (len(group.members) > 1 or len(choices) < 2):
                 continue  # a pointwise epilogue cannot run on partial sums
             if name == "form":  # the explicit twin of what auto resolves to gives the same code

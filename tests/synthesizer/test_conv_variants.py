@@ -1,6 +1,7 @@
-"""The convnd family's GEMM form and its two reductions (knob ``reduction``: ``taps``, the
-taps outside and channel blocks inside over a packed weight, or ``flat``, tap x channel in
-one K). Transposed convolution by phase (sub-pixel) decomposition, the GEMM form's default:
+"""Kernel variants of the convnd family: the GEMM form's two reductions (knob
+``reduction``: ``taps``, the taps outside and channel blocks inside over a packed weight, or
+``flat``, tap x channel in one K), split-K (``SPLIT_K``) and the register-tiled direct form
+(``direct`` = ``tiled``). Transposed convolution by phase (sub-pixel) decomposition, the GEMM form's default:
 each of the stride^nd output phases is a dense implicit GEMM over its own taps. Odd shapes
 in 1-D / 2-D / 3-D (stride 1 / 2 / 3, asymmetric kernels, padding wider than the kernel,
 output_padding, dilation sharing a factor with the stride so that some phases have no tap
@@ -175,3 +176,43 @@ def test_split_k_matches_eager(synth: OfflineSynthesizer) -> None:
     space = dict(synth.space(CASES["t2d_c20_s2_k4_relu"], "t2d_c20_s2_k4_relu"))
     assert "g0.SPLIT_K" not in space
     assert dict(synth.space(SPLIT["c3d_c40_small_out"], "c3d_c40_small_out"))["g0.SPLIT_K"] == ["1", "2", "4"]
+
+
+def _spec_with(init: list[str], body: str, inputs: str, tolerance: str | None = None) -> str:
+    return one_input_spec("convolution", init, body, inputs, tolerance=tolerance)
+
+
+# depthwise / thin-group convolutions for the register-tiled direct form: strided, dilated,
+# padding modes, a broadcast per-channel scale in the epilogue, an output row wider than a
+# tile (BLOCK_SIZE 128: two tiles along W), unbatched, bf16
+TILED: dict[str, str] = {
+    "dw2d_scale_epilogue": _spec_with(["self.c = nn.Conv2d(5, 5, (3, 5), stride=(2, 1), padding=(1, 2), "
+                                       "dilation=(1, 2), groups=5)", "self.s = nn.Parameter(torch.randn(5, 1, 1))"],
+                                      "self.c(x) * self.s + x[:, :, ::2, 2:7]", "torch.randn(2, 5, 7, 9)"),
+    "dw3d_reflect_mult2": _spec_with(["self.c = nn.Conv3d(3, 6, 3, padding=1, groups=3, padding_mode='reflect')"],
+                                     "self.c(x)", "torch.randn(1, 3, 4, 5, 6)"),
+    "dw1d_bf16_s3": _spec_with(["self.c = nn.Conv1d(7, 7, 4, stride=3, padding=2, groups=7).bfloat16()"],
+                               "self.c(x)", "torch.randn(1, 7, 20).bfloat16()", HALF),
+    "dw2d_unbatched_wide": _spec_with(["self.c = nn.Conv2d(3, 3, 3, groups=3)"], "torch.relu(self.c(x))",
+                                      "torch.randn(3, 5, 152)"),
+}
+
+
+def test_tiled_direct_matches_eager(synth: OfflineSynthesizer) -> None:
+    """One BLOCK_H x BLOCK_W tile of an output plane per program, scalar weights per tap."""
+    jobs = []
+    plain = {k: v for k, v in PLAIN.items() if k != "c3d_c17_asym_dilated"}  # 306 unrolled taps: slow here
+    specs = TILED | plain | {"t1d_depthwise_s2": CASES["t1d_depthwise_s2"]}
+    for name, src in specs.items():
+        genome = {"g0.form": "direct", "g0.direct": "tiled", "g0.BLOCK_SIZE": "128"}
+        if name.startswith("t1d"):  # transposed: the zero-insertion form runs a plain conv
+            genome["g0.transposed"] = "zero_insert"
+        source, completed, fallback = synth.lower(synth._capture(src, name), genome)
+        assert fallback == () and all(completed[k] == v for k, v in genome.items()), name
+        assert "BLOCK_H: tl.constexpr" in source
+        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [1]})
+    bad = [(r["id"], r["error"][-400:]) for r in run_in_subprocess(jobs) if not r["ok"]]
+    assert not bad
+    # the transposed phase / gather bodies keep one lane per output
+    assert "g0.direct" not in dict(synth.space(CASES["t1d_depthwise_s2"], "t1d_depthwise_s2"))
+    assert dict(synth.space(TILED["dw3d_reflect_mult2"], "dw3d_reflect_mult2"))["g0.direct"] == ["lanes", "tiled"]
