@@ -373,18 +373,24 @@ def body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> li
         "        x_base = (n_i * (G * CIN_G) + cin) * D",
         ("        w_base = (cin * COUT_G + rn) * (KD * KH * KW)" if e["transposed"] and gather else
          "        w_base = (cols * CIN_G + ci) * (KD * KH * KW)"),
-        "        for kd in tl.static_range(KD):",
-        "            for kh in tl.static_range(KH):",
-        "                for kw in tl.static_range(KW):",
-        "                    ok = mask",
     ]
-    lines += _taps(e, gather, "                    ", ("od_i", "oh_i", "ow_i"), ("kd", "kh", "kw"), s, e["d"])
-    lines += ["                    xv = tl.load(x_ptr + ((x_base + i_d) * H + i_h) * W + i_w, mask=ok, "
-              f"other=0.0){x_cast}",
-              "                    wv = tl.load(w_ptr + w_base + (kd * KH + kh) * KW + kw, mask=mask, "
-              f"other=0.0){w_cast}",
-              "                    acc += xv * wv"]
-    return lines
+    return lines + _window(e, gather, s, ("od_i", "oh_i", "ow_i"), x_cast, ", mask=mask, other=0.0)" + w_cast)
+
+
+def _window(e: dict[str, Any], gather: bool, s: tuple[int, ...], coords: tuple[str, str, str], x_cast: str,
+            w_tail: str) -> list[str]:
+    """The direct form's unrolled window (inside the channel loop: ``x_base``, ``w_base``):
+    each tap's input coordinates from output coordinates ``coords``, its masked load,
+    the weight load (``w_tail``: mask and cast) and the product."""
+    ind = "                    "
+    lines = ["        for kd in tl.static_range(KD):",
+             "            for kh in tl.static_range(KH):",
+             "                for kw in tl.static_range(KW):",
+             f"{ind}ok = mask"]
+    lines += _taps(e, gather, ind, coords, ("kd", "kh", "kw"), s, e["d"])
+    return lines + [f"{ind}xv = tl.load(x_ptr + ((x_base + i_d) * H + i_h) * W + i_w, mask=ok, other=0.0){x_cast}",
+                    f"{ind}wv = tl.load(w_ptr + w_base + (kd * KH + kh) * KW + kw{w_tail}",
+                    f"{ind}acc += xv * wv"]
 
 
 def body_direct_tiled(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
@@ -421,15 +427,5 @@ def body_direct_tiled(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str)
         "    for ci in range(0, CIN_G):",
         "        x_base = (n * (G * CIN_G) + g * CIN_G + ci) * D",
         "        w_base = (c * CIN_G + ci) * (KD * KH * KW)",
-        "        for kd in tl.static_range(KD):",
-        "            for kh in tl.static_range(KH):",
-        "                for kw in tl.static_range(KW):",
-        "                    ok = mask",
     ]
-    lines += _taps(e, gather, "                    ", ("od", "oh[:, None]", "ow[None, :]"), ("kd", "kh", "kw"), s,
-                   e["d"])
-    lines += ["                    xv = tl.load(x_ptr + ((x_base + i_d) * H + i_h) * W + i_w, mask=ok, "
-              f"other=0.0){x_cast}",
-              f"                    wv = tl.load(w_ptr + w_base + (kd * KH + kh) * KW + kw){w_cast}",
-              "                    acc += xv * wv"]
-    return lines
+    return lines + _window(e, gather, s, ("od", "oh[:, None]", "ow[None, :]"), x_cast, ")" + w_cast)
