@@ -1,13 +1,14 @@
 """Kernel variants of the convnd family: the GEMM form's two reductions (knob
 ``reduction``: ``taps``, the taps outside and channel blocks inside over a packed weight, or
-``flat``, tap x channel in one K), split-K (``SPLIT_K``) and the register-tiled direct form
-(``direct`` = ``tiled``). Transposed convolution by phase (sub-pixel) decomposition, the GEMM form's default:
-each of the stride^nd output phases is a dense implicit GEMM over its own taps. Odd shapes
-in 1-D / 2-D / 3-D (stride 1 / 2 / 3, asymmetric kernels, padding wider than the kernel,
-output_padding, dilation sharing a factor with the stride so that some phases have no tap
-at all, groups, batch 1, 3 / 5 / 7 channels, fp32 / fp16 / bf16), and plain convolutions
-(padding modes, 'same', dilation, groups) run through both reductions in the Triton
-interpreter against eager."""
+``flat``, tap x channel in one K), a channels-last input for the taps reduction
+(``layout``), split-K (``SPLIT_K``) and the register-tiled direct form (``direct`` =
+``tiled``). Transposed convolution by phase (sub-pixel) decomposition, the default: each of
+the stride^nd output phases is a dense implicit GEMM over its own taps (or, in the direct
+form, a grid slice of lanes walking only their phase's taps). Odd shapes in 1-D / 2-D / 3-D
+(stride 1 / 2 / 3, asymmetric kernels, padding wider than the kernel, output_padding,
+dilation sharing a factor with the stride so that some phases have no tap at all, groups,
+batch 1, 3 / 5 / 7 channels, fp32 / fp16 / bf16), and plain convolutions (padding modes,
+'same', dilation, groups) run in the Triton interpreter against eager."""
 
 from __future__ import annotations
 
@@ -216,3 +217,30 @@ def test_tiled_direct_matches_eager(synth: OfflineSynthesizer) -> None:
     # the transposed phase / gather bodies keep one lane per output
     assert "g0.direct" not in dict(synth.space(CASES["t1d_depthwise_s2"], "t1d_depthwise_s2"))
     assert dict(synth.space(TILED["dw3d_reflect_mult2"], "dw3d_reflect_mult2"))["g0.direct"] == ["lanes", "tiled"]
+
+
+def test_channels_last_taps_match_eager(synth: OfflineSynthesizer) -> None:
+    """layout = channels_last: the launcher moves channels innermost (a view of a
+    channels_last input), the taps reduction reads a row's channel block contiguously."""
+    specs = {k: CASES[k] for k in ("t2d_asym_3x5_s2x3_op", "t3d_asym_dilated", "t1d_s2_d2_tapless_phases",
+                                   "t2d_half_3x5")}
+    specs |= PLAIN | SPLIT
+    # an input that already is channels_last (no copy in the launcher)
+    specs["t2d_input_channels_last"] = _spec("nn.ConvTranspose2d(20, 5, 4, stride=2, padding=1)", "self.c(x)",
+                                             "torch.randn(2, 20, 4, 3).to(memory_format=torch.channels_last)")
+    jobs = []
+    for name, src in specs.items():
+        genome = {"g0.form": "gemm", "g0.reduction": "taps", "g0.layout": "channels_last"}
+        if name in SPLIT:
+            genome |= {"g0.SPLIT_K": "4", "g0.BLOCK_K": "16"}
+        if name == "t1d_s2_d2_tapless_phases":  # the zero-spread input read channels-last
+            genome["g0.transposed"] = "zero_insert"
+        source, completed, fallback = synth.lower(synth._capture(src, name), genome)
+        assert fallback == () and all(completed[k] == v for k, v in genome.items()), name
+        assert ".movedim(1, -1).contiguous()" in source and "ci[None, :] * DHW" not in source, name
+        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [1]})
+    bad = [(r["id"], r["error"][-400:]) for r in run_in_subprocess(jobs) if not r["ok"]]
+    assert not bad
+    # the flat reduction has no channels-last addressing
+    flat = dict(synth.space(CASES["t1d_s3_k4_p2_op1_c5_c7"], "t1d_s3_k4_p2_op1_c5_c7"))
+    assert "g0.layout" not in flat and flat["g0.reduction"] == ["auto", "taps"]

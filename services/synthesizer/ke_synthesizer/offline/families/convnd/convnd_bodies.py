@@ -16,7 +16,7 @@ def taps_apply(e: dict[str, Any], gather: bool) -> bool:
     return not (e["transposed"] and gather)
 
 
-def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, x_cast: str, w_cast: str,
+def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, cl: bool, x_cast: str, w_cast: str,
               precision: str, note: list[str]) -> list[str]:
     """The implicit GEMM of a convolution (a transposed one as a gather or, after zero
     insertion, as a stride-1 convolution). Reduction ``flat``: K = CIN_G x taps flattened,
@@ -25,7 +25,8 @@ def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, x_ca
     channels inside, so decoding and bounds are per (row, tap) and the weight comes packed
     as [G, KD * KH * KW, CIN_G, COUT_G] (contiguous B tiles). ``split``: grid axis 2 is
     group x SPLIT_K and program ``sid`` sums its slice of K (``flat``) or of the channels
-    (``taps``) and adds it atomically into a zeroed output."""
+    (``taps``) and adds it atomically into a zeroed output. ``cl`` (``taps`` only): the input
+    comes channels-last ([N, D, H, W, C], see ``_x_n``)."""
     sd, sh, sw = e["s"] if gather else (1, 1, 1)
     dd, dh, dw = e["d"]
     head = [
@@ -56,7 +57,7 @@ def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, x_ca
     if reduction == "taps" and taps_apply(e, gather):
         lines = head + [
             "    DHW = D * H * W",
-            "    x_n = (n_idx * G + g) * CIN_G * DHW",
+            _x_n(cl),
             "    for tap in range(0, KV):",
             "        kd = tap // (KH * KW)",
             "        kh = (tap // KW) % KH",
@@ -64,7 +65,7 @@ def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, x_ca
             "        ok = rm < M",
         ]
         lines += _taps(e, gather, "        ", ("od", "oh", "ow"), ("kd", "kh", "kw"), (sd, sh, sw), (dd, dh, dw))
-        return lines + _channel_loop("ok", "tap", split, x_cast, w_cast, dot) + tail
+        return lines + _channel_loop("ok", "tap", split, cl, x_cast, w_cast, dot) + tail
     lines = head + [
         *_k_loop("k0", "K", split),
         "        rk = k0 + tl.arange(0, BLOCK_K)",
@@ -101,17 +102,25 @@ def _k_loop(var: str, total: str, split: bool, ind: str = "    ") -> list[str]:
             f"{ind}for {var} in range(sid * {var}_per, tl.minimum({total}, (sid + 1) * {var}_per), BLOCK_K):"]
 
 
-def _channel_loop(ok: str, tap: str, split: bool, x_cast: str, w_cast: str, dot: list[str]) -> list[str]:
+def _x_n(cl: bool) -> str:
+    """The row's offset of its sample and group's first channel: NCDHW, or channels-last
+    [N, D, H, W, G * CIN_G] (``cl``: a row's channel block is one contiguous run)."""
+    return "    x_n = n_idx * DHW * (G * CIN_G) + g * CIN_G" if cl else "    x_n = (n_idx * G + g) * CIN_G * DHW"
+
+
+def _channel_loop(ok: str, tap: str, split: bool, cl: bool, x_cast: str, w_cast: str,
+                  dot: list[str]) -> list[str]:
     """The inner loop of the ``taps`` reduction, inside the loop over taps: ``ok`` the
     rows whose tap lies inside the input, at ``i_d`` / ``i_h`` / ``i_w``; ``tap`` the index
     into the packed weight [G, KD * KH * KW, CIN_G, COUT_G]. Only channel offsets change
     per K tile (no division on the tile)."""
     return [
-        "        x_row = x_n + (i_d * H + i_h) * W + i_w",
+        ("        x_row = x_n + ((i_d * H + i_h) * W + i_w) * (G * CIN_G)" if cl else
+         "        x_row = x_n + (i_d * H + i_h) * W + i_w"),
         f"        w_row = (g * KV + {tap}) * CIN_G",
         *_k_loop("c_0", "CIN_G", split, "        "),
         "            ci = c_0 + tl.arange(0, BLOCK_K)",
-        "            a = tl.load(x_ptr + x_row[:, None] + ci[None, :] * DHW,",
+        f"            a = tl.load(x_ptr + x_row[:, None] + ci[None, :]{'' if cl else ' * DHW'},",
         f"                        mask={ok}[:, None] & (ci[None, :] < CIN_G), other=0.0){x_cast}",
         "            b = tl.load(w_ptr + (w_row + ci[:, None]) * COUT_G + rn[None, :],",
         f"                        mask=(ci[:, None] < CIN_G) & (rn[None, :] < COUT_G), other=0.0){w_cast}",
@@ -194,8 +203,8 @@ def _phase_steps(e: dict[str, Any]) -> tuple[tuple[int, int], ...]:
     return tuple((s // math.gcd(s, dl), dl // math.gcd(s, dl)) for s, dl in zip(e["s"], e["d"], strict=True))
 
 
-def body_phase(e: dict[str, Any], reduction: str, split: bool, x_cast: str, w_cast: str, precision: str,
-               note: list[str]) -> list[str]:
+def body_phase(e: dict[str, Any], reduction: str, split: bool, cl: bool, x_cast: str, w_cast: str,
+               precision: str, note: list[str]) -> list[str]:
     """Transposed conv as one dense implicit GEMM per output phase r = (o + pad) % stride
     (sub-pixel decomposition): the outputs o = r - pad + stride * b of a phase all use the
     same taps, so the reduction walks only those (1 / stride^nd of the window for
@@ -231,7 +240,7 @@ def body_phase(e: dict[str, Any], reduction: str, split: bool, x_cast: str, w_ca
         "    b_d = b0_d + (rm // tl.maximum(nb_h * nb_w, 1)) % tl.maximum(nb_d, 1)",
         "    b_h = b0_h + (rm // tl.maximum(nb_w, 1)) % tl.maximum(nb_h, 1)",
         "    b_w = b0_w + rm % tl.maximum(nb_w, 1)",
-        "    x_n = (n_idx * G + g) * CIN_G * DHW",
+        _x_n(cl),
         "    co = g * COUT_G + rn",
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
     ]
@@ -249,7 +258,7 @@ def body_phase(e: dict[str, Any], reduction: str, split: bool, x_cast: str, w_ca
             f"        i_h = b_h + c0_h - {_times('jh', dph)}",
             f"        i_w = b_w + c0_w - {_times('jw', dpw)}",
             "        ok_m = (rm < M) & (i_d >= 0) & (i_d < D) & (i_h >= 0) & (i_h < H) & (i_w >= 0) & (i_w < W)",
-            *_channel_loop("ok_m", kr, split, x_cast, w_cast, dot),
+            *_channel_loop("ok_m", kr, split, cl, x_cast, w_cast, dot),
         ]
     else:
         # tap x channel flattened (channel fastest) into one K of JV * CIN_G

@@ -91,6 +91,7 @@ FORMS = ("auto", "gemm", "direct")  # knob ``form``
 TRANSPOSED_FORMS = ("phase", "gather", "zero_insert")  # knob ``transposed``, default first
 REDUCTIONS = ("auto", "taps", "flat")  # knob ``reduction`` of the GEMM form
 DIRECT_FORMS = ("lanes", "tiled")  # knob ``direct`` of the direct form
+LAYOUTS = ("contiguous", "channels_last")  # knob ``layout`` of the taps reduction
 # auto: direct when a group has at most this many input channels (depthwise and nearly so)
 DIRECT_MAX_CIN_G = 2
 # padding_mode: out-of-range taps read zeros, or the input index is folded back inside
@@ -187,6 +188,19 @@ def tiled_of(group: Group, genome: dict[str, str], form: str, phase: bool, gathe
     return choice == "tiled"
 
 
+def channels_last_of(group: Group, genome: dict[str, str], form: str, reduction: str, phase: bool,
+                     gather: bool) -> bool:
+    """Whether the taps reduction (GEMM or phase body) reads a channels-last input (knob
+    ``layout``)."""
+    e = group.ops[group.members[0]].extra
+    if form != "gemm" or reduction != "taps" or not (phase or taps_apply(e, gather)):
+        return False
+    layout = ConvNdFamily.value(genome, group, "layout")
+    if layout not in LAYOUTS:
+        raise LoweringError(f"unknown conv layout {layout!r}")
+    return layout == "channels_last"
+
+
 def split_k_of(group: Group, genome: dict[str, str], form: str) -> int:
     """SPLIT_K of a GEMM-form convolution alone in its group (bias allowed: split 0 adds
     it); 1 otherwise, as a pointwise epilogue cannot run on partial sums."""
@@ -216,6 +230,7 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     # the weight packed as [G, KD * KH * KW, CIN_G, COUT_G] (phase form, taps reduction)
     packed = form == "gemm" and (phase or (reduction == "taps" and taps_apply(e, gather)))
     split = split_k_of(group, genome, form) > 1
+    cl = channels_last_of(group, genome, form, reduction, phase, gather)
     tiled = tiled_of(group, genome, form, phase, gather)
     warps = int(ConvNdFamily.value(genome, group, "num_warps"))
     ext, scalars = epilogue_operands(plan, group)
@@ -263,14 +278,14 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase and form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_phase(e, reduction, split, x_cast, w_cast, precision, note)
+        lines += body_phase(e, reduction, split, cl, x_cast, w_cast, precision, note)
     elif phase:
         lines += body_direct_phase(e, x_cast, w_cast)
     elif tiled:
         lines += body_direct_tiled(e, gather, x_cast, w_cast)
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_gemm(e, gather, reduction, split, x_cast, w_cast, precision, note)
+        lines += body_gemm(e, gather, reduction, split, cl, x_cast, w_cast, precision, note)
     else:
         lines += body_direct(e, gather, x_cast, w_cast)
     head = "acc"
@@ -287,13 +302,13 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     if not split:
         lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
-    launcher = _launcher(name, e, form, zero_insert, phase, packed, tiled, has_bias, ext, full, scalars, outs, genome,
-                         group, warps)
+    launcher = _launcher(name, e, form, zero_insert, phase, packed, tiled, cl, has_bias, ext, full, scalars, outs,
+                         genome, group, warps)
     return kernel, launcher, f"launch_{name}"
 
 
 def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, packed: bool, tiled: bool,
-              has_bias: bool, ext: list[Any],
+              cl: bool, has_bias: bool, ext: list[Any],
               full: list[bool], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
@@ -373,7 +388,8 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
                             "shape, materialise, grid, tail, consts, xsz")
-    ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
+    # layout=channels_last moves channels innermost below instead (no NCDHW copy first)
+    ll += ([] if cl else ["    x = x.contiguous()"]) + ["    w = w.contiguous()"]
     if zero_insert:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
         k_dims = tuple(range(2, nd + 2))
@@ -385,6 +401,10 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                f"    cin_g = w.shape[0] // {groups}",
                f"    w = w.reshape({groups}, cin_g, w.shape[1], *w.shape[2:]).transpose(1, 2)"
                f".reshape({groups} * w.shape[1], cin_g, *w.shape[2:]).flip({k_dims}).contiguous()"]
+    if cl:
+        # layout=channels_last: channels innermost ([N, D, H, W, C] order, as 3-D), a view of
+        # a channels_last input (no copy), a copy of a contiguous one
+        ll += [f"    x = x.movedim({0 if e['unbatched'] else 1}, -1).contiguous()"]
     if packed:
         # -> [G, KD * KH * KW, CIN_G, COUT_G]: a B tile (one tap, a channel block) is then a
         # contiguous run of output channels; repacked per call (a small copy, and no stale
@@ -444,6 +464,10 @@ class ConvNdFamily(KernelFamily):
         # (lanes) or a BLOCK_H x BLOCK_W tile of one output plane per program (tiled: a
         # tap's weight is one scalar load, its bounds a row and a column vector)
         "direct": DIRECT_FORMS,
+        # taps reduction: the input read as NCDHW (contiguous) or channels-last (the launcher
+        # moves channels innermost: free for a channels_last input, a copy otherwise), so a
+        # row's channel block is one contiguous run; the output stays NCDHW
+        "layout": LAYOUTS,
         "num_warps": ("4", "2", "8"),
         "num_stages": ("2", "3"),
         "precision": DOT_PRECISIONS,
@@ -483,6 +507,11 @@ class ConvNdFamily(KernelFamily):
             lanes_only = e["transposed"] and self.value(genome, group, "transposed") != "zero_insert"
             if name == "direct" and (form != "direct" or lanes_only):
                 continue  # the transposed phase / gather bodies keep one lane per output
+            if name == "layout":
+                tform = self.value(genome, group, "transposed")
+                taps = resolved_reduction(e, self.value(genome, group, "reduction")) == "taps"
+                if form != "gemm" or not taps or (e["transposed"] and tform == "gather"):
+                    continue  # channels-last addressing exists for the taps reduction only
             if name == "SPLIT_K" and (len(group.members) > 1 or len(choices) < 2):
                 continue  # a pointwise epilogue cannot run on partial sums
             if name == "form":  # the explicit twin of what auto resolves to gives the same code
