@@ -19,7 +19,10 @@ from ke_synthesizer.offline.families.impl_policy import ImplCache, ImplPolicy, s
 from ke_synthesizer.offline.families.library_impl import heavy_nodes
 from ke_synthesizer.offline.graph import _param_shape_fn
 from ke_synthesizer.offline.space import MIXED
+from ke_synthesizer.registry import _offline
+from kernelevolve.config import load_settings
 from kernelevolve.errors import ConfigError
+from kernelevolve.ports.knowledge import NoKnowledge
 from kernelevolve.ports.synthesis import ParentInfo, Proposal, ProposalRequest
 
 from .conftest import example_source
@@ -197,3 +200,14 @@ def test_moved_candidates_are_correct_on_odd_shapes(synth: OfflineSynthesizer) -
         jobs.append({"id": job, "spec_source": src, "candidate_source": source, "seeds": [1, 2]})
     for result in run_in_subprocess(jobs):
         assert result["ok"], result
+
+
+def test_the_configured_cache_reaches_the_offline_synthesizer(tmp_path: Path, synth: OfflineSynthesizer) -> None:
+    lone_src = example_source("conv2d_bias_relu")
+    cache = ImplCache()
+    cache.record(_signature_of(lone_src, "lone", "conv", synth), "cpu", 0.30, 0.10)
+    cache.save(tmp_path / "impl.json")
+    settings = load_settings(env={"KE_SYNTHESIZER_IMPL_CACHE": str(tmp_path / "impl.json")})
+    configured = _offline(settings, NoKnowledge())
+    assert isinstance(configured, OfflineSynthesizer)
+    assert _seed(configured, lone_src, "lone").fallback_nodes == ("conv",)
