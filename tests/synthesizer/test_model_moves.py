@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ke_evaluator.judge import Judge
+from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.families.impl_policy import ImplCache, ImplPolicy, signature
@@ -211,3 +211,14 @@ def test_the_configured_cache_reaches_the_offline_synthesizer(tmp_path: Path, sy
     configured = _offline(settings, NoKnowledge())
     assert isinstance(configured, OfflineSynthesizer)
     assert _seed(configured, lone_src, "lone").fallback_nodes == ("conv",)
+
+
+def test_the_library_share_is_in_the_evaluators_evidence(synth: OfflineSynthesizer) -> None:
+    """The all-library CNN leaves its 3 convolutions of the reference's 4 heavy ops (3 convs
+    and the linear) to the library; the profiler's op counts and the reference's agree."""
+    seed = _seed(synth, TRAIN, "cnn")
+    opts = EvalOptions(device="cpu", correctness_trials=1, timing=TimingOptions(max_trials=2, input_sets=1))
+    with Judge(opts) as judge:
+        verdict = judge.evaluate(TRAIN, seed.source, "cnn")
+    assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
+    assert verdict.evidence["library_share"] == {"library_calls": 3, "heavy_ops": 4}

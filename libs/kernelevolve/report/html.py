@@ -321,6 +321,15 @@ def _correctness(report: dict[str, Any]) -> str:
     return _kv(rows) + dtab
 
 
+def _library_share(report: dict[str, Any]) -> str | None:
+    """"n of m heavy ops": the reference's convolutions / matrix products per forward the
+    candidate left to cuDNN / cuBLAS (the evaluator's evidence["library_share"])."""
+    share = (report.get("evidence") or {}).get("library_share")
+    if not isinstance(share, dict) or not share.get("heavy_ops"):
+        return None
+    return f"{share.get('library_calls', 0)} of {share['heavy_ops']} heavy ops"
+
+
 def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
     cid = n["node_id"]
     rep = run.reports.get(cid, {})
@@ -335,7 +344,7 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
             ("evaluation redone after interrupted attempts", n.get("interrupted_evaluations") or None),
             ("speedup vs torch.compile", rep.get("speedup_vs_compile") or None),
             ("candidate median ms", ct.get("median_ms")), ("eager median ms", bt.get("median_ms")),
-            ("device", rep.get("device"))]
+            ("library calls (conv / matmul)", _library_share(rep)), ("device", rep.get("device"))]
     warnings = "".join(f"<li>{escape(str(w))}</li>" for w in rep.get("warnings") or [])
     errors = rep.get("errors") or rep.get("error") or ""
     err = f"<pre class='err'>{escape(json.dumps(errors, indent=1) if not isinstance(errors, str) else errors)}</pre>" \
