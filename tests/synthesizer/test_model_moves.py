@@ -124,6 +124,10 @@ def test_a_hand_written_move_is_expanded(synth: OfflineSynthesizer) -> None:
     assert fallback == () and full["impl_conv"] == "triton"
     _, full, fallback = synth.lower(synth._capture(TRAIN, "cnn"), {"impl_conv": "triton", "impl_matmul": "library"})
     assert fallback == () and "impl_matmul" not in full  # one matmul: no such move, the key is ignored
+    # a completed genome edited per node is read by its members (its move value is derived, stale here)
+    _, seed, _ = synth.lower(synth._capture(TRAIN, "cnn"), {})
+    _, full, fallback = synth.lower(synth._capture(TRAIN, "cnn"), {**seed, "impl.c2": "triton"})
+    assert seed["impl_conv"] == "library" and fallback == ("c1", "c3") and full["impl_conv"] == MIXED
 
 
 @pytest.mark.parametrize("name,src", [("cnn_train", TRAIN), ("cnn_eval", EVAL)])

@@ -232,12 +232,14 @@ def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]
 
 
 def _expand_moves(space: list[Knob], genome: dict[str, str]) -> dict[str, str] | None:
-    """``genome`` with the members of every family-wide move it names set to that move's
-    value, or None when no member differs (moves made by ``apply_edge`` already agree)."""
+    """``genome`` with the members of every family-wide move it names, and none of whose
+    members it names, set to that move's value; None when there is none. A genome that
+    names members too (a completed genome, edited by hand per node) is read by its members:
+    the move's value there is derived, and may be stale."""
     out = dict(genome)
     for move in space:
         value = genome.get(move.key)
-        if move.sets and value in move.targets and any(out.get(k) != value for k in move.sets):
+        if move.sets and value in move.targets and not any(k in genome for k in move.sets):
             out.update({k: value for k in move.sets})  # type: ignore[misc]
     return None if out == genome else out
 

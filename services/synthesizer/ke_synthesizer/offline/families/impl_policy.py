@@ -115,6 +115,7 @@ class ImplCache:
 
     def save(self, path: str | Path) -> None:
         doc = {"version": CACHE_VERSION, "entries": [self._entries[k] for k in sorted(self._entries)]}
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(doc, indent=1) + "\n")
 
 
