@@ -78,6 +78,7 @@ def test_report_draws_every_candidate_curves_and_panels(run_dir: Path) -> None:
     assert "42.0% of the memory limit" in html
     # which candidates left convolutions / matmuls to the library (the evaluator's evidence)
     assert html.count("<th>library calls (conv / matmul)</th><td>2 of 3 heavy ops</td>") == 3
+    assert "<span>best's library calls</span><b>2 of 3 heavy ops</b>" in html
     assert "<b>x</b>" not in html and "&lt;/script&gt;" in html  # candidate text is escaped
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
     assert "<script src" not in html and "<link" not in html

@@ -462,6 +462,9 @@ def render_html(run: RunData) -> str:
     stats = [("status", status), ("candidates", f"{len(evaluated)} evaluated of {s.get('budget', len(run.nodes))}"),
              ("correct", str(len(correct))),
              ("best", f"{best_id} {best_sp:.4g}x" if best_id else "none"), ("device", hardware or "?")]
+    best_share = _library_share(run.reports.get(best_id, {}))
+    if best_share:  # how much of the best candidate's heavy work cuDNN / cuBLAS do
+        stats.append(("best's library calls", best_share))
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     panels = "".join(_candidate_panel(run, n) for n in run.nodes)
     data = json.dumps({"session_id": run.session_id, "candidates": len(run.nodes), "best": best_id},
