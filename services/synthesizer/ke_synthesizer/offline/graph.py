@@ -25,7 +25,7 @@ from .emit.lower_pointwise import PointwiseEmitter
 from .families import FAMILIES
 from .families.family import KernelFamily
 from .families.impl_policy import ImplPolicy
-from .families.library_impl import ImplChoices, heavy_nodes
+from .families.library_impl import ImplChoices
 from .families.pointwise.kernel_pointwise import PointwiseFamily
 from .families.row.kernel_row import RowFamily, is_column_reduction
 from .frontend.captured import CapturedSpec
@@ -143,7 +143,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     order = {n: i for i, n in enumerate(nodes)}
     # per-boundary fusion choices met while planning: genome key -> anchor node name
     fusion_knobs: dict[str, str] = {}
-    impl = ImplChoices(policy.defaults(heavy_nodes(gm, pshape), gm, device) if policy is not None else {})
+    impl = ImplChoices(policy.for_graph(gm, pshape, device) if policy is not None else {})
 
     def inputs_of(node: torch.fx.Node, op: NormOp | None) -> list[torch.fx.Node]:
         """What a node reads; an override (amin of a min tuple, a reverse scan) reads its
