@@ -163,3 +163,13 @@ def test_int64_offsets_correct_in_the_interpreter(synth: OfflineSynthesizer, mon
         jobs.append({"id": f"{name}-{k}", "spec_source": example_source(name), "candidate_source": source,
                      "seeds": [4]})
     _run(jobs)
+
+
+def test_views_count_their_base(synth: OfflineSynthesizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """glu_sigmoid reads the chunk halves of x in place (row pitch 2 * 160): its offsets
+    reach x's element count, not the halves', so the threshold is x's (64 x 320)."""
+    monkeypatch.setattr(grid_module, "INT64_NUMEL", 64 * 320)
+    wide, _, _ = lower_example(synth, "glu_sigmoid", {})
+    monkeypatch.setattr(grid_module, "INT64_NUMEL", 64 * 320 + 1)
+    narrow, _, _ = lower_example(synth, "glu_sigmoid", {})
+    assert WIDE_LINE in wide and ".to(tl.int64)" not in narrow

@@ -43,13 +43,37 @@ FOLD_PARAMS = "GRID0, GRID1, GRID_FOLD: tl.constexpr"
 INT64_NUMEL = 2**31 - 2**16
 
 
+# ops whose result may be read in place as a view of their input: a kernel reading one
+# addresses its base tensor (a chunk of a row read with the row pitch, a strided slice)
+_VIEWS = frozenset({"getitem", "chunk", "split", "unbind", "narrow", "select", "view", "reshape", "permute",
+                    "transpose", "t", "expand", "expand_as", "squeeze", "unsqueeze", "flatten", "unflatten",
+                    "movedim", "as_strided", "view_as", "reshape_as"})
+
+
+def _target_name(node: torch.fx.Node) -> str:
+    return node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+
+
+def _addressed(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """``node`` and, through view ops, the tensors whose memory it may be a view of."""
+    out, todo = [node], [node]
+    while todo:
+        n = todo.pop()
+        if n.op in ("call_function", "call_method") and _target_name(n) in _VIEWS:
+            ins = [i for i in n.all_input_nodes if i not in out]
+            out += ins
+            todo += ins
+    return out
+
+
 def group_numel(group: Group) -> int:
-    """The largest element count of a tensor the group's members read or write (their
-    fx nodes and every node they take: operands, weights, epilogue inputs)."""
+    """The largest element count of a tensor the group's members read or write: their fx
+    nodes, every node they take (operands, weights, epilogue inputs) and the bases those
+    may be views of."""
     largest = 0
     for m in group.members:
-        for node in (m, *m.all_input_nodes):
-            shape = shape_of(node) if isinstance(node, torch.fx.Node) else None
+        for node in (m, *(a for i in m.all_input_nodes for a in _addressed(i))):
+            shape = shape_of(node)
             if shape is not None:
                 largest = max(largest, math.prod(shape))
     return largest
