@@ -65,7 +65,9 @@ def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     causal = extra["causal"]
     outs = group_outputs(plan, group)
     # grid axes: query blocks, batch x heads (past 65535 at real sizes: folded, emit/grid.py)
-    ids = "\n".join(program_id_lines(["pid_m", "bid"], wide=wide_offsets(group), fold=True))
+    wide = wide_offsets(group)
+    ids = "\n".join(program_id_lines(["pid_m", "bid"], wide=wide, fold=True))
+    key_range = "tl.arange(0, BLOCK_N)" + (".to(tl.int64)" if wide else "")  # rn * k_sn: int64 with wide
     kernel = f'''@triton.jit
 def {name}(
     q_ptr, k_ptr, v_ptr, o_ptr, LQ, LK, D, DV, sm_scale,
@@ -85,7 +87,7 @@ def {name}(
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
     {"hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M)  # causal: later keys are all masked" if causal else "hi = LK"}
 {note_src}    for start in range(0, hi, BLOCK_N):
-        rn = start + tl.arange(0, BLOCK_N)
+        rn = start + {key_range}
         k = tl.load(k_ptr + bid * k_sb + rn[None, :] * k_sn + rd[:, None] * k_sd,
                     mask=(rn[None, :] < LK) & (rd[:, None] < D), other=0.0).to(tl.float32)
         s = tl.dot(q, k, input_precision="{precision}") * sm_scale

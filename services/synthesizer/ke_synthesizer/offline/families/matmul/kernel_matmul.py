@@ -224,6 +224,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     ids = ["pid"] + (["bid"] if bat or split_k > 1 else []) + (["sid"] if split_k > 1 else [])
     if len(ids) > 1:
         sig.append(FOLD_PARAMS)
+    wide = wide_offsets(group)
     fused = " -> ".join(group.ops[m].op for m in group.members)
     dot = f'tl.dot(a, b, input_precision="{precision}")'
     k_lines = [
@@ -234,7 +235,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         + (" SPLIT_K: tl.constexpr," if split_k > 1 else ""),
         "):",
         f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
-        *program_id_lines(ids, wide=wide_offsets(group), fold=True),
+        *program_id_lines(ids, wide=wide, fold=True),
         *(["    # batch: three levels (b0, b1, b2) of the operands' batch strides",
            "    b0 = bid // (B1 * B2)",
            "    b1 = (bid // B2) % B1",
@@ -252,7 +253,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "    pid_n = (pid % num_pid_in_group) // group_size_m",
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "    rk = tl.arange(0, BLOCK_K)",
+        # wide: K offsets too (kk * a_sk of a transposed operand reaches its element count)
+        "    rk = tl.arange(0, BLOCK_K)" + (".to(tl.int64)" if wide else ""),
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
         *(["    k_per = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",
            "    for k0 in range(sid * k_per, tl.minimum(K, (sid + 1) * k_per), BLOCK_K):"] if split_k > 1 else
