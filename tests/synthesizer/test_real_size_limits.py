@@ -134,7 +134,7 @@ def test_folded_grids_correct_in_the_interpreter(synth: OfflineSynthesizer) -> N
     unfold it; the extra shape sets (other batch sizes) run the same launchers."""
     jobs = []
     # split-K: a third axis (K slices), also on a product without a batch axis
-    cases = [(name, {}) for name in MULTI_AXIS]
+    cases: list[tuple[str, dict[str, str]]] = [(name, {}) for name in MULTI_AXIS]
     cases += [("matmul_4d", {"g0.SPLIT_K": "2"}), ("mm_plain", {"g0.SPLIT_K": "4"})]
     for k, (name, genome) in enumerate(cases):
         source, full, fallback = lower_example(synth, name, genome)
@@ -150,7 +150,7 @@ def test_int64_offsets_correct_in_the_interpreter(synth: OfflineSynthesizer, mon
     """Threshold 0: every kernel computes its offsets in int64; persistent and split forms
     (loops over int64 tiles, a second grid axis) too."""
     monkeypatch.setattr(grid_module, "INT64_NUMEL", 0)
-    cases = [(name, {}) for name in MULTI_AXIS + ONE_AXIS]
+    cases: list[tuple[str, dict[str, str]]] = [(name, {}) for name in MULTI_AXIS + ONE_AXIS]
     cases += [("relu_scale_add", {"g0.programs": "128"}), ("layernorm", {"g0.programs": "128"}),
               ("softmax_rows", {"g0.strategy": "split"}), ("row_sum", {"g0.strategy": "looped"}),
               ("matmul_4d", {"g0.SPLIT_K": "2"}), ("mm_plain", {"g0.SPLIT_K": "2"}),
