@@ -10,13 +10,11 @@ from typing import Any
 
 
 def body_gemm(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, precision: str,
-                      note: list[str]) -> list[str]:
+                      note: list[str], ids: list[str]) -> list[str]:
     sd, sh, sw = e["s"] if gather else (1, 1, 1)
     dd, dh, dw = e["d"]
     lines = [
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
-        "    g = tl.program_id(2)",
+        *ids,  # pid_m, pid_n, g (the kernel's program ids, emit/grid.py)
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "    M = NB * OD * OH * OW",
@@ -103,15 +101,14 @@ def phase_applies(e: dict[str, Any], form: str) -> bool:
     return bool(e["transposed"]) and form == "gemm" and tuple(e["d"]) == (1, 1, 1)
 
 
-def body_phase(e: dict[str, Any], x_cast: str, w_cast: str, precision: str, note: list[str]) -> list[str]:
+def body_phase(e: dict[str, Any], x_cast: str, w_cast: str, precision: str, note: list[str],
+               ids: list[str]) -> list[str]:
     """Transposed conv as one implicit GEMM per output phase r = (o + pad) % stride: the
     outputs o = r - pad + stride * b of a phase all use taps k = r + j * stride, reading
     input b - j, so the reduction walks only valid taps (1 / stride^nd of the gather's)."""
     sd, sh, sw = e["s"]
     lines = [
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
-        "    pid_z = tl.program_id(2)",
+        *ids,  # pid_m, pid_n, pid_z (the kernel's program ids, emit/grid.py)
         f"    g = pid_z // {sd * sh * sw}",
         f"    ph = pid_z % {sd * sh * sw}",
         f"    r_w = ph % {sw}",
@@ -173,10 +170,10 @@ def body_phase(e: dict[str, Any], x_cast: str, w_cast: str, precision: str, note
     return lines
 
 
-def body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
+def body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, ids: list[str]) -> list[str]:
     s = e["s"] if gather else (1, 1, 1)
     lines = [
-        "    pid = tl.program_id(0)",
+        *ids,  # pid (the kernel's program id, emit/grid.py)
         "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
         "    mask = offs < n_out",
         "    ow_i = offs % OW",

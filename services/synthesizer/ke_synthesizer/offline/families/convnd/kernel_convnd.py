@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import (
@@ -190,6 +191,11 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     sig += ["OD", "OH", "OW", "PD", "PH", "PW"]
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
     sig += [f"s{i}" for i in range(len(scalars))]
+    # grid axes (emit/grid.py): gemm and phase forms three (tiles, channel tiles, groups x
+    # phases), folded past CUDA's limits; the direct form one
+    wide = wide_offsets(group)
+    if form == "gemm":
+        sig.append(FOLD_PARAMS)
     consts = ("    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr," if form == "gemm" else
               "    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, BLOCK_SIZE: tl.constexpr,")
     what = f"conv_transpose{nd}d" if e["transposed"] else f"conv{nd}d"
@@ -210,12 +216,14 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase:
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_phase(e, x_cast, w_cast, precision, note)
+        lines += body_phase(e, x_cast, w_cast, precision, note,
+                            program_id_lines(["pid_m", "pid_n", "pid_z"], wide=wide, fold=True))
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_gemm(e, gather, x_cast, w_cast, precision, note)
+        lines += body_gemm(e, gather, x_cast, w_cast, precision, note,
+                           program_id_lines(["pid_m", "pid_n", "g"], wide=wide, fold=True))
     else:
-        lines += body_direct(e, gather, x_cast, w_cast)
+        lines += body_direct(e, gather, x_cast, w_cast, program_id_lines(["pid"], wide=wide))
     head = "acc"
     if has_bias:
         lines.append(f"    bias = tl.load(bias_ptr + cols, mask=mask, other=0.0){w_cast}")
@@ -282,19 +290,20 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
                    f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups}) if n > 0 else None"]
         ll += [
                f"    tail = (nb, {groups}, cin_g, *xsz, cout_g, kd, kh, kw, *osz, *pads)",
+               "    grid, fold = _fold_grid(grid)",
                "    consts = {}"]
     else:
         block = int(ConvNdFamily.value(genome, group, "BLOCK_SIZE"))
         ll += [f"    block = min({block}, _pow2(n)) if n > 0 else 1",
-               "    grid = ((n + block - 1) // block,) if n > 0 else None",
+               "    grid, fold = ((n + block - 1) // block,) if n > 0 else None, ()",
                f"    tail = (n, {groups}, cin_g, *xsz, cout_g, *osz, *pads)",
                "    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_SIZE': block}"]
     ll += epilogue_plan_lines(full)
-    ll += ["    return shape, materialise, grid, tail, consts, xsz", "", ""]
+    ll += ["    return shape, materialise, grid, tail, consts, xsz, fold", "", ""]
     key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
     ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
-                            "shape, materialise, grid, tail, consts, xsz")
+                            "shape, materialise, grid, tail, consts, xsz, fold")
     ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
     if zero_insert:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
@@ -312,7 +321,7 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
         call.append(f"out{j}")
-    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
+    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))] + (["*fold"] if form == "gemm" else [])
     if form == "gemm":
         bm, bn, bk, stages = (int(ConvNdFamily.value(genome, group, k)) for k in
                               ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
