@@ -139,7 +139,7 @@ def test_every_large_spec_is_large() -> None:
         assert size.input_bytes + size.param_bytes > LARGE_BYTES, path.stem
 
 
-RECURRENT = """
+_RECURRENT = """
 import torch
 import torch.nn as nn
 
@@ -151,10 +151,10 @@ features = 256
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.rnn = nn.GRU(features, 32, batch_first=True)
+        {init}
 
     def forward(self, x):
-        return self.rnn(x)[0]
+        {body}
 
 
 def get_inputs():
@@ -164,11 +164,19 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+# a hand-written loop over time steps of a cell: unrolled by the trace
+RECURRENT = _RECURRENT.format(init="self.cell = nn.GRUCell(features, 32)", body="""h = x.new_zeros(x.shape[0], 32)
+        outs = []
+        for t in range(steps):
+            h = self.cell(x[:, t], h)
+            outs.append(h)
+        return torch.stack(outs, dim=1)""")
+LAYER = _RECURRENT.format(init="self.rnn = nn.GRU(features, 32, batch_first=True)", body="return self.rnn(x)[0]")
 
 
-def test_recurrent_layer_traced_at_real_shapes() -> None:
-    """A recurrent layer goes to the dispatcher-level trace (specialised): traced on fake
-    tensors at the real batch, verified by the same trace of the shrunk spec."""
+def test_recurrent_cell_loop_traced_at_real_shapes() -> None:
+    """A recurrent cell in a Python loop goes to the dispatcher-level trace (specialised):
+    traced on fake tensors at the real batch, verified by the same trace of the shrunk spec."""
     spec = capture(RECURRENT, "gru_large")
     assert spec.fake_mode is not None
     assert spec.tracer == "aten"
@@ -178,3 +186,13 @@ def test_recurrent_layer_traced_at_real_shapes() -> None:
     assert shape_of(nodes[-1].args[0]) == (8192, 3, 32)
     _, _, fallbacks = OfflineSynthesizer().lower(spec, {})
     assert len(fallbacks) < 5
+
+
+def test_recurrent_layer_stays_one_symbolic_node_at_real_size() -> None:
+    """nn.GRU at real size: the symbolic graph keeps the layer as one node (no time step
+    traced, no shrunk spec to verify on), and the recurrent family lowers it."""
+    spec = capture(LAYER, "gru_layer_large")
+    assert spec.fake_mode is not None and spec.tracer == "symbolic"
+    assert [n.op for n in spec.gm.graph.nodes].count("call_module") == 1
+    source, _, fallbacks = OfflineSynthesizer().lower(spec, {})
+    assert not fallbacks and "= launch_rnn_gru_" in source

@@ -79,7 +79,8 @@ class OfflineSynthesizer:
         spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = build_plan(spec, genome, forced_fallback=forced, families=self._families)
-            bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
+            bad = {m.name for g in plan.groups if not self._by_kind[g.kind].tuple_outputs
+                   for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
             if not bad:
