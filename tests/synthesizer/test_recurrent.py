@@ -12,10 +12,15 @@ import re
 from typing import Any
 
 import pytest
+import torch
+import torch.nn as nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit.kernel_sharing import count_kernels
+from ke_synthesizer.offline.frontend.recurrent import fake_output
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest
 
 _SPEC = """
@@ -180,3 +185,31 @@ def test_half_precision_recurrent_layers_within_the_half_tolerance() -> None:
                      "atol": 1e-2, "rtol": 1e-2})
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_the_fake_shape_rule_matches_the_module(cls: type[nn.RNNBase], batch_first: bool,
+                                                bidirectional: bool) -> None:
+    """At real size the layer's outputs on fake tensors come from its sizes, not from
+    stepping through time (recurrent.fake_output): the same shapes and dtypes as running
+    it, batched and unbatched, with and without initial states; sizes the module refuses
+    give no rule (running it raises torch's error)."""
+    mod = cls(5, 7, num_layers=2, batch_first=batch_first, bidirectional=bidirectional)
+    dirs = 2 if bidirectional else 1
+    for x, state in ((torch.randn(3, 4, 5), (2 * dirs, 3 if batch_first else 4, 7)),
+                     (torch.randn(4, 5), (2 * dirs, 7))):
+        for given in (False, True):
+            hx: Any = None
+            if given:
+                hx = (torch.randn(state), torch.randn(state)) if cls is nn.LSTM else torch.randn(state)
+            args = (x,) if hx is None else (x, hx)
+            real = mod(*args)
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                fake = fake_output(mod, tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else
+                                              tuple(mode.from_tensor(t) for t in a) for a in args))
+            flat_real, flat_fake = pytree.tree_leaves(real), pytree.tree_leaves(fake)
+            assert [(t.shape, t.dtype) for t in flat_real] == [(t.shape, t.dtype) for t in flat_fake]
+    with FakeTensorMode() as mode:
+        assert fake_output(mod, (mode.from_tensor(torch.randn(3, 4, 6)),)) is None  # 6 features, not 5

@@ -1,7 +1,7 @@
 """Shape and dtype of fx nodes, as ShapeProp recorded them at capture time.
 
-Every pass reads node metadata through these helpers; they depend on torch.fx alone, so
-any module of the package may import them.
+Every pass reads node metadata through these helpers; they depend on torch.fx (and the
+recurrent layers' shape rule) alone, so any module of the package may import them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from typing import Any
 import torch
 import torch.fx
 from torch.fx.passes.shape_prop import ShapeProp
+
+from .recurrent import fake_output
 
 # dtypes the generated kernels compute in (others keep torch's semantics: library calls)
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -52,4 +54,13 @@ def propagate_shapes(gm: torch.fx.GraphModule, inputs: list[Any],
     spec captured at real size (``CapturedSpec.shape_context``), so factory calls in the
     forward make fake tensors too and nothing is computed."""
     with context(), torch.no_grad():
-        ShapeProp(gm).propagate(*inputs)
+        _ShapeProp(gm).propagate(*inputs)
+
+
+class _ShapeProp(ShapeProp):
+    """ShapeProp that gives a recurrent layer's outputs on fake tensors from its sizes
+    (``recurrent.fake_output``) instead of stepping through time."""
+
+    def call_module(self, target: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        out = None if kwargs else fake_output(self.fetch_attr(str(target)), tuple(args))
+        return out if out is not None else super().call_module(target, args, kwargs)
