@@ -28,7 +28,8 @@ def _source(name: str) -> str:
     return (LARGE / f"{name}.py").read_text()
 
 
-@pytest.mark.parametrize("name", ["layernorm_large", "gemm_bias_gelu", "resnet50_bottleneck"])
+@pytest.mark.parametrize("name", ["layernorm_large", "gemm_bias_gelu", "resnet50_bottleneck", "lstm_bidirectional",
+                                  "gru_time_major"])
 def test_large_spec_lowered_in_bounded_memory(name: str) -> None:
     """A child process lowers the seed of a real-size spec; its resident memory grows by far
     less than the spec's inputs and parameters (at real size it grew by several GB), and the

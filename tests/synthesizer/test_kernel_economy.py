@@ -1,7 +1,7 @@
 """One kernel per distinct generated body (``emit/kernel_sharing.py``): groups whose kernel
 and launcher are the same code up to the group's name share one kernel and one launcher,
-so a model's kernel count follows its distinct layer shapes, not its depth, and a
-recurrent layer's follows neither its depth in time. The examples of ``examples/large``
+so a model's kernel count follows its distinct layer shapes, not its depth; a recurrent
+layer (one graph node, a loop over time in its launcher) follows neither its depth in time. The examples of ``examples/large``
 are lowered at shrunk sizes (kernel counts do not depend on sizes, except a recurrent
 layer's sequence length, which is what is checked)."""
 
@@ -116,7 +116,7 @@ def test_whole_models_define_each_kernel_body_once_and_launch_every_launcher(fol
 
 
 # Shared kernels change nothing a candidate computes: whole models with repeated layers
-# (residual blocks, transformer layers, unrolled recurrent steps) judged in the interpreter.
+# (residual blocks, transformer layers, recurrent layers) judged in the interpreter.
 _JUDGED = [(EXAMPLES_DIR, "model_lstm_classifier"), (EXAMPLES_DIR, "model_gru_encoder"),
            (EXAMPLES_DIR, "model_transformer_block"), (EXAMPLES_DIR, "model_mlp_layer_list"),
            (STYLES_DIR, "resnet_make_layer"), (STYLES_DIR, "model_dense_block")]
