@@ -213,3 +213,36 @@ def test_the_fake_shape_rule_matches_the_module(cls: type[nn.RNNBase], batch_fir
             assert [(t.shape, t.dtype) for t in flat_real] == [(t.shape, t.dtype) for t in flat_fake]
     with FakeTensorMode() as mode:
         assert fake_output(mod, (mode.from_tensor(torch.randn(3, 4, 6)),)) is None  # 6 features, not 5
+
+
+_KEYWORD_STATE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(6, 5, batch_first=True)
+
+    def forward(self, x, h0):
+        return self.rnn(x, hx=h0)[0]
+
+
+def get_inputs():
+    return [torch.randn(3, 4, 6), torch.randn(1, 3, 5)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_layer_called_with_a_keyword_state_is_still_lowered_and_correct() -> None:
+    """A call the recurrent family does not take (a keyword argument) goes to the
+    dispatcher-level trace as before: still Triton kernels, still correct."""
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=_KEYWORD_STATE, spec_name="kw", count=1))
+    assert "= launch_" in prop.source and "rnn" not in prop.fallback_nodes
+    (result,) = run_in_subprocess([{"id": "kw", "spec_source": _KEYWORD_STATE, "candidate_source": prop.source,
+                                    "seeds": [1]}])
+    assert result["ok"], result

@@ -173,11 +173,13 @@ def _shapes(inputs: list[Any]) -> list[tuple[int, ...]]:
 
 def _has_decomposed_module(gm: torch.fx.GraphModule) -> bool:
     """A library module the dispatcher-level trace should decompose; a recurrent layer the
-    recurrent family loops over time (``loop_mode``) stays one node of the symbolic graph."""
+    recurrent family loops over time (``loop_mode``, called with its input and at most the
+    initial state, positionally) stays one node of the symbolic graph."""
     for n in gm.graph.nodes:
         if n.op == "call_module":
             mod = gm.get_submodule(str(n.target))
-            if isinstance(mod, _DECOMPOSED) and loop_mode(mod) is None:
+            looped = loop_mode(mod) is not None and 1 <= len(n.args) <= 2 and not n.kwargs
+            if isinstance(mod, _DECOMPOSED) and not looped:
                 return True
     return False
 
