@@ -91,7 +91,8 @@ class OfflineSynthesizer:
                 # no Triton kernel of the candidate's own would be left next to it
                 genome = {**genome, **refused}
                 continue
-            bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
+            bad = {m.name for g in plan.groups if not self._by_kind[g.kind].tuple_outputs
+                   for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
             if not bad:

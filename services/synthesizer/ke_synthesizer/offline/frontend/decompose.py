@@ -775,5 +775,5 @@ def _decompose_pass(spec: CapturedSpec) -> int:
         count += 1
     if count:
         gm.recompile()
-        propagate_shapes(gm, spec.inputs, spec.shape_context)
+        propagate_shapes(gm, spec.inputs, spec.shape_context, new_only=spec.fake_mode is not None)
     return count
