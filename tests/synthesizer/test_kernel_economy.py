@@ -1,8 +1,8 @@
 """One kernel per distinct generated body (``emit/kernel_sharing.py``): groups whose kernel
 and launcher are the same code up to the group's name share one kernel and one launcher,
 so a model's kernel count follows its distinct layer shapes, not its depth; a recurrent
-layer (one graph node, a loop over time in its launcher) follows neither its depth in time. The examples of ``examples/large``
-are lowered at shrunk sizes (kernel counts do not depend on sizes, except a recurrent
+layer (one graph node, a loop over time in its launcher) follows neither its depth in time.
+The examples of ``examples/large`` are lowered at shrunk sizes (kernel counts do not depend on sizes, except a recurrent
 layer's sequence length, which is what is checked)."""
 
 from __future__ import annotations
