@@ -2,14 +2,14 @@
 resident memory per spec of examples/large (4-12 GB single ops, 50-layer CNNs, recurrent
 models), each in a fresh child process (no device work).
 
-    python bench/capture_real_size.py --out DIR [--specs a,b] [--timeout 600]
+    python bench/capture_real_size.py --out DIR [--specs a,b] [--timeout 600] [--file NAME]
 
 Per spec: the tracer that captured it, ``lowering_s`` (``OfflineSynthesizer.propose``
 with ``count=1``: capture, rewrites, plan, source), ``warmup_s`` (the child's one-time
 imports of the fake-tensor machinery and the meta-device probe, paid once per process and
 left out of ``lowering_s``), the peak resident set (``ru_maxrss``) and how much it grew
 while lowering, and the spec's input and parameter bytes (meta device). Summary: p50, p90
-and max of ``lowering_s``. DIR/capture_real_size.json is rewritten after every spec.
+and max of ``lowering_s``. DIR/NAME (default capture_real_size.json) is rewritten after every spec.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("bench/results"))
     ap.add_argument("--specs", default="", help="comma-separated names of examples/large (default: all)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per spec")
+    ap.add_argument("--file", default="capture_real_size.json", help="result file name under --out")
     args = ap.parse_args()
     wanted = {s for s in args.specs.split(",") if s}
     paths = [p for p in sorted(LARGE.glob("*.py")) if not wanted or p.stem in wanted]
@@ -91,7 +92,7 @@ def main() -> None:
         row = lower_one(path, args.timeout)
         result["rows"].append(row)
         result["summary"] = summary(result["rows"])
-        write_json(args.out / "capture_real_size.json", result)
+        write_json(args.out / args.file, result)
         sys.stdout.write(json.dumps(row) + "\n")
         sys.stdout.flush()
     sys.stdout.write(json.dumps(result["summary"]) + "\n")

@@ -175,6 +175,26 @@ def add_example_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--jobs", type=int, default=8, help="host processes lowering candidates")
 
 
+def whole_model_arguments(specs: tuple[str, ...]) -> argparse.ArgumentParser:
+    """A parser with --out, --specs (default ``specs``) and --time-limit-s, for scripts
+    that walk example specs until a time limit."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results")))
+    ap.add_argument("--specs", default=",".join(specs))
+    ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
+    return ap
+
+
+def interpreter_without_cuda() -> str:
+    """"cuda" when a GPU is visible; else "cpu", with Triton's interpreter switched on."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    return "cpu"
+
+
 # example specs: our operators, then the same kinds of specs written in other people's styles
 EXAMPLE_DIRS = (ROOT / "examples" / "ops", ROOT / "examples" / "styles")
 # specs at the sizes people run them (4-12 GB inputs, 50-layer nets): never part of "all",

@@ -15,12 +15,9 @@ that nothing was timed (the smoke test in the suite does this).
 
 from __future__ import annotations
 
-import argparse
 import math
-import os
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 from common import (
@@ -28,8 +25,10 @@ from common import (
     example_path,
     fingerprint,
     gpu_variant,
+    interpreter_without_cuda,
     load_module,
     time_side_by_side,
+    whole_model_arguments,
     write_json,
 )
 
@@ -97,19 +96,11 @@ def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str,
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "results")))
-    ap.add_argument("--specs", default=",".join(DEFAULT_SPECS))
-    ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
-    args = ap.parse_args()
-    import torch
-
-    if not torch.cuda.is_available():  # correctness only, through Triton's interpreter
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    args = whole_model_arguments(DEFAULT_SPECS).parse_args()
+    device = interpreter_without_cuda()  # without CUDA: correctness only, through Triton's interpreter
     from ke_synthesizer.offline import OfflineSynthesizer
     from ke_synthesizer.offline.frontend.capture import capture  # the synthesizer's own capture
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     synth = OfflineSynthesizer()
     names = [n for n in example_names(args.specs) if _exists(n)]
     started = time.perf_counter()

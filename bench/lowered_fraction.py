@@ -28,6 +28,7 @@ sys.path[:0] = [str(ROOT / "libs"), str(ROOT / "services" / "synthesizer")]
 import torch.fx  # noqa: E402
 
 from ke_synthesizer.offline import OfflineSynthesizer  # noqa: E402
+from ke_synthesizer.offline.families.impl_policy import ImplPolicy  # noqa: E402
 from ke_synthesizer.offline.graph import is_glue  # noqa: E402
 from ke_synthesizer.offline.library_candidate import WHOLE_FORWARD  # noqa: E402
 from kernelevolve.ports.synthesis import ProposalRequest  # noqa: E402
@@ -92,7 +93,9 @@ def count(synth: OfflineSynthesizer, path: Path) -> SpecCount:
 
 
 def run(paths: list[Path]) -> dict[str, object]:
-    synth = OfflineSynthesizer()
+    # what the synthesizer can lower, not what the seed chooses: the seed policy's library
+    # calls (a model's convolutions, impl_policy.py) are choices, so every heavy node starts in Triton
+    synth = OfflineSynthesizer(policy=ImplPolicy(library_when_several=frozenset()))
     rows = [count(synth, p) for p in paths]
     compute = sum(r.compute for r in rows)
     lowered = sum(r.lowered for r in rows)

@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from kernelevolve import pyast
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import get_record
 from kernelevolve.bus.subjects import Keys, check_token
@@ -127,7 +128,7 @@ def check_answer(source: str) -> None:
     if len(source.encode()) > MAX_ANSWER_BYTES:
         raise InvalidArgumentError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as exc:
         raise InvalidArgumentError(f"the answer does not parse: {exc.msg} (line {exc.lineno})") from exc
     defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}

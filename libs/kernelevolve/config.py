@@ -206,6 +206,10 @@ class SynthesizerSettings:
     # Unused by the LLM synthesizer, which reads its key from the environment or a Secret
     # file (LlmSettings.api_key_env), so that the key never becomes part of the settings.
     api_key: str = ""
+    # The offline synthesizer's measured impl choices (JSON; ke_synthesizer.offline.families.
+    # impl_policy.ImplCache): per conv / matmul shape and device, Triton kernel or library
+    # call for the seed. Empty or a missing file: the heuristic alone (KE_SYNTHESIZER_IMPL_CACHE).
+    impl_cache: str = ""
 
 
 @dataclass(frozen=True)

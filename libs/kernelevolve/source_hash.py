@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import hashlib
 
+from kernelevolve import pyast
+
 
 def _strip_docstrings(tree: ast.AST) -> None:
     for node in ast.walk(tree):
@@ -24,7 +26,7 @@ def _strip_docstrings(tree: ast.AST) -> None:
 def normalise_source(source: str) -> str:
     """The source as the interpreter sees it: ``ast.unparse`` drops comments and layout."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return " ".join(source.split())
     _strip_docstrings(tree)

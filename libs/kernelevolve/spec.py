@@ -11,6 +11,7 @@ import hashlib
 import re
 from pathlib import Path
 
+from kernelevolve import pyast
 from kernelevolve.errors import InvalidSpecError
 from kernelevolve.v1 import common_pb2 as pb
 
@@ -28,7 +29,7 @@ def check_source(source: str, name: str = "spec") -> None:
     if len(source.encode()) > MAX_SPEC_BYTES:
         raise InvalidSpecError(f"{name}: spec is larger than {MAX_SPEC_BYTES} bytes")
     try:
-        tree = ast.parse(source, filename=name)
+        tree = pyast.parse(source, filename=name)
     except SyntaxError as exc:
         raise InvalidSpecError(f"{name}: spec does not parse: {exc.msg} (line {exc.lineno})") from exc
     defined: dict[str, str] = {}

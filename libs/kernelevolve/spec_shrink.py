@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelevolve import pyast
 from kernelevolve.errors import InvalidSpecError
 
 
@@ -72,7 +73,7 @@ MIN_VALUE = 4
 def size_constants(source: str) -> list[SizeConstant]:
     """The module-level integer constants of ``source`` that look like sizes, in order."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as exc:
         raise InvalidSpecError(f"spec does not parse: {exc.msg} (line {exc.lineno})") from exc
     found: list[SizeConstant] = []

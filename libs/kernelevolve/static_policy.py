@@ -18,7 +18,7 @@ import ast
 import textwrap
 from dataclasses import dataclass, field
 
-from . import graph_replay
+from . import graph_replay, pyast
 
 # Modules a Triton candidate may import (prefix match on dotted names).
 ALLOWED_IMPORTS: tuple[str, ...] = (
@@ -517,7 +517,7 @@ def _graph_exemptions(tree: ast.Module) -> tuple[set[int], set[int]]:
     """Lines where a CUDA-graph replay may capture, and where it may write state: those of
     the emitted helpers and forward (``graph_replay``), compared as syntax trees, nothing
     else. Empty when the module holds anything but exactly that code around them."""
-    canonical = {n.name: n for n in ast.parse(graph_replay.HELPERS).body
+    canonical = {n.name: n for n in pyast.parse(graph_replay.HELPERS).body
                  if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     defs: dict[str, list[ast.AST]] = {}
     for n in ast.walk(tree):
@@ -565,7 +565,7 @@ def _is_graph_forward(fn: ast.FunctionDef) -> bool:
     if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or not a.args or a.args[0].arg != "self":
         return False
     params = [p.arg for p in a.args[1:]]
-    expected = ast.parse(textwrap.dedent("\n".join(graph_replay.forward_lines("self", params)))).body[0]
+    expected = pyast.parse(textwrap.dedent("\n".join(graph_replay.forward_lines("self", params)))).body[0]
     assert isinstance(expected, ast.FunctionDef)
     return [ast.dump(x) for x in fn.body] == [ast.dump(x) for x in expected.body]
 
@@ -573,7 +573,7 @@ def _is_graph_forward(fn: ast.FunctionDef) -> bool:
 def check_candidate(source: str, spec_module_names: set[str] | None = None) -> StaticReport:
     """Parse and police a candidate; never raises."""
     try:
-        tree = ast.parse(source, filename="candidate.py")
+        tree = pyast.parse(source, filename="candidate.py")
     except SyntaxError as exc:
         return StaticReport(ok=False, syntax_error=f"syntax error at line {exc.lineno}: {exc.msg}")
     except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting

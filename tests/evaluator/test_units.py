@@ -135,6 +135,14 @@ def test_flop_counter_on_matmul() -> None:
     assert diagnosis.count_flops(lambda: a @ b) == 2 * 8 * 16 * 4
 
 
+def test_heavy_ops_are_counted_once_per_conv_and_matmul() -> None:
+    x, w, lin = torch.randn(2, 3, 9, 7), torch.randn(4, 3, 3, 3), torch.nn.Linear(5, 6)
+    flops, heavy = diagnosis.count_work(lambda: lin(torch.nn.functional.conv2d(x, w)).sum() + (x @ x.mT).sum())
+    assert flops > 0 and heavy == 3  # convolution, the linear's mm / addmm, the batched matmul
+    assert diagnosis.library_share({"aten::convolution": 2, "aten::relu": 4, "aten::addmm": 1}, 5) == \
+        {"library_calls": 3, "heavy_ops": 5}
+
+
 F = torch.nn.functional
 FLOP_CASES = {
     "mm_odd": lambda: torch.randn(33, 17) @ torch.randn(17, 9),

@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.fx
+import torch.nn as nn
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.frontend.capture import LARGE_BYTES, capture
-from ke_synthesizer.offline.frontend.fx_meta import shape_of
+from ke_synthesizer.offline.frontend.fake_rules import fake_module_output
+from ke_synthesizer.offline.frontend.fx_meta import propagate_shapes, shape_of, tensor_meta
 from kernelevolve.spec_shrink import rewrite, size_constants
 from tests.bench_scripts import load_bench_script
 from tests.conftest import REPO_ROOT
@@ -24,7 +28,8 @@ def _source(name: str) -> str:
     return (LARGE / f"{name}.py").read_text()
 
 
-@pytest.mark.parametrize("name", ["layernorm_large", "gemm_bias_gelu", "resnet50_bottleneck"])
+@pytest.mark.parametrize("name", ["layernorm_large", "gemm_bias_gelu", "resnet50_bottleneck", "lstm_bidirectional",
+                                  "gru_time_major"])
 def test_large_spec_lowered_in_bounded_memory(name: str) -> None:
     """A child process lowers the seed of a real-size spec; its resident memory grows by far
     less than the spec's inputs and parameters (at real size it grew by several GB), and the
@@ -139,7 +144,7 @@ def test_every_large_spec_is_large() -> None:
         assert size.input_bytes + size.param_bytes > LARGE_BYTES, path.stem
 
 
-RECURRENT = """
+_RECURRENT = """
 import torch
 import torch.nn as nn
 
@@ -151,10 +156,10 @@ features = 256
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.rnn = nn.GRU(features, 32, batch_first=True)
+        {init}
 
     def forward(self, x):
-        return self.rnn(x)[0]
+        {body}
 
 
 def get_inputs():
@@ -164,11 +169,19 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+# a hand-written loop over time steps of a cell: unrolled by the trace
+RECURRENT = _RECURRENT.format(init="self.cell = nn.GRUCell(features, 32)", body="""h = x.new_zeros(x.shape[0], 32)
+        outs = []
+        for t in range(steps):
+            h = self.cell(x[:, t], h)
+            outs.append(h)
+        return torch.stack(outs, dim=1)""")
+LAYER = _RECURRENT.format(init="self.rnn = nn.GRU(features, 32, batch_first=True)", body="return self.rnn(x)[0]")
 
 
-def test_recurrent_layer_traced_at_real_shapes() -> None:
-    """A recurrent layer goes to the dispatcher-level trace (specialised): traced on fake
-    tensors at the real batch, verified by the same trace of the shrunk spec."""
+def test_recurrent_cell_loop_traced_at_real_shapes() -> None:
+    """A recurrent cell in a Python loop goes to the dispatcher-level trace (specialised):
+    traced on fake tensors at the real batch, verified by the same trace of the shrunk spec."""
     spec = capture(RECURRENT, "gru_large")
     assert spec.fake_mode is not None
     assert spec.tracer == "aten"
@@ -178,3 +191,65 @@ def test_recurrent_layer_traced_at_real_shapes() -> None:
     assert shape_of(nodes[-1].args[0]) == (8192, 3, 32)
     _, _, fallbacks = OfflineSynthesizer().lower(spec, {})
     assert len(fallbacks) < 5
+
+
+def test_recurrent_layer_stays_one_symbolic_node_at_real_size() -> None:
+    """nn.GRU at real size: the symbolic graph keeps the layer as one node (no time step
+    traced, no shrunk spec to verify on), and the recurrent family lowers it."""
+    spec = capture(LAYER, "gru_layer_large")
+    assert spec.fake_mode is not None and spec.tracer == "symbolic"
+    assert [n.op for n in spec.gm.graph.nodes].count("call_module") == 1
+    source, _, fallbacks = OfflineSynthesizer().lower(spec, {})
+    assert not fallbacks and "= launch_rnn_gru_" in source
+
+
+@pytest.mark.parametrize(("cls", "shape"), [(nn.BatchNorm1d, (4, 3)), (nn.BatchNorm1d, (4, 3, 5)),
+                                            (nn.BatchNorm2d, (2, 3, 5, 7)), (nn.BatchNorm3d, (2, 3, 2, 5, 3))])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_outputs_on_fake_tensors_come_from_their_sizes(cls: type[nn.Module], shape: tuple[int, ...],
+                                                                  training: bool) -> None:
+    """fake_rules: a batch norm's output on fake tensors is made from its input's sizes (the
+    decomposition costs ~70 ms a call there), as running it gives; an input the module
+    refuses (channels, rank, one value per channel in training) gets no rule."""
+    mod = cls(3).train(training)
+    real = mod(torch.randn(shape))
+    with FakeTensorMode() as mode:
+        fake = fake_module_output(mod, (mode.from_tensor(torch.randn(shape)),))
+        assert fake is not None and (fake.shape, fake.dtype) == (real.shape, real.dtype)
+        wrong = (*shape[:1], 4, *shape[2:])
+        assert fake_module_output(mod, (mode.from_tensor(torch.randn(wrong)),)) is None
+        single = fake_module_output(mod, (mode.from_tensor(torch.randn(1, 3)),))
+        assert (single is None) == (training or cls is not nn.BatchNorm1d)
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+
+
+def test_propagating_only_new_nodes_gives_the_full_propagations_metadata() -> None:
+    """After a rewrite of a graph on fake tensors only the nodes it added are run
+    (``new_only``): every node's metadata is what a full propagation records."""
+    gm = torch.fx.symbolic_trace(_Net())
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    inputs = [mode.from_tensor(torch.randn(2, 3, 9, 7))]
+    propagate_shapes(gm, inputs, lambda: mode)
+    relu = next(n for n in gm.graph.nodes if n.target is torch.relu)
+    with gm.graph.inserting_before(relu):  # a rewrite: relu(bn) -> relu(bn * 2 + 1) as new nodes
+        doubled = gm.graph.call_function(torch.mul, (relu.args[0], 2.0))
+        shifted = gm.graph.call_function(torch.add, (doubled, 1.0))
+    relu.args = (shifted,)
+    gm.recompile()
+    propagate_shapes(gm, inputs, lambda: mode, new_only=True)
+    partial = {n.name: tensor_meta(n) for n in gm.graph.nodes}
+    assert partial["mul"] is not None and partial["add"] is not None
+    for n in gm.graph.nodes:
+        n.meta.pop("tensor_meta", None)
+    propagate_shapes(gm, inputs, lambda: mode)
+    full = {n.name: tensor_meta(n) for n in gm.graph.nodes}
+    assert partial == full

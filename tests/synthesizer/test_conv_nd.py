@@ -14,6 +14,7 @@ import pytest
 from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.families.impl_policy import ImplPolicy
 from kernelevolve.ports.synthesis import ProposalRequest
 
 from .conftest import one_input_spec
@@ -91,6 +92,13 @@ SLOW_FORMS = [(name, genome) for name in CASES for genome in (
     {"g0.transposed": "gather", "g0.form": "direct"})
     if "g0.transposed" not in genome or "convt" in name]
 JUDGED = ["convt3d_nonsquare_scale", "depthwise2d_mult2", "grouped2d_half"]
+
+
+@pytest.fixture(scope="module")
+def synth() -> OfflineSynthesizer:
+    """These cases test the Triton convolution kernels: every convolution starts in Triton,
+    also in a spec with several (where the seed policy would start them in the library)."""
+    return OfflineSynthesizer(policy=ImplPolicy(library_when_several=frozenset()))
 
 
 def _propose(synth: OfflineSynthesizer, name: str) -> Any:

@@ -128,7 +128,7 @@ def test_batch_views_read_in_place(synth: OfflineSynthesizer, a_shape: tuple[int
     exec(compile(prop.source, "<candidate>", "exec"), namespace)  # noqa: S102 - our own candidate
     plan_fn = next(v for k, v in namespace.items() if re.fullmatch(r"_plan_matmul_\w+", k))
     a, b = torch.randn(a_shape), torch.randn(b_shape)
-    out_shape, same, grid, _ = plan_fn(a, b)
+    out_shape, same, grid, *_ = plan_fn(a, b)
     assert out_shape == torch.matmul(a, b).shape
     assert same is not copies  # views share the caller's memory unless the batch cannot fold
 
@@ -196,7 +196,7 @@ def test_batch_read_contiguous_copies_permuted_operands_and_stays_correct(synth:
     # the permuted product of the spec, q.permute(0, 2, 1, 3) @ k^T (its relu epilogue names
     # it): in place reads the caller's memory, contiguous works on copies
     plan_fn = namespace["_plan_matmul_matmul_relu_1"]
-    out_shape, same, _, _ = plan_fn(q.permute(0, 2, 1, 3), k.transpose(-1, -2))
+    out_shape, same, *_ = plan_fn(q.permute(0, 2, 1, 3), k.transpose(-1, -2))
     assert out_shape == (2, 3, 11, 5)
     assert same is (batch_read == "in_place")
     (result,) = run_in_subprocess([{"id": batch_read, "spec_source": BATCHED, "candidate_source": source,

@@ -1,8 +1,10 @@
-"""Recurrent layers (nn.LSTM / nn.GRU / nn.RNN) are captured at the dispatcher level and
-lowered to Triton: one input-projection matmul per layer for all time steps, then per
-step the hidden-projection matmul and the gate's pointwise ops in fused kernels. Odd
-sizes (prime hidden sizes, T = 1), both layouts, one and two layers, one and two
-directions."""
+"""Recurrent layers (nn.LSTM / nn.GRU / nn.RNN) stay one node of the symbolic graph and
+are lowered by the recurrent family to a loop over time: per layer one input-projection
+matmul per direction for all time steps, then per step one launch of the same step
+kernel (hidden projection, biases and gates fused, both directions in one launch). Odd
+sizes (prime hidden sizes, T = 1), both layouts, one to three layers, one and two
+directions, given initial states, unbatched inputs; the capture, the kernel count and the
+candidate's source do not depend on the sequence length."""
 
 from __future__ import annotations
 
@@ -10,9 +12,15 @@ import re
 from typing import Any
 
 import pytest
+import torch
+import torch.nn as nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils import _pytree as pytree
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.emit.kernel_sharing import count_kernels
+from ke_synthesizer.offline.frontend.recurrent import fake_output
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest
 
 _SPEC = """
@@ -25,13 +33,13 @@ class Model(nn.Module):
         super().__init__()
         self.rnn = nn.{cls}({in_f}, {hidden}, num_layers={layers}, batch_first={bf}{extra})
 
-    def forward(self, x):
-        out, state = self.rnn(x)
+    def forward(self, x{h_param}):
+        out, state = self.rnn(x{h_arg})
         return out, state{state_pick}
 
 
 def get_inputs():
-    return [torch.randn({shape})]
+    return [torch.randn({shape}){h_inputs}]
 
 
 def get_init_inputs():
@@ -47,18 +55,36 @@ CASES = [
     ("RNN", True, 1, 17, 4, ""),
     ("RNN", False, 2, 3, 1, ", nonlinearity='relu'"),
     ("LSTM", True, 2, 7, 4, ", bidirectional=True"),
+    ("LSTM", False, 3, 19, 6, ", bidirectional=True"),
+    ("GRU", True, 2, 9, 5, ", bidirectional=True"),
+    ("GRU", False, 3, 33, 7, ", bidirectional=True"),
+    ("RNN", False, 2, 6, 3, ", bidirectional=True, nonlinearity='relu'"),
+    # initial states given as inputs (a tuple for the LSTM); an unbatched (2-D) sequence
+    ("LSTM", False, 2, 10, 4, ", bidirectional=True|state"),
+    ("GRU", True, 2, 12, 3, "|state"),
+    ("GRU", False, 2, 8, 5, ", bidirectional=True|unbatched"),
 ]
 
 
-def _spec(cls: str, bf: bool, layers: int, hidden: int, steps: int, extra: str) -> str:
-    batch, in_f = 3, 6
-    shape = f"{batch}, {steps}, {in_f}" if bf else f"{steps}, {batch}, {in_f}"
+def _spec(cls: str, bf: bool, layers: int, hidden: int, steps: int, extra: str, batch: int = 3) -> str:
+    in_f = 6
+    extra, _, variant = extra.partition("|")
+    dirs = 2 if "bidirectional" in extra else 1
+    shape = f"{steps}, {in_f}" if variant == "unbatched" else f"{batch}, {steps}, {in_f}" if bf else \
+        f"{steps}, {batch}, {in_f}"
+    h_param = h_arg = h_inputs = ""
+    if variant == "state":
+        h_param = ", h0, c0" if cls == "LSTM" else ", h0"
+        h_arg = ", (h0, c0)" if cls == "LSTM" else ", h0"
+        state = f"torch.randn({layers * dirs}, {batch}, {hidden})"
+        h_inputs = f", {state}, {state}" if cls == "LSTM" else f", {state}"
     return _SPEC.format(cls=cls, in_f=in_f, hidden=hidden, layers=layers, bf=bf, extra=extra, shape=shape,
-                        state_pick="[1]" if cls == "LSTM" else "")
+                        state_pick="[1]" if cls == "LSTM" else "", h_param=h_param, h_arg=h_arg, h_inputs=h_inputs)
 
 
 def _name(case: tuple[Any, ...]) -> str:
-    return "{}_bf{}_l{}_h{}_t{}".format(*case[:5]) + ("_bidir" if "bidirectional" in case[5] else "")
+    return "{}_bf{}_l{}_h{}_t{}".format(*case[:5]) + ("_bidir" if "bidirectional" in case[5] else "") + \
+        ("_" + case[5].partition("|")[2] if "|" in case[5] else "")
 
 
 @pytest.fixture(scope="module")
@@ -82,43 +108,43 @@ def test_recurrent_layer_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
                                                          ) -> None:
     _src, prop, result = lowered[_name(case)]
     assert result["ok"], result
-    assert "Captured at the dispatcher level" in prop.source
-    # the projections are Triton matmuls and every gate op a Triton kernel: only the
-    # initial zero states and the stacking of the per-step outputs stay library calls
-    left = {name.rstrip("_0123456789") for name in prop.fallback_nodes}
-    assert left <= {"zeros", "stack", "cat"}, prop.fallback_nodes
-    # per layer: the input projection for all time steps is one matmul, then one hidden
-    # projection per step (its bias and the step's input projection fused as the
-    # epilogue) and the gate's pointwise ops, fused
+    assert not prop.fallback_nodes, prop.fallback_nodes  # nothing left to the library
+    # two kernels: the input projection and the step; the forward launches the layer once
+    kernels = re.findall(r"^def (rnn_\w+)\(", prop.source, re.MULTILINE)
+    assert [k.rsplit("_", 1)[-1] for k in kernels] == ["proj", "step"], kernels
     forward = prop.source[prop.source.index("    def forward("):]
-    steps, layers = case[4], case[2] * (2 if "bidirectional" in case[5] else 1)
-    assert _launches(forward, "= launch_matmul_") == layers * (steps + 1), forward
-    # gate activations: a pointwise kernel (LSTM, GRU) or the matmul's epilogue (RNN)
-    gates = sum(_launches(ln, "= launch_") for ln in _executed(forward)
-                if "sigmoid" in ln or "tanh" in ln or "relu" in ln)
-    assert gates >= layers * steps
-    if steps >= 4:  # the time steps are a loop over the same launchers, not unrolled copies
-        assert re.search(r"^        for _step\w* in range\(\d+\):$", forward, re.MULTILINE), forward
+    assert forward.count("= launch_rnn_") == 1, forward
+    launcher = prop.source[prop.source.index("def launch_rnn_"):prop.source.index("class Model")]
+    assert _launches_per_step(launcher) == 1, launcher
 
 
-def _executed(forward: str) -> list[str]:
-    """The forward's lines, each repeated as often as it runs (``for _step in range(n):``
-    loops of rolled time steps)."""
-    out: list[str] = []
-    times = 1
-    for line in forward.splitlines():
-        loop = re.match(r"^        for _step\w* in range\((\d+)\):$", line)
-        if loop:
-            times = int(loop.group(1))
-            continue
-        if not line.startswith("            "):
-            times = 1
-        out += [line] * times
-    return out
+def _launches_per_step(launcher: str) -> int:
+    """Kernel launches in the body of the launcher's loop over time steps."""
+    lines = launcher.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.strip() == "for step in range(T):")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    body = []
+    for ln in lines[start + 1:]:
+        if ln.strip() and len(ln) - len(ln.lstrip()) <= indent:
+            break
+        body.append(ln)
+    return sum("[grid" in ln for ln in body)
 
 
-def _launches(forward: str, marker: str) -> int:
-    return sum(marker in line for line in _executed(forward))
+@pytest.mark.parametrize("cls", ["LSTM", "GRU"])
+def test_capture_kernels_and_source_do_not_depend_on_sequence_length(cls: str) -> None:
+    """The layer is one graph node at any T: the same graph, the same kernels and the same
+    candidate source at T = 5 and T = 400 (nothing unrolled anywhere)."""
+    synth = OfflineSynthesizer()
+    sources, nodes = [], []
+    for steps in (5, 400):
+        src = _spec(cls, True, 2, 7, steps, ", bidirectional=True")
+        nodes.append(len(synth.captured(src, "seq").gm.graph.nodes))
+        (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name="seq", count=1))
+        sources.append(prop.source)
+    assert nodes[0] == nodes[1] <= 8, nodes
+    assert sources[0] == sources[1]
+    assert count_kernels(sources[0]) == 3  # input projection, step and the _tanh helper
 
 
 _HALF_SPEC = """
@@ -154,8 +180,69 @@ def test_half_precision_recurrent_layers_within_the_half_tolerance() -> None:
     for cls, hidden in (("LSTM", 11), ("GRU", 5)):
         src = _HALF_SPEC.format(cls=cls, hidden=hidden)
         (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=f"half_{cls}", count=1))
-        assert "= launch_matmul_" in prop.source
+        assert "= launch_rnn_" in prop.source and not prop.fallback_nodes
         jobs.append({"id": cls, "spec_source": src, "candidate_source": prop.source, "seeds": [1],
                      "atol": 1e-2, "rtol": 1e-2})
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU, nn.RNN])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_the_fake_shape_rule_matches_the_module(cls: type[nn.RNNBase], batch_first: bool,
+                                                bidirectional: bool) -> None:
+    """At real size the layer's outputs on fake tensors come from its sizes, not from
+    stepping through time (recurrent.fake_output): the same shapes and dtypes as running
+    it, batched and unbatched, with and without initial states; sizes the module refuses
+    give no rule (running it raises torch's error)."""
+    mod = cls(5, 7, num_layers=2, batch_first=batch_first, bidirectional=bidirectional)
+    dirs = 2 if bidirectional else 1
+    for x, state in ((torch.randn(3, 4, 5), (2 * dirs, 3 if batch_first else 4, 7)),
+                     (torch.randn(4, 5), (2 * dirs, 7))):
+        for given in (False, True):
+            hx: Any = None
+            if given:
+                hx = (torch.randn(state), torch.randn(state)) if cls is nn.LSTM else torch.randn(state)
+            args = (x,) if hx is None else (x, hx)
+            real = mod(*args)
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                fake = fake_output(mod, tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else
+                                              tuple(mode.from_tensor(t) for t in a) for a in args))
+            flat_real, flat_fake = pytree.tree_leaves(real), pytree.tree_leaves(fake)
+            assert [(t.shape, t.dtype) for t in flat_real] == [(t.shape, t.dtype) for t in flat_fake]
+    with FakeTensorMode() as mode:
+        assert fake_output(mod, (mode.from_tensor(torch.randn(3, 4, 6)),)) is None  # 6 features, not 5
+
+
+_KEYWORD_STATE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(6, 5, batch_first=True)
+
+    def forward(self, x, h0):
+        return self.rnn(x, hx=h0)[0]
+
+
+def get_inputs():
+    return [torch.randn(3, 4, 6), torch.randn(1, 3, 5)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_layer_called_with_a_keyword_state_is_still_lowered_and_correct() -> None:
+    """A call the recurrent family does not take (a keyword argument) goes to the
+    dispatcher-level trace as before: still Triton kernels, still correct."""
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=_KEYWORD_STATE, spec_name="kw", count=1))
+    assert "= launch_" in prop.source and "rnn" not in prop.fallback_nodes
+    (result,) = run_in_subprocess([{"id": "kw", "spec_source": _KEYWORD_STATE, "candidate_source": prop.source,
+                                    "seeds": [1]}])
+    assert result["ok"], result

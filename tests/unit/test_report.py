@@ -30,7 +30,8 @@ def _report(cid: str, status: str, speedup: float, interpreted: bool = True) -> 
                    candidate_timing={"median_ms": 2.0 / speedup, "samples_ms": [2.0 / speedup, 2.2 / speedup]},
                    baseline_timing={"median_ms": 2.0, "samples_ms": [2.0, 2.1, 1.9]},
                    diagnosis={"bound": "memory", "roofline_fraction": 0.42, "achieved_gbps": 1000.0,
-                              "kernels": [{"name": "k0", "launches": 1}], "notes": ["a note"]})
+                              "kernels": [{"name": "k0", "launches": 1}], "notes": ["a note"]},
+                   evidence={"library_share": {"library_calls": 2, "heavy_ops": 3}})
     else:
         rep["errors"] = "Traceback: boom </script><b>x</b>"
     return rep
@@ -75,6 +76,9 @@ def test_report_draws_every_candidate_curves_and_panels(run_dir: Path) -> None:
     assert "Interpreter timings." in html and "say nothing about GPU speed" in html
     assert "class=\"diff\"" in html or "table class=\"diff\"" in html  # difflib table against the parent
     assert "42.0% of the memory limit" in html
+    # which candidates left convolutions / matmuls to the library (the evaluator's evidence)
+    assert html.count("<th>library calls (conv / matmul)</th><td>2 of 3 heavy ops</td>") == 3
+    assert "<span>best's library calls</span><b>2 of 3 heavy ops</b>" in html
     assert "<b>x</b>" not in html and "&lt;/script&gt;" in html  # candidate text is escaped
     assert "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
     assert "<script src" not in html and "<link" not in html

@@ -321,6 +321,15 @@ def _correctness(report: dict[str, Any]) -> str:
     return _kv(rows) + dtab
 
 
+def _library_share(report: dict[str, Any]) -> str | None:
+    """"n of m heavy ops": the reference's convolutions / matrix products per forward the
+    candidate left to cuDNN / cuBLAS (the evaluator's evidence["library_share"])."""
+    share = (report.get("evidence") or {}).get("library_share")
+    if not isinstance(share, dict) or not share.get("heavy_ops"):
+        return None
+    return f"{share.get('library_calls', 0)} of {share['heavy_ops']} heavy ops"
+
+
 def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
     cid = n["node_id"]
     rep = run.reports.get(cid, {})
@@ -335,7 +344,7 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
             ("evaluation redone after interrupted attempts", n.get("interrupted_evaluations") or None),
             ("speedup vs torch.compile", rep.get("speedup_vs_compile") or None),
             ("candidate median ms", ct.get("median_ms")), ("eager median ms", bt.get("median_ms")),
-            ("device", rep.get("device"))]
+            ("library calls (conv / matmul)", _library_share(rep)), ("device", rep.get("device"))]
     warnings = "".join(f"<li>{escape(str(w))}</li>" for w in rep.get("warnings") or [])
     errors = rep.get("errors") or rep.get("error") or ""
     err = f"<pre class='err'>{escape(json.dumps(errors, indent=1) if not isinstance(errors, str) else errors)}</pre>" \
@@ -453,6 +462,9 @@ def render_html(run: RunData) -> str:
     stats = [("status", status), ("candidates", f"{len(evaluated)} evaluated of {s.get('budget', len(run.nodes))}"),
              ("correct", str(len(correct))),
              ("best", f"{best_id} {best_sp:.4g}x" if best_id else "none"), ("device", hardware or "?")]
+    best_share = _library_share(run.reports.get(best_id, {}))
+    if best_share:  # how much of the best candidate's heavy work cuDNN / cuBLAS do
+        stats.append(("best's library calls", best_share))
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     panels = "".join(_candidate_panel(run, n) for n in run.nodes)
     data = json.dumps({"session_id": run.session_id, "candidates": len(run.nodes), "best": best_id},

@@ -44,9 +44,16 @@ class GrpcSpecValidator:
     async def validate(self, spec: pb.OperatorSpec, timeout_s: float | None = None) -> Validation:
         timeout = self._timeout_s if timeout_s is None else min(self._timeout_s, timeout_s)
         try:
-            resp = await self._stub.ValidateSpec(spec, timeout=timeout, metadata=self._metadata)
+            # wait_for_ready: an evaluator still starting (importing torch takes tens of seconds
+            # on a loaded host; KEDA may be scaling it up from zero) is waited for within the
+            # deadline instead of failing the session at once with "connection refused".
+            resp = await self._stub.ValidateSpec(spec, timeout=timeout, metadata=self._metadata,
+                                                 wait_for_ready=True)
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                if self._channel.get_state() != grpc.ChannelConnectivity.READY:
+                    raise BusUnavailable(f"evaluator at {self._target} could not be reached within {timeout:.0f} s "
+                                         "(not started, or down)") from exc
                 raise DependencyTimeout(f"evaluator at {self._target} did not validate the spec in time") from exc
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 raise BusUnavailable(f"evaluator at {self._target} is unavailable: {exc.details()}") from exc

@@ -37,8 +37,10 @@ class SynthesizerKind:
 
 def _offline(settings: Settings, knowledge: KnowledgeReader, bus: EventBus | None = None) -> CandidateSynthesizer:
     from ke_synthesizer.offline import OfflineSynthesizer
+    from ke_synthesizer.offline.families.impl_policy import ImplCache, ImplPolicy
 
-    return OfflineSynthesizer(knowledge=knowledge)  # skills order its transformations
+    policy = ImplPolicy(ImplCache.load(settings.synthesizer.impl_cache) if settings.synthesizer.impl_cache else None)
+    return OfflineSynthesizer(knowledge=knowledge, policy=policy)  # skills order its transformations
 
 
 def _llm(settings: Settings, knowledge: KnowledgeReader, bus: EventBus | None = None) -> CandidateSynthesizer:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.space import MIXED
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN_DIR = Path(__file__).resolve().parent / "kernels"
@@ -70,7 +71,8 @@ def variants(synth: OfflineSynthesizer, spec: Spec) -> list[tuple[str, dict[str,
     _, full, _ = synth.lower(synth.captured(src, spec.name), {})
     for key, choices in synth.space(src, spec.name):
         default = full.get(key, choices[0])
-        other = next((c for c in choices if c != default), None)
+        # a family-wide move's "mixed" is a state, never a choice (space.MIXED)
+        other = next((c for c in choices if c not in (default, MIXED)), None)
         if other is not None:
             out.append((file_name(key, other), {key: other}))
     names = [n for n, _ in out]

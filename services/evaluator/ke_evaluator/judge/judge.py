@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from kernelevolve import pyast
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
@@ -425,7 +426,7 @@ def _spec_precheck(spec_source: str) -> str:
     import ast
 
     try:
-        tree = ast.parse(spec_source)
+        tree = pyast.parse(spec_source)
     except SyntaxError as exc:
         return f"spec does not parse: line {exc.lineno}: {exc.msg}"
     except ValueError as exc:

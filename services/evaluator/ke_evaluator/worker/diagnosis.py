@@ -25,6 +25,13 @@ from .output_checks import leaves
 LATENCY_FLOOR_MS = 0.010
 
 
+# The heavy ops (convolution, matrix products) a candidate may leave to cuDNN / cuBLAS, as
+# aten names: at the dispatch level (the reference, under _FlopTotal) and in the profiler's
+# op counts (the candidate) each conv / linear / matmul is one call of exactly one of them
+# (F.conv2d -> convolution, nn.Linear -> addmm or mm, torch.matmul -> mm or bmm).
+HEAVY_OPS = ("aten::convolution", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
 def tensor_bytes(obj: Any) -> int:
     return sum(t.numel() * t.element_size() for t in leaves(obj) if isinstance(t, torch.Tensor))
 
@@ -40,6 +47,7 @@ class _FlopTotal(TorchDispatchMode):
 
         self.registry = flop_registry
         self.total = 0
+        self.heavy = 0  # calls of HEAVY_OPS
 
 
 def _flop_total_dispatch(self: _FlopTotal, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -50,6 +58,8 @@ def _flop_total_dispatch(self: _FlopTotal, func: Any, types: Any, args: Any = ()
             if r is not NotImplemented:
                 return r
     out = func(*args, **kwargs)
+    if func.name() in HEAVY_OPS:
+        self.heavy += 1
     count = self.registry.get(func._overloadpacket)
     if count is not None:
         self.total += int(count(*args, **kwargs, out_val=out))
@@ -64,12 +74,25 @@ _FlopTotal.__torch_dispatch__ = _flop_total_dispatch  # type: ignore[method-assi
 
 
 def count_flops(fn: Callable[[], Any]) -> float:
+    return count_work(fn)[0]
+
+
+def count_work(fn: Callable[[], Any]) -> tuple[float, int]:
+    """(FLOPs, calls of HEAVY_OPS) of one call of ``fn``; (0, 0) when counting fails."""
     try:
         with _FlopTotal() as counter:
             fn()
-        return float(counter.total)
+        return float(counter.total), counter.heavy
     except Exception:  # noqa: BLE001 - diagnosis is best effort, never fails a verdict
-        return 0.0
+        return 0.0, 0
+
+
+def library_share(library_ops: dict[str, int], heavy_ops: int) -> dict[str, int]:
+    """How many of the reference's heavy ops (per forward) the candidate leaves to the
+    library: its calls of HEAVY_OPS in the profiler's op counts. A candidate may call
+    cuDNN / cuBLAS for convolutions and matmuls with Triton kernels around them; the
+    report shows the share so a reader sees which candidates did."""
+    return {"library_calls": sum(library_ops.get(op, 0) for op in HEAVY_OPS), "heavy_ops": heavy_ops}
 
 
 def classify(

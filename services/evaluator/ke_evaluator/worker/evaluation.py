@@ -103,7 +103,7 @@ class Evaluator:
         # Inputs, eager and float64 references per (spec sha, seed, init digest); built on the
         # first job (its options carry the cap).
         self.ref_cache: reference_cache.RefCache | None = None
-        self.flops_cache: dict[tuple[str, str], float] = {}
+        self.flops_cache: dict[tuple[str, str], tuple[float, int]] = {}  # (FLOPs, heavy ops) of the reference
         self.counter = 0
         # Byte sizes of reference outputs seen in this worker: the sizes a candidate's output
         # allocation will request, poisoned before every candidate call.
@@ -411,10 +411,10 @@ class Evaluator:
                        + diagnosis.tensor_bytes(ref_out0))
         fkey = (spec.sha, str([tuple(t.shape) for t in output_checks.leaves(inputs0) if isinstance(t, torch.Tensor)]))
         if fkey not in self.flops_cache:
-            self.flops_cache[fkey] = diagnosis.count_flops(
+            self.flops_cache[fkey] = diagnosis.count_work(
                 lambda: self._call(ref_model, output_checks.clone_tree(inputs0)))
             set_precision_flags()
-        flops = self.flops_cache[fkey]
+        flops, heavy_ops = self.flops_cache[fkey]
         diag = Diagnosis(bytes_moved=float(bytes_moved), flops=flops)
         diag.kernels = [KernelInfo(name=k, launches=n, registers=kernel_meta[k][0], shared_bytes=kernel_meta[k][1],
                                    spills=kernel_meta[k][2]) for k, n in kernel_launches.items()]
@@ -428,6 +428,7 @@ class Evaluator:
             diag.library_time_fraction = frac
             # Torch ops the candidate calls per forward (fallback nodes, decoys): for the search.
             v.evidence["library_ops"] = ops
+            v.evidence["library_share"] = diagnosis.library_share(ops, heavy_ops)
             for ki in diag.kernels:
                 ki.time_ms = sum(t for name, t in per_kernel.items() if name.startswith(ki.name))
             if frac > 0.5:

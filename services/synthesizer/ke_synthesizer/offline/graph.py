@@ -24,7 +24,8 @@ from kernelevolve.errors import LoweringError
 from .emit.lower_pointwise import PointwiseEmitter
 from .families import FAMILIES
 from .families.family import KernelFamily
-from .families.library_impl import library_chosen
+from .families.impl_policy import ImplPolicy
+from .families.library_impl import ImplChoices
 from .families.pointwise.kernel_pointwise import PointwiseFamily
 from .families.row.kernel_row import RowFamily, is_column_reduction
 from .frontend.captured import CapturedSpec
@@ -108,12 +109,14 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
 
 
 def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[str] | None = None,
-               families: Sequence[KernelFamily] = FAMILIES) -> Plan:
+               families: Sequence[KernelFamily] = FAMILIES, policy: ImplPolicy | None = None,
+               device: str = "") -> Plan:
     """Classify nodes and greedily fuse lowerable nodes into kernel groups.
 
     ``genome['fusion']``: 'greedy' (default) joins a node to a producer's group when
     the shapes line up (pointwise chains; pointwise prologues/epilogues around
-    reductions); 'none' gives every lowerable node its own kernel.
+    reductions); 'none' gives every lowerable node its own kernel. ``policy`` gives the
+    default ``impl`` of each conv / matmul on ``device`` (None: every one in Triton).
     """
     gm = spec.gm
     nodes = list(gm.graph.nodes)
@@ -140,7 +143,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     order = {n: i for i, n in enumerate(nodes)}
     # per-boundary fusion choices met while planning: genome key -> anchor node name
     fusion_knobs: dict[str, str] = {}
-    impl_knobs: dict[str, str] = {}
+    impl = ImplChoices(policy.for_graph(gm, pshape, device) if policy is not None else {})
 
     def inputs_of(node: torch.fx.Node, op: NormOp | None) -> list[torch.fx.Node]:
         """What a node reads; an override (amin of a min tuple, a reverse scan) reads its
@@ -186,7 +189,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
         if node in hidden:
             continue  # materialised through the op that replaces it (see overrides)
         # a conv / matmul the genome sends to the library is planned as a fallback node
-        lowerable = node.name not in forced and not library_chosen(node, op, gm, pshape, genome, impl_knobs)
+        lowerable = node.name not in forced and not impl.chosen(node, op, gm, pshape, genome)
         if op is None and lowerable:
             found = _recognise(families, node, op, ctx)
             if found is not None:
@@ -303,7 +306,8 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
         g.gid = i
     skipped = {n for n in nodes if n.op != "output" and n not in group_of and n not in glue
                and n not in fallback and n.op != "placeholder"}
-    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped, replan, fusion_knobs, impl_knobs)
+    return Plan(spec, nodes, groups, group_of, fallback, glue, skipped, replan, fusion_knobs, impl.knobs,
+                impl.families, dict(impl.defaults))
 
 
 def _absorbable(p: Group, node: torch.fx.Node, shape: tuple[int, ...]) -> bool:

@@ -24,6 +24,7 @@ from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformati
 from .codegen import assemble
 from .families import FAMILIES
 from .families.family import KernelFamily
+from .families.impl_policy import ImplPolicy
 from .frontend.capture import capture
 from .frontend.captured import CapturedSpec
 from .frontend.fx_meta import FLOAT_DTYPES, dtype_of
@@ -32,7 +33,7 @@ from .library_candidate import WHOLE_FORWARD, library_candidate_source
 from .plan.plan import GroupFailure, Plan
 from .plan.plan_outputs import group_outputs
 from .skills import skill_gains
-from .space import Knob, complete_genome, knobs, skill_weighted
+from .space import Knob, apply_edge, complete_genome, knobs, skill_weighted
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class OfflineSynthesizer:
     name = "offline"
 
     def __init__(self, cache_size: int = 32, families: Sequence[KernelFamily] = FAMILIES,
-                 knowledge: KnowledgeReader | None = None) -> None:
+                 knowledge: KnowledgeReader | None = None, policy: ImplPolicy | None = None) -> None:
         # Skills order child transformations (ke_synthesizer.offline.skills); None: unordered.
         self.knowledge = knowledge
         # the kernel families it lowers to, in recognition order (families.FAMILIES);
@@ -51,6 +52,8 @@ class OfflineSynthesizer:
         self._by_kind: dict[str, KernelFamily] = {f.kind: f for f in self._families}
         self._cache: OrderedDict[tuple[str, str, str], CapturedSpec] = OrderedDict()
         self._cache_size = cache_size
+        # the seed's impl choice per conv / matmul (heuristic + measured cache: impl_policy.py)
+        self.policy = policy or ImplPolicy()
         self._lock = threading.Lock()
 
     # ---- front end -------------------------------------------------------------
@@ -75,11 +78,21 @@ class OfflineSynthesizer:
         return self._capture(source, name)
 
     # ---- lowering --------------------------------------------------------------
-    def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str]) -> Plan:
+    def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str], device: str = "cpu") -> Plan:
         spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
         for _ in range(len(spec.gm.graph.nodes) + 1):
-            plan = build_plan(spec, genome, forced_fallback=forced, families=self._families)
-            bad = {m.name for g in plan.groups for m in group_outputs(plan, g)
+            plan = build_plan(spec, genome, forced_fallback=forced, families=self._families, policy=self.policy,
+                              device=device)
+            offered = {k.key for k in knobs(plan, genome, self._by_kind) if k.name == "impl"}
+            planned = {n.name for n in plan.fallback}
+            refused = {k: "triton" for k, node in plan.impl_knobs.items() if node in planned and k not in offered}
+            if refused:
+                # a library choice (the genome's or the seed policy's) this plan does not offer:
+                # no Triton kernel of the candidate's own would be left next to it
+                genome = {**genome, **refused}
+                continue
+            bad = {m.name for g in plan.groups if not self._by_kind[g.kind].tuple_outputs
+                   for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
             if not bad:
@@ -87,12 +100,14 @@ class OfflineSynthesizer:
             forced = forced | bad
         return plan
 
-    def lower(self, spec: CapturedSpec, genome: dict[str, str]) -> tuple[str, dict[str, str], tuple[str, ...]]:
-        """Generate (source, completed genome, fallback node names) for a genome."""
+    def lower(self, spec: CapturedSpec, genome: dict[str, str],
+              device: str = "cpu") -> tuple[str, dict[str, str], tuple[str, ...]]:
+        """Generate (source, completed genome, fallback node names) for a genome; ``device``
+        is the hardware kind the seed policy looks measurements up for."""
         if spec.library_reason:
             return library_candidate_source(spec, spec.library_reason), {}, (WHOLE_FORWARD,)
         try:
-            return self._lower(spec, genome)
+            return self._lower(spec, genome, device)
         except SynthesisError as exc:
             if spec.tracer == "symbolic":
                 raise
@@ -100,14 +115,16 @@ class OfflineSynthesizer:
             log.warning("%s: specialised graph not emitted (%s); library-call candidate", spec.name, exc)
             return library_candidate_source(spec, str(exc)), {}, (WHOLE_FORWARD,)
 
-    def _lower(self, spec: CapturedSpec, genome: dict[str, str]) -> tuple[str, dict[str, str], tuple[str, ...]]:
+    def _lower(self, spec: CapturedSpec, genome: dict[str, str],
+               device: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
         forced: set[str] = set()
         for _ in range(len(spec.gm.graph.nodes) + 1):
-            plan = self._plan(spec, genome, forced)
+            plan = self._plan(spec, genome, forced, device)
             full = complete_genome(plan, genome, self._by_kind)
-            if any(genome.get(k) == "library" != full.get(k) for k in plan.impl_knobs):
-                # a library choice this plan does not offer (no Triton kernel would be left)
-                genome = {**genome, **{k: full.get(k, "triton") for k in plan.impl_knobs}}
+            moved = _expand_moves(knobs(plan, full, self._by_kind), genome)
+            if moved is not None:
+                # a genome written by hand naming a family-wide move: set its members, plan again
+                genome = moved
                 continue
             try:
                 src = assemble(plan, full, self._by_kind, _title(spec))
@@ -120,14 +137,14 @@ class OfflineSynthesizer:
             return src, full, tuple(n.name for n in plan.fallback)
         raise SynthesisError(f"{spec.name}: lowering did not converge")
 
-    def space(self, spec_source: str, spec_name: str = "spec",
-              genome: dict[str, str] | None = None) -> list[tuple[str, list[str]]]:
+    def space(self, spec_source: str, spec_name: str = "spec", genome: dict[str, str] | None = None,
+              device: str = "cpu") -> list[tuple[str, list[str]]]:
         """The transformation space at a genome (default genome when None): one entry per
         knob, (genome key, choices). Group keys depend on the fusion choice."""
         spec = self._capture(spec_source, spec_name)
         if spec.library_reason:
             return []  # the reference forward: nothing to transform
-        plan = self._plan(spec, genome or {}, set())
+        plan = self._plan(spec, genome or {}, set(), device)
         full = complete_genome(plan, genome or {}, self._by_kind)
         return [(k.key, list(k.choices)) for k in knobs(plan, full, self._by_kind)]
 
@@ -143,20 +160,21 @@ class OfflineSynthesizer:
         return self._children(spec, request, count, rng)
 
     def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation,
-                  desc: str) -> tuple[Proposal, dict[str, str]]:
-        src, full, fb = self.lower(spec, genome)
+                  desc: str, device: str) -> tuple[Proposal, dict[str, str]]:
+        src, full, fb = self.lower(spec, genome, device)
         if fb == (WHOLE_FORWARD,):
             desc = f"library call of the whole reference forward (not captured: {spec.library_reason or 'see source'})"
         return Proposal(source=src, transformation=t, genome=full, fallback_nodes=fb, description=desc), full
 
     def _seeds(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
+        device = request.hardware_kind
         first, base = self._proposal(spec, {}, Transformation("seed", {"variant": "default"}),
-                                     "default lowering: greedy fusion, default tiles")
+                                     "default lowering: greedy fusion, default tiles", device)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
         # Seeds already taken from the root (e.g. all judged incorrect) are not offered again.
         out = [] if ("seed", (("variant", "default"),)) in tried else [first]
         seen = {_key(base)}
-        edges = _edges(self, spec, base)
+        space, edges = _edges(self, spec, base, device)
         rng.shuffle(edges)
         if self.knowledge is not None:  # seeds found the islands: skill-backed variants first
             edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
@@ -166,10 +184,9 @@ class OfflineSynthesizer:
             variant = {"variant": f"{knob.key}={value}"}
             if ("seed", tuple(sorted(variant.items()))) in tried:
                 continue
-            child = dict(base)
-            child[knob.key] = value
+            child = apply_edge(space, base, knob, value)
             prop, full = self._proposal(spec, child, Transformation("seed", variant),
-                                        f"seed variant: {knob.key}={value}")
+                                        f"seed variant: {knob.key}={value}", device)
             if _key(full) in seen:
                 continue
             seen.add(_key(full))
@@ -181,9 +198,12 @@ class OfflineSynthesizer:
         assert parent is not None
         if spec.library_reason:
             return []
-        base = complete_genome(self._plan(spec, dict(parent.genome), set()), dict(parent.genome), self._by_kind)
+        device = request.hardware_kind
+        base = complete_genome(self._plan(spec, dict(parent.genome), set(), device), dict(parent.genome),
+                               self._by_kind)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
-        edges = [(k, v) for k, v in _edges(self, spec, base) if (k.name, _params_key(k, v)) not in tried]
+        space, edges = _edges(self, spec, base, device)
+        edges = [(k, v) for k, v in edges if (k.name, _params_key(k, v)) not in tried]
         rng.shuffle(edges)
         if self.knowledge is not None:
             edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
@@ -192,10 +212,10 @@ class OfflineSynthesizer:
         for knob, value in edges:
             if len(out) >= count:
                 break
-            child = dict(base)
-            child[knob.key] = value
+            child = apply_edge(space, base, knob, value)
             t = Transformation(knob.name, _params(knob, value))
-            prop, full = self._proposal(spec, child, t, f"{knob.key}: {base.get(knob.key)} -> {value}")
+            moved = f" ({len(knob.sets)} nodes at once)" if knob.sets else ""
+            prop, full = self._proposal(spec, child, t, f"{knob.key}: {base.get(knob.key)} -> {value}{moved}", device)
             if _key(full) in seen:
                 continue
             seen.add(_key(full))
@@ -203,11 +223,26 @@ class OfflineSynthesizer:
         return out
 
 
-def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]) -> list[tuple[Knob, str]]:
+def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str],
+           device: str) -> tuple[list[Knob], list[tuple[Knob, str]]]:
+    """The knobs at ``genome`` and the edges out of it (a move's ``mixed`` is no edge)."""
     if spec.library_reason:
-        return []  # the library-call candidate: no knob to turn
-    plan = synth._plan(spec, genome, set())
-    return [(k, v) for k in knobs(plan, genome, synth._by_kind) for v in k.choices if v != genome.get(k.key, k.default)]
+        return [], []  # the library-call candidate: no knob to turn
+    space = knobs(synth._plan(spec, genome, set(), device), genome, synth._by_kind)
+    return space, [(k, v) for k in space for v in k.targets if v != genome.get(k.key, k.default)]
+
+
+def _expand_moves(space: list[Knob], genome: dict[str, str]) -> dict[str, str] | None:
+    """``genome`` with the members of every family-wide move it names, and none of whose
+    members it names, set to that move's value; None when there is none. A genome that
+    names members too (a completed genome, edited by hand per node) is read by its members:
+    the move's value there is derived, and may be stale."""
+    out = dict(genome)
+    for move in space:
+        value = genome.get(move.key)
+        if move.sets and value in move.targets and not any(k in genome for k in move.sets):
+            out.update({k: value for k in move.sets})  # type: ignore[misc]
+    return None if out == genome else out
 
 
 def _params(knob: Knob, value: str) -> dict[str, str]:

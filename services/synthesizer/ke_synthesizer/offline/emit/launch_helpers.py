@@ -93,6 +93,22 @@ LAUNCH_HELPERS: dict[str, str] = {
     b = b.as_strided((*(r[0] for r in runs), *b.shape[-2:]), (*(r[2] for r in runs), *b.stride()[-2:]))
     return a, b
 ''',
+    "_fold_grid": '''_GRID_AXIS_LIMIT = 65535  # CUDA: programs on grid axes 1 and 2 (axis 0: 2**31 - 1)
+
+
+def _fold_grid(grid):
+    """(grid to launch, the kernel's GRID0, GRID1, GRID_FOLD) for a grid of two or three
+    axes: as it is within CUDA's limits; past them one axis-0 grid of all programs, which
+    the kernel unfolds (emit/grid.py)."""
+    if grid is None or max(grid[1:]) <= _GRID_AXIS_LIMIT:
+        return grid, (1, 1, False)
+    total = 1
+    for g in grid:
+        total *= g
+    if total > 2**31 - 1:
+        raise RuntimeError(f"launch grid {grid} has more than 2**31 - 1 programs")
+    return (total,), (grid[0], grid[1] if len(grid) > 2 else 1, True)
+''',
     "_same_data": '''def _same_data(view, t):
     """Whether view reads t's memory (a view at the same address, not a copy)."""
     return view.data_ptr() == t.data_ptr() and view.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()

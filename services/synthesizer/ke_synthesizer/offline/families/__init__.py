@@ -16,6 +16,7 @@ from .family import KernelFamily
 from .matmul.kernel_matmul import MatmulFamily
 from .pointwise.kernel_pointwise import PointwiseFamily
 from .pool.kernel_pool import PoolFamily
+from .recurrent.kernel_recurrent import RecurrentFamily
 from .row.kernel_row import RowFamily
 
 FAMILIES: tuple[KernelFamily, ...] = (
@@ -26,6 +27,7 @@ FAMILIES: tuple[KernelFamily, ...] = (
     ConvFamily(),
     ConvNdFamily(),  # after ConvFamily: takes the convolutions it declines
     AttentionFamily(),
+    RecurrentFamily(),
 )
 
 BY_KIND: Mapping[str, KernelFamily] = {f.kind: f for f in FAMILIES}

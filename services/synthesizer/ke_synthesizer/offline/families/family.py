@@ -34,6 +34,9 @@ class KernelFamily(ABC):
     # pointwise consumers of the first member's value may join the group (one kernel with
     # a fused epilogue; genome key ``epilogue.<node>`` turns it off per boundary)
     epilogue: ClassVar[bool] = False
+    # the group's node returns a tuple of tensors (a recurrent layer's output and final
+    # state); its dtypes are the family's to check, not the pipeline's one-tensor rule
+    tuple_outputs: ClassVar[bool] = False
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
         """Whether ``node`` starts a group of this family (``op`` is its canonical op, None

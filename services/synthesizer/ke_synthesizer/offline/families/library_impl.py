@@ -15,7 +15,8 @@ so a bare convolution or GEMM keeps its Triton kernel.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
-from ..frontend.ops import NormOp
+from ..frontend.ops import NormOp, normalize
 from ..plan.plan import Plan
 from .conv.kernel_conv import conv_op
 from .convnd.kernel_convnd import convnd_op
@@ -38,24 +39,62 @@ def impl_key(node: torch.fx.Node) -> str:
     return f"impl.{node.name}"
 
 
-def library_chosen(node: torch.fx.Node, op: NormOp | None, gm: torch.fx.GraphModule,
-                   pshape: Callable[[str], tuple[int, ...]], genome: dict[str, str],
-                   impl_knobs: dict[str, str]) -> bool:
-    """Whether a node that would be lowered as a conv group (``op`` is None: conv_op is
-    tried on unnormalised nodes) or a matmul group is a library call under ``genome``.
-    Records the node's knob in ``impl_knobs`` (genome key -> node name) either way."""
+def heavy_family(node: torch.fx.Node, op: NormOp | None, gm: torch.fx.GraphModule,
+                 pshape: Callable[[str], tuple[int, ...]]) -> str | None:
+    """``conv`` or ``matmul`` when ``node`` would be lowered as a conv / matmul group (``op``
+    is None: conv_op is tried on unnormalised nodes), else None."""
     try:
         if op is None:
-            candidate = conv_op(node, gm) is not None or convnd_op(node, gm, pshape) is not None
-        else:
-            candidate = matmul_info(node, op, pshape) is not None
+            found = conv_op(node, gm) is not None or convnd_op(node, gm, pshape) is not None
+            return "conv" if found else None
+        return "matmul" if matmul_info(node, op, pshape) is not None else None
     except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError):
-        return False  # graph._safe treats the same failures as "not lowerable"
-    if not candidate:
-        return False
-    key = impl_key(node)
-    impl_knobs[key] = node.name
-    return genome.get(key, IMPL_CHOICES[0]) == "library"
+        return None  # graph._safe treats the same failures as "not lowerable"
+
+
+@dataclass
+class ImplChoices:
+    """The ``impl`` knobs met while planning: genome key -> node name (``knobs``), -> its
+    family (``families``), and the default choice of each key (``defaults``: the seed
+    policy's, ``impl_policy.py``; a key it does not name defaults to ``triton``)."""
+
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    knobs: dict[str, str] = field(default_factory=dict)
+    families: dict[str, str] = field(default_factory=dict)
+
+    def default(self, key: str) -> str:
+        return self.defaults.get(key, IMPL_CHOICES[0])
+
+    def chosen(self, node: torch.fx.Node, op: NormOp | None, gm: torch.fx.GraphModule,
+               pshape: Callable[[str], tuple[int, ...]], genome: dict[str, str]) -> bool:
+        """Whether a node that would be lowered as a conv / matmul group is a library call
+        under ``genome`` (else its default). Records the node's knob either way."""
+        family = heavy_family(node, op, gm, pshape)
+        if family is None:
+            return False
+        key = impl_key(node)
+        self.knobs[key] = node.name
+        self.families[key] = family
+        return genome.get(key, self.default(key)) == "library"
+
+
+def heavy_nodes(gm: torch.fx.GraphModule,
+                pshape: Callable[[str], tuple[int, ...]]) -> dict[str, tuple[str, torch.fx.Node]]:
+    """Every node of the graph the planner would lower as a conv / matmul group: genome key
+    ``impl.<node>`` -> (family, node). The seed policy counts them (several convolutions
+    make a whole model) before the plan exists."""
+    out: dict[str, tuple[str, torch.fx.Node]] = {}
+    for node in gm.graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        try:
+            op = normalize(node, gm)
+        except (LoweringError, TypeError, ValueError, AttributeError, IndexError, KeyError):
+            continue
+        family = heavy_family(node, op, gm, pshape)
+        if family is not None:
+            out[impl_key(node)] = (family, node)
+    return out
 
 
 def library_offered(plan: Plan, anchor: str) -> bool:

@@ -33,6 +33,7 @@ from .captured import CapturedSpec
 from .decompose import decompose, fuse_attention
 from .fx_meta import propagate_shapes
 from .model_source import model_source
+from .recurrent import loop_mode
 from .shape_tracer import shape_specialized_trace
 
 log = logging.getLogger(__name__)
@@ -171,8 +172,16 @@ def _shapes(inputs: list[Any]) -> list[tuple[int, ...]]:
 
 
 def _has_decomposed_module(gm: torch.fx.GraphModule) -> bool:
-    return any(n.op == "call_module" and isinstance(gm.get_submodule(str(n.target)), _DECOMPOSED)
-               for n in gm.graph.nodes)
+    """A library module the dispatcher-level trace should decompose; a recurrent layer the
+    recurrent family loops over time (``loop_mode``, called with its input and at most the
+    initial state, positionally) stays one node of the symbolic graph."""
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            mod = gm.get_submodule(str(n.target))
+            looped = loop_mode(mod) is not None and 1 <= len(n.args) <= 2 and not n.kwargs
+            if isinstance(mod, _DECOMPOSED) and not looped:
+                return True
+    return False
 
 
 def _propagates(gm: torch.fx.GraphModule, run: _Run, name: str, errors: list[str]) -> bool:

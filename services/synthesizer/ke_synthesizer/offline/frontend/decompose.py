@@ -2,9 +2,10 @@
 compositions of ops the lowering knows are replaced by those ops, so that they fuse
 like hand-written code (batch/group/instance norm, simple losses, normalize, ...).
 
-Every rewrite reproduces the training-mode forward of the reference: BatchNorm uses
-batch statistics (its running-stat update, a side effect that does not change the
-output, is not reproduced); instance norm likewise. Ops with randomness (dropout with
+Every rewrite reproduces the forward of the reference in its mode: BatchNorm in training
+mode uses batch statistics (its running-stat update, a side effect that does not change
+the output, is not reproduced; instance norm likewise), in eval mode its running
+statistics (a per-channel scale and shift that fuses into the convolution's epilogue). Ops with randomness (dropout with
 p > 0 in training mode) are never rewritten: they stay library calls.
 """
 
@@ -60,12 +61,31 @@ def _affine(g: torch.fx.Graph, y: torch.fx.Node, mod_path: str, mod: nn.Module, 
 
 def _batch_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
     shape = shape_of(node.args[0])
-    if shape is None or len(shape) < 2 or not (mod.training or not mod.track_running_stats):
-        return None  # eval mode with running statistics stays a library call
+    if shape is None or len(shape) < 2:
+        return None
     x = node.args[0]
+    if not (mod.training or not mod.track_running_stats):
+        return _batch_norm_running(g, node, mod, len(shape))
     dims = [0] + list(range(2, len(shape)))
     y = _normalize_stats(g, x, dims, float(mod.eps))  # type: ignore[arg-type]
     return _affine(g, y, str(node.target), mod, len(shape))
+
+
+def _batch_norm_running(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module, rank: int) -> torch.fx.Node:
+    """Eval mode with running statistics: ``(x - running_mean) * rsqrt(running_var + eps)``
+    then the affine, per channel. Pointwise ops on buffers, so they fold into the preceding
+    convolution's fused epilogue (its Triton kernel, or the Triton kernel after its library
+    call) and cost no pass of their own. Folded into the epilogue, not into the conv's
+    weights: a library conv whose batch norm vanished into cuDNN's weights could leave the
+    candidate without Triton arithmetic of its own, and the buffers may change between
+    calls (folded weights would have to be recomputed or guarded)."""
+    view = [-1] + [1] * (rank - 2)
+    path = str(node.target)
+    mean = _method(g, "view", g.get_attr(f"{path}.running_mean"), *view)
+    var = _method(g, "view", g.get_attr(f"{path}.running_var"), *view)
+    inv = _call(g, torch.rsqrt, _call(g, torch.add, var, float(mod.eps)))  # type: ignore[arg-type]
+    y = _call(g, torch.mul, _call(g, torch.sub, node.args[0], mean), inv)
+    return _affine(g, y, path, mod, rank)
 
 
 def _instance_norm(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
@@ -755,5 +775,5 @@ def _decompose_pass(spec: CapturedSpec) -> int:
         count += 1
     if count:
         gm.recompile()
-        propagate_shapes(gm, spec.inputs, spec.shape_context)
+        propagate_shapes(gm, spec.inputs, spec.shape_context, new_only=spec.fake_mode is not None)
     return count

@@ -29,6 +29,7 @@ import ast
 import copy
 from dataclasses import dataclass
 
+from kernelevolve import pyast
 from kernelevolve.errors import InvalidSpecError
 
 REFERENCE_CLASS = "Model"
@@ -51,7 +52,7 @@ def model_source(source: str, keep_forward: bool = False) -> ModelSource:
     """Raises InvalidSpecError when the spec has no top-level ``class Model``. With
     ``keep_forward`` the class keeps the reference forward (the library-call candidate of
     a forward no tracer captures, see capture.py)."""
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     model = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == REFERENCE_CLASS), None)
     if model is None:
         raise InvalidSpecError(

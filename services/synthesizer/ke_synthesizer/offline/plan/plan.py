@@ -67,6 +67,9 @@ class Plan:
     fusion_knobs: dict[str, str] = field(default_factory=dict)
     # conv / matmul nodes with an ``impl`` knob: genome key (impl.<node>) -> node (library_impl.py)
     impl_knobs: dict[str, str] = field(default_factory=dict)
+    # the same keys -> the node's family (conv / matmul), and the seed policy's choice per key
+    impl_families: dict[str, str] = field(default_factory=dict)
+    impl_defaults: dict[str, str] = field(default_factory=dict)
 
 
 def node_inputs(op: NormOp) -> list[Any]:

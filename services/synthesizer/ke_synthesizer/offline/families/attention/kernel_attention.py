@@ -15,6 +15,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import kernel_name
 from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
@@ -63,16 +64,19 @@ def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     name = kernel_name(group, "flash")
     causal = extra["causal"]
     outs = group_outputs(plan, group)
+    # grid axes: query blocks, batch x heads (past 65535 at real sizes: folded, emit/grid.py)
+    wide = wide_offsets(group)
+    ids = "\n".join(program_id_lines(["pid_m", "bid"], wide=wide, fold=True))
+    key_range = "tl.arange(0, BLOCK_N)" + (".to(tl.int64)" if wide else "")  # rn * k_sn: int64 with wide
     kernel = f'''@triton.jit
 def {name}(
     q_ptr, k_ptr, v_ptr, o_ptr, LQ, LK, D, DV, sm_scale,
-    q_sb, q_sm, q_sd, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd,
+    q_sb, q_sm, q_sd, k_sb, k_sn, k_sd, v_sb, v_sn, v_sd, {FOLD_PARAMS},
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr,
 ):
     # Fuses q k^T * scale -> {"causal mask -> " if causal else ""}softmax -> @ v with an online softmax:
     # scores live only in registers, one pass over K and V per query block.
-    pid_m = tl.program_id(0)
-    bid = tl.program_id(1)
+{ids}
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rd = tl.arange(0, BLOCK_D)
     rdv = tl.arange(0, BLOCK_DV)
@@ -83,7 +87,7 @@ def {name}(
     acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)
     {"hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M)  # causal: later keys are all masked" if causal else "hi = LK"}
 {note_src}    for start in range(0, hi, BLOCK_N):
-        rn = start + tl.arange(0, BLOCK_N)
+        rn = start + {key_range}
         k = tl.load(k_ptr + bid * k_sb + rn[None, :] * k_sn + rd[:, None] * k_sd,
                     mask=(rn[None, :] < LK) & (rd[:, None] < D), other=0.0).to(tl.float32)
         s = tl.dot(q, k, input_precision="{precision}") * sm_scale
@@ -127,11 +131,11 @@ def _plan_{name}(q, k, v):
     views = _views_{name}(q, k, v)
     same = all(_same_data(x, t) for x, t in zip(views, (q, k, v)))
     bh = views[0].shape[0]
-    grid = ((lq + {bm - 1}) // {bm}, bh) if bh * lq * dv > 0 else None
+    grid, fold = _fold_grid(((lq + {bm - 1}) // {bm}, bh) if bh * lq * dv > 0 else None)
     sizes = (lq, lk, d, dv{"" if rt else ", " + scale_src})
     strides = tuple(s for x in views for s in x.stride())
     block_d, block_dv = max(16, _pow2(d)), max(16, _pow2(dv))
-    return (*q.shape[:-1], dv), same, grid, sizes, strides, block_d, block_dv
+    return (*q.shape[:-1], dv), same, grid, sizes, strides, block_d, block_dv, fold
 
 
 def {launcher}(q, k, v{", scale" if rt else ""}):
@@ -139,12 +143,12 @@ def {launcher}(q, k, v{", scale" if rt else ""}):
     plan = {cache}.get(key)
     if plan is None:
         plan = _remember({cache}, key, _plan_{name}(q, k, v))
-    out_shape, same, grid, sizes, strides, block_d, block_dv = plan
+    out_shape, same, grid, sizes, strides, block_d, block_dv, fold = plan
     if not same:  # some operand view is a copy: rebuild the views
         q, k, v = _views_{name}(q, k, v)
     out = torch.empty(out_shape, device=q.device, dtype={dt})
     if grid is not None:
-        {name}[grid](q, k, v, out, *sizes{", scale" if rt else ""}, *strides,
+        {name}[grid](q, k, v, out, *sizes{", scale" if rt else ""}, *strides, *fold,
             BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_D=block_d, BLOCK_DV=block_dv, num_warps={warps}, num_stages={stages})
     return out
 '''

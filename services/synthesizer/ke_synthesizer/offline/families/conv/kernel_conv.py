@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import (
@@ -116,6 +117,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     sig += ["NB", "CIN", "H", "W", "COUT", "KH", "KW", "OH", "OW"]
     sig += [f"e{i}_s{k}" for i in bcast for k in range(e["nd"] + 2)]  # broadcast operands: expanded strides
     sig += [f"s{i}" for i in range(len(scalars))]
+    sig.append(FOLD_PARAMS)  # grid axes: pixel tiles, output-channel tiles (emit/grid.py)
     fused = " -> ".join("conv" if m is conv else group.ops[m].op for m in group.members)
     order = "(kh, kw, cin)" if nhwc else "(cin, kh, kw)"
     if nhwc:
@@ -132,8 +134,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         f"    # reduction over {order} with stride {sh}x{sw}, padding {ph}x{pw}, dilation {dh}x{dw}.",
         *(["    # layout=channels_last: NHWC input and OHWI weight (converted by the launcher), cin",
            "    # innermost so tile loads run along channels; the output is written NCHW."] if nhwc else []),
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
+        *program_id_lines(["pid_m", "pid_n"], wide=wide_offsets(group), fold=True),
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "    M = NB * OH * OW",
@@ -183,13 +184,14 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll += epilogue_broadcast_checks(name, len(ext))
     ll += [f"    grid = ((nb * oh * ow + {bm - 1}) // {bm}, (cout + {bn - 1}) // {bn}) if nb * cout * oh * ow > 0 "
            "else None",
+           "    grid, fold = _fold_grid(grid)",
            "    tail = (nb, cin, h, w_in, cout, kh, kw, oh, ow)"]
     ll += epilogue_plan_lines(full)
-    ll += ["    return shape, materialise, grid, tail", "", ""]
+    ll += ["    return shape, materialise, grid, tail, fold", "", ""]
     key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
     ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
-                            "shape, materialise, grid, tail")
+                            "shape, materialise, grid, tail, fold")
     if nhwc:
         ll += ["    # layout=channels_last: NHWC input, OHWI weight (no copy when they already are)",
                "    x = x.contiguous(memory_format=torch.channels_last)",
@@ -201,7 +203,7 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     for j, m in enumerate(outs):
         ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
         call.append(f"out{j}")
-    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
+    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))] + ["*fold"]
     ll += ["    if grid is not None:",
            f"        {name}[grid]({', '.join(call)},",
            f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps={warps}, num_stages={stages})",

@@ -17,7 +17,7 @@ def taps_apply(e: dict[str, Any], gather: bool) -> bool:
 
 
 def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, cl: bool, x_cast: str, w_cast: str,
-              precision: str, note: list[str]) -> list[str]:
+              precision: str, note: list[str], ids: list[str]) -> list[str]:
     """The implicit GEMM of a convolution (a transposed one as a gather or, after zero
     insertion, as a stride-1 convolution). Reduction ``flat``: K = CIN_G x taps flattened,
     channel slowest, each K element decoded with div / mod and bounds-tested per (row, K)
@@ -26,14 +26,14 @@ def body_gemm(e: dict[str, Any], gather: bool, reduction: str, split: bool, cl: 
     as [G, KD * KH * KW, CIN_G, COUT_G] (contiguous B tiles). ``split``: grid axis 2 is
     group x SPLIT_K and program ``sid`` sums its slice of K (``flat``) or of the channels
     (``taps``) and adds it atomically into a zeroed output. ``cl`` (``taps`` only): the input
-    comes channels-last ([N, D, H, W, C], see ``_x_n``)."""
+    comes channels-last ([N, D, H, W, C], see ``_x_n``). ``ids``: the lines binding the
+    program ids ``pid_m``, ``pid_n`` and ``g`` (``pid_z`` = group x SPLIT_K with ``split``),
+    ``emit/grid.py``."""
     sd, sh, sw = e["s"] if gather else (1, 1, 1)
     dd, dh, dw = e["d"]
     head = [
-        "    pid_m = tl.program_id(0)",
-        "    pid_n = tl.program_id(1)",
-        *(["    g = tl.program_id(2) // SPLIT_K", "    sid = tl.program_id(2) % SPLIT_K  # which K slice"] if split
-          else ["    g = tl.program_id(2)"]),
+        *ids,
+        *(["    g = pid_z // SPLIT_K", "    sid = pid_z % SPLIT_K  # which K slice"] if split else []),
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
         "    M = NB * OD * OH * OW",
@@ -204,7 +204,7 @@ def _phase_steps(e: dict[str, Any]) -> tuple[tuple[int, int], ...]:
 
 
 def body_phase(e: dict[str, Any], reduction: str, split: bool, cl: bool, x_cast: str, w_cast: str,
-               precision: str, note: list[str]) -> list[str]:
+               precision: str, note: list[str], ids: list[str]) -> list[str]:
     """Transposed conv as one dense implicit GEMM per output phase r = (o + pad) % stride
     (sub-pixel decomposition): the outputs o = r - pad + stride * b of a phase all use the
     same taps, so the reduction walks only those (1 / stride^nd of the window for
@@ -215,11 +215,12 @@ def body_phase(e: dict[str, Any], reduction: str, split: bool, cl: bool, x_cast:
     1-D grid: s^nd launches would pay the host overhead s^nd times where small operators
     are launch-bound, the phases are the same size within one row per dim (one grid fits
     all), and the s^nd programs of one output tile then run side by side: they read the
-    same input rows and their stride-s stores fill each other's cache lines."""
+    same input rows and their stride-s stores fill each other's cache lines (``ids``: the
+    line binding ``pid``, ``emit/grid.py``; one axis, nothing to fold)."""
     sd, sh, sw = e["s"]
     (spd, dpd), (sph, dph), (spw, dpw) = _phase_steps(e)
     lines = [
-        "    pid = tl.program_id(0)",
+        *ids,
         *(["    sid = pid % SPLIT_K  # which K slice", "    pid = pid // SPLIT_K"] if split else []),
         f"    ph = pid % {sd * sh * sw}",
         f"    t = pid // {sd * sh * sw}",
@@ -310,17 +311,17 @@ def _phase_preamble(e: dict[str, Any]) -> list[str]:
     return lines
 
 
-def body_direct_phase(e: dict[str, Any], x_cast: str, w_cast: str) -> list[str]:
+def body_direct_phase(e: dict[str, Any], x_cast: str, w_cast: str, ids: list[str]) -> list[str]:
     """The direct form of the phase decomposition (depthwise transposed convolution): grid
     axis 1 is the phase, so a program's lanes (outputs of one phase, flattened over batch,
     channel and the phase's positions) share its tap counts, and each lane walks only its
     phase's taps (loops of run-time length, no divisibility test) instead of the whole
-    window."""
+    window. ``ids``: the lines binding ``pid`` and ``ph`` (two axes, folded past CUDA's
+    limits: ``emit/grid.py``)."""
     sd, sh, sw = e["s"]
     (spd, dpd), (sph, dph), (spw, dpw) = _phase_steps(e)
     lines = [
-        "    pid = tl.program_id(0)",
-        "    ph = tl.program_id(1)",
+        *ids,
         *_phase_preamble(e),
         "    rows = nb_d * nb_h * nb_w",
         "    C = G * COUT_G",
@@ -362,10 +363,10 @@ def body_direct_phase(e: dict[str, Any], x_cast: str, w_cast: str) -> list[str]:
     return lines
 
 
-def body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
+def body_direct(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, ids: list[str]) -> list[str]:
     s = e["s"] if gather else (1, 1, 1)
     lines = [
-        "    pid = tl.program_id(0)",
+        *ids,  # pid (the kernel's program id, emit/grid.py)
         "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
         "    mask = offs < n_out",
         "    ow_i = offs % OW",
@@ -402,15 +403,16 @@ def _window(e: dict[str, Any], gather: bool, s: tuple[int, ...], coords: tuple[s
                     f"{ind}acc += xv * wv"]
 
 
-def body_direct_tiled(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str) -> list[str]:
+def body_direct_tiled(e: dict[str, Any], gather: bool, x_cast: str, w_cast: str, ids: list[str]) -> list[str]:
     """The direct form register-tiled (knob ``direct`` = ``tiled``; depthwise and thin
     groups, not the transposed gather): a program owns a BLOCK_H x BLOCK_W tile of one
     output plane (sample, channel, depth), so a tap's weight is one scalar load per
     program instead of a gather per lane, the tap's coordinates and bounds are a column
-    and a row vector (broadcast, not per element), and the input reads run along W."""
+    and a row vector (broadcast, not per element), and the input reads run along W
+    (``ids``: the line binding ``pid``, ``emit/grid.py``)."""
     s = e["s"] if gather else (1, 1, 1)
     lines = [
-        "    pid = tl.program_id(0)",
+        *ids,
         "    tiles_w = tl.cdiv(OW, BLOCK_W)",
         "    tiles_h = tl.cdiv(OH, BLOCK_H)",
         "    tw = pid % tiles_w",

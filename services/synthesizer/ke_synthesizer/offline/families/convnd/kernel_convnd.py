@@ -45,6 +45,7 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import (
@@ -201,6 +202,15 @@ def channels_last_of(group: Group, genome: dict[str, str], form: str, reduction:
     return layout == "channels_last"
 
 
+def multi_axis(form: str, phase: bool) -> bool:
+    """Whether the kernel's grid has more than one axis, so it takes ``FOLD_PARAMS`` and
+    its launcher folds the grid past CUDA's limits (``emit/grid.py``): the plain GEMM form
+    (row tiles, column tiles, groups x SPLIT_K) and the direct phase form (lanes, phases);
+    the phase GEMM form (one 1-D grid of phase, group and tiles) and the direct lane and
+    tiled forms have one axis."""
+    return (form == "gemm") != phase
+
+
 def split_k_of(group: Group, genome: dict[str, str], form: str) -> int:
     """SPLIT_K of a GEMM-form convolution alone in its group (bias allowed: split 0 adds
     it); 1 otherwise, as a pointwise epilogue cannot run on partial sums."""
@@ -253,6 +263,12 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     sig += ["OD", "OH", "OW", "PD", "PH", "PW"]
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
     sig += [f"s{i}" for i in range(len(scalars))]
+    # program ids (emit/grid.py): int64 where a tensor reaches 2**31 elements; a grid of
+    # more than one axis folds past CUDA's limits
+    wide = wide_offsets(group)
+    folds = multi_axis(form, phase)
+    if folds:
+        sig.append(FOLD_PARAMS)
     consts = ("    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,"
               + (" SPLIT_K: tl.constexpr," if split else "") if form == "gemm" else
               "    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr, "
@@ -278,16 +294,18 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
                      "    # transposed: zero_insert form, a stride-1 conv of the zero-spread input and flipped weight")
     if phase and form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_phase(e, reduction, split, cl, x_cast, w_cast, precision, note)
+        lines += body_phase(e, reduction, split, cl, x_cast, w_cast, precision, note,
+                            program_id_lines(["pid"], wide=wide))
     elif phase:
-        lines += body_direct_phase(e, x_cast, w_cast)
+        lines += body_direct_phase(e, x_cast, w_cast, program_id_lines(["pid", "ph"], wide=wide, fold=True))
     elif tiled:
-        lines += body_direct_tiled(e, gather, x_cast, w_cast)
+        lines += body_direct_tiled(e, gather, x_cast, w_cast, program_id_lines(["pid"], wide=wide))
     elif form == "gemm":
         precision, note = dot_precision(ConvNdFamily.value(genome, group, "precision"))
-        lines += body_gemm(e, gather, reduction, split, cl, x_cast, w_cast, precision, note)
+        lines += body_gemm(e, gather, reduction, split, cl, x_cast, w_cast, precision, note,
+                           program_id_lines(["pid_m", "pid_n", "pid_z" if split else "g"], wide=wide, fold=True))
     else:
-        lines += body_direct(e, gather, x_cast, w_cast)
+        lines += body_direct(e, gather, x_cast, w_cast, program_id_lines(["pid"], wide=wide))
     head = "acc"
     if has_bias:
         lines.append(f"    bias = tl.load(bias_ptr + cols, mask=mask, other=0.0){w_cast}")
@@ -302,13 +320,13 @@ def gen_convnd(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     if not split:
         lines += epilogue_lines(group, emitter, val, ext, full, idx, "out_off", outs)
     kernel = "\n".join(lines) + "\n"
-    launcher = _launcher(name, e, form, zero_insert, phase, packed, tiled, cl, has_bias, ext, full, scalars, outs,
-                         genome, group, warps)
+    launcher = _launcher(name, e, form, zero_insert, phase, packed, tiled, cl, folds, has_bias, ext, full, scalars,
+                         outs, genome, group, warps)
     return kernel, launcher, f"launch_{name}"
 
 
 def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase: bool, packed: bool, tiled: bool,
-              cl: bool, has_bias: bool, ext: list[Any],
+              cl: bool, folds: bool, has_bias: bool, ext: list[Any],
               full: list[bool], scalars: list[torch.fx.Node], outs: list[torch.fx.Node],
               genome: dict[str, str], group: Group, warps: int) -> str:
     nd, groups = e["nd"], e["groups"]
@@ -356,13 +374,16 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
         if phase:  # one 1-D grid of (phase, group, row and column tiles)
             z = groups * sd * sh * sw * split_k
             ll += [f"    m = nb * {per}",
-                   f"    grid = (((m + {bm - 1}) // {bm}) * ((cout_g + {bn - 1}) // {bn}) * {z},) if n > 0 else None"]
+                   f"    grid, fold = (((m + {bm - 1}) // {bm}) * ((cout_g + {bn - 1}) // {bn}) * {z},) "
+                   "if n > 0 else None, ()"]
         else:
             ll += ["    m = nb * osz[0] * osz[1] * osz[2]",
                    f"    grid = ((m + {bm - 1}) // {bm}, (cout_g + {bn - 1}) // {bn}, {groups * split_k}) "
                    "if n > 0 else None"]
         ll += [
                f"    tail = (nb, {groups}, cin_g, *xsz, cout_g, kd, kh, kw, *osz, *pads)",
+               # a grid of two or three axes past CUDA's limits: one axis-0 grid (emit/grid.py)
+               *(["    grid, fold = _fold_grid(grid)"] if folds else []),
                "    consts = {}"]
     else:
         block = int(ConvNdFamily.value(genome, group, "BLOCK_SIZE"))
@@ -370,24 +391,26 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
             ll += [f"    bw = min({block}, _pow2(osz[2]))",
                    f"    bh = max(min({block} // bw, _pow2(osz[1])), 1)",
                    f"    planes = nb * {groups} * cout_g * osz[0]",
-                   "    grid = (planes * ((osz[1] + bh - 1) // bh) * ((osz[2] + bw - 1) // bw),) if n > 0 else None"]
+                   "    grid, fold = (planes * ((osz[1] + bh - 1) // bh) * ((osz[2] + bw - 1) // bw),) "
+                   "if n > 0 else None, ()"]
         elif phase:  # grid axis 1: the phase; axis 0: lanes of the largest phase
             ll += [f"    n_ph = nb * cout_g * {groups} * {per}",
                    f"    block = min({block}, _pow2(n_ph)) if n > 0 else 1",
                    f"    grid = ((n_ph + block - 1) // block, {sd * sh * sw}) if n > 0 else None"]
         else:
             ll += [f"    block = min({block}, _pow2(n)) if n > 0 else 1",
-                   "    grid = ((n + block - 1) // block,) if n > 0 else None"]
+                   "    grid, fold = ((n + block - 1) // block,) if n > 0 else None, ()"]
         ll += [
                f"    tail = (n, {groups}, cin_g, *xsz, cout_g, *osz, *pads)",
+               *(["    grid, fold = _fold_grid(grid)"] if folds else []),
                ("    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_H': bh, 'BLOCK_W': bw}" if tiled else
                 "    consts = {'KD': kd, 'KH': kh, 'KW': kw, 'BLOCK_SIZE': block}")]
     ll += epilogue_plan_lines(full)
-    ll += ["    return shape, materialise, grid, tail, consts, xsz", "", ""]
+    ll += ["    return shape, materialise, grid, tail, consts, xsz, fold", "", ""]
     key = tuple_source(["x.shape", "w.shape"] + epilogue_key_parts(full))
     ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
-                            "shape, materialise, grid, tail, consts, xsz")
+                            "shape, materialise, grid, tail, consts, xsz, fold")
     # layout=channels_last moves channels innermost below instead (no NCDHW copy first)
     ll += ([] if cl else ["    x = x.contiguous()"]) + ["    w = w.contiguous()"]
     if zero_insert:
@@ -418,7 +441,7 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
         alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
         ll.append(f"    out{j} = {alloc}(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
         call.append(f"out{j}")
-    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
+    call += ["*tail"] + [f"s{i}" for i in range(len(scalars))] + (["*fold"] if folds else [])
     if form == "gemm":
         bm, bn, bk, stages = (int(ConvNdFamily.value(genome, group, k)) for k in
                               ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))

@@ -17,6 +17,7 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter, literal
 from ...emit.operands import kernel_name, load_cast
@@ -218,6 +219,12 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     sig += (["b_sb0", "b_sb1", "b_sb2"] if bat else []) + ["b_sk", "b_sn"]
     sig += [f"e{i}_s{x}" for i in range(len(ext)) for x in dims]
     sig += [f"s{i}" for i in range(len(scalars))]
+    # grid axes: tiles, then the batch (batched) and the K slice (split-K); past one axis
+    # the kernel can unfold a folded grid (emit/grid.py)
+    ids = ["pid"] + (["bid"] if bat or split_k > 1 else []) + (["sid"] if split_k > 1 else [])
+    if len(ids) > 1:
+        sig.append(FOLD_PARAMS)
+    wide = wide_offsets(group)
     fused = " -> ".join(group.ops[m].op for m in group.members)
     dot = f'tl.dot(a, b, input_precision="{precision}")'
     k_lines = [
@@ -228,14 +235,13 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         + (" SPLIT_K: tl.constexpr," if split_k > 1 else ""),
         "):",
         f"    # Fuses {fused}: tiled dot product with the epilogue applied to the fp32 accumulator.",
-        "    pid = tl.program_id(0)",
-        *(["    bid = tl.program_id(1)  # batch: three levels (b0, b1, b2) of the operands' batch strides",
+        *program_id_lines(ids, wide=wide, fold=True),
+        *(["    # batch: three levels (b0, b1, b2) of the operands' batch strides",
            "    b0 = bid // (B1 * B2)",
            "    b1 = (bid // B2) % B1",
            "    b2 = bid % B2",
            "    a_ptr += b0 * a_sb0 + b1 * a_sb1 + b2 * a_sb2",
            "    b_ptr += b0 * b_sb0 + b1 * b_sb1 + b2 * b_sb2"] if bat else []),
-        *(["    sid = tl.program_id(2)  # which K slice this program sums"] if split_k > 1 else []),
         "    # grouped ordering: GROUP_M row-tiles advance together so B tiles are reused",
         "    num_pid_m = tl.cdiv(M, BLOCK_M)",
         "    num_pid_n = tl.cdiv(N, BLOCK_N)",
@@ -247,7 +253,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "    pid_n = (pid % num_pid_in_group) // group_size_m",
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-        "    rk = tl.arange(0, BLOCK_K)",
+        # wide: K offsets too (kk * a_sk of a transposed operand reaches its element count)
+        "    rk = tl.arange(0, BLOCK_K)" + (".to(tl.int64)" if wide else ""),
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
         *(["    k_per = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",
            "    for k0 in range(sid * k_per, tl.minimum(K, (sid + 1) * k_per), BLOCK_K):"] if split_k > 1 else
@@ -310,16 +317,21 @@ def matmul_launcher(name: str, info: dict[str, Any], n_ext: int, n_scalars: int,
                + (f" 1, {split_k})" if split_k > 1 else ")")]
     # batched: the views are [B0, B1, B2, r, c] (_batch3); the kernel takes B1, B2 and every level's strides
     dims_arg = "(m, n, k, views[0].shape[1], views[0].shape[2])" if bat else "(m, n, k)"
-    ll += [f"    return tuple(out_shape), same, grid if bt * m * n > 0 else None, {dims_arg} + strides", "", "",
+    multi = bat or split_k > 1  # a grid of more than one axis: folded past CUDA's limits
+    ll += ["    grid = grid if bt * m * n > 0 else None"]
+    ll += ["    grid, fold = _fold_grid(grid)"] if multi else []
+    ll += [f"    return tuple(out_shape), same, grid, {dims_arg} + strides{', fold' if multi else ''}", "", "",
            f"def launch_{name}({', '.join(tensors + scalars)}):"]
     ll += cached_plan_lines(cache, tuple_source([p for t in tensors for p in (f'{t}.shape', f'{t}.stride()')]),
-                            f"_plan_{name}({', '.join(tensors)})", "out_shape, same, grid, sizes_strides")
+                            f"_plan_{name}({', '.join(tensors)})",
+                            "out_shape, same, grid, sizes_strides" + (", fold" if multi else ""))
     ll += ["    if not same:  # some operand view is a copy: rebuild the views",
            f"        _, _, {', '.join(tensors)} = _views_{name}({', '.join(tensors)})"]
     alloc = "torch.zeros" if split_k > 1 else "torch.empty"  # split-K accumulates into zeros
     for j, dt in enumerate(out_dtypes):
         ll.append(f"    out{j} = {alloc}(out_shape, device=a.device, dtype={dt})")
     call = tensors + [f"out{j}" for j in range(len(out_dtypes))] + ["*sizes_strides"] + scalars
+    call += ["*fold"] if multi else []
     ll += ["    if grid is not None:",
            f"        {name}[grid]({', '.join(call)},",
            f"            BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, GROUP_M={gm_},"

@@ -35,6 +35,7 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.grid import program_id_lines, wide_id, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, helper_function, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter, literal
 from ...emit.operands import inline_constant, is_tensor_operand, kernel_name, load_cast, operand_shape
@@ -148,12 +149,14 @@ def captured_pitched(v: Any) -> bool:
     return bool(_FLAT_READ(t, int(meta.shape[-1]))[2])
 
 
-def persistent(lines: list[str], at: int, extent: str, block: str, tile: str) -> list[str]:
-    """Turn a one-tile-per-program kernel body (from line ``at``, the program_id line)
-    into a grid-stride loop: a fixed number of programs walk all tiles."""
-    head, body = lines[:at], lines[at + 1:]
+def persistent(lines: list[str], ids: list[str], extent: str, block: str, tile: str, wide: bool = False) -> list[str]:
+    """Turn a one-tile-per-program kernel body (after ``ids``, its program-id lines) into a
+    grid-stride loop: a fixed number of programs walk all tiles (int64 tiles with ``wide``)."""
+    at = lines.index(ids[0])
+    head, body = lines[:at], lines[at + len(ids):]
     loop = [f"    # persistent: programs stride over the {extent} / {block} tiles",
-            f"    for {tile} in range(tl.program_id(0), tl.cdiv({extent}, {block}), tl.num_programs(0)):"]
+            f"    for {tile} in range({wide_id('tl.program_id(0)', wide)}, tl.cdiv({extent}, {block}), "
+            "tl.num_programs(0)):"]
     return head + loop + ["    " + line for line in body]
 
 
@@ -191,6 +194,8 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
             ] if vec else []
     pitch_note = [f"    # PITCHED<i>: input i is a row-pitched view (rows of {row_len} elements, in<i>_pitch apart,",
                   "    # e.g. a chunk of the last dim) read in place instead of a contiguous copy."] if pitched else []
+    wide = wide_offsets(group)
+    ids = program_id_lines(["pid"], wide=wide)
     lines = [
         "@triton.jit",
         f"def {name}(",
@@ -200,7 +205,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         f"    # Fuses {fused}: each input read once, each output written once.",
         *pitch_note,
         *knob,
-        "    pid = tl.program_id(0)",
+        *ids,
         "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
     ]
     if vec:
@@ -247,7 +252,7 @@ def gen_pointwise(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
         lines.append(f"    tl.store(out{j}_ptr + offs, v_{m.name}, mask=mask)")
     programs = PointwiseFamily.value(genome, group, "programs")
     if programs != "grid":
-        lines = persistent(lines, lines.index("    pid = tl.program_id(0)"), "n_elements", "BLOCK_SIZE", "pid")
+        lines = persistent(lines, ids, "n_elements", "BLOCK_SIZE", "pid", wide)
     kernel = "\n".join(lines) + "\n"
 
     launcher = pointwise_launcher(name, ops, full, rank, outs, block, warps, programs, vec, pitched)

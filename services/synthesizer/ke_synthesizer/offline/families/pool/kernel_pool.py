@@ -13,6 +13,7 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...emit.grid import program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import (
@@ -158,7 +159,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
               + (", ceil_mode" if e.get("ceil") else "") + ")")
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", f"    {consts}BLOCK_SIZE: tl.constexpr,", "):",
              f"    # Fuses {fused}: each lane reduces {window}.",
-             "    pid = tl.program_id(0)",
+             *program_id_lines(["pid"], wide=wide_offsets(group)),
              "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
              "    mask = offs < n_out"]
     # unravel offs (innermost first) into output coordinates and the (N, C) plane

@@ -22,6 +22,7 @@ import torch.fx
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.grid import program_id_lines, wide_id, wide_offsets
 from ...emit.launch_helpers import helper_function
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import kernel_name
@@ -97,7 +98,7 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         info.kernels = [s for s in avail if s != "looped" or "online" not in avail]
     else:
         info.kernels = [strategy]
-    ig = IndexGen(b.lay, any(op.cls == "strided" for op in b.operands))
+    ig = IndexGen(b.lay, any(op.cls == "strided" for op in b.operands), wide=wide_offsets(group))
     name = kernel_name(group, "row")
     info.name = name
     sig = kernel_signature(b)
@@ -123,10 +124,11 @@ def gen_row(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         body = single_body(b, ig, outs) if s == "single" else looped_body(b, ig, outs, online=s == "online")
         lines = header(s, [], f"Fuses {fused} over dims {dims}: {how[s]}.")
         if info.programs == "grid":
-            lines += ["    blk = tl.program_id(0)"] + ["    " + ln for ln in ig.row_lines("blk") + body]
+            lines += program_id_lines(["blk"], wide=ig.wide) + ["    " + ln for ln in ig.row_lines("blk") + body]
         else:
             lines += [f"    # persistent: programs stride over the {ig.nblocks()} row blocks",
-                      f"    for blk in range(tl.program_id(0), {ig.nblocks()}, tl.num_programs(0)):"]
+                      f"    for blk in range({wide_id('tl.program_id(0)', ig.wide)}, {ig.nblocks()}, "
+                      "tl.num_programs(0)):"]
             lines += ["        " + ln for ln in ig.row_lines("blk") + body]
         sources.append("\n".join(lines) + "\n")
     kernel = "\n\n".join(sources)

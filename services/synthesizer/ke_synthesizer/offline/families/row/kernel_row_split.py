@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch.fx
 
+from ...emit.grid import program_id_lines
 from ...plan.lower_reduction import Micro
 from .row_body import (
     BIG_INDEX,
@@ -150,7 +151,9 @@ def split_kernels(b: RowBuilder, ig: IndexGen, sp: SplitPlan, outs: list[tuple[t
     """Kernel sources: ``header(suffix, extra_args, comment)`` gives each kernel's
     decorator, signature and comment lines."""
     extra = ["part_ptr"] + (["pidx_ptr"] if sp.islots else []) + ["S", "CHUNK"]
-    prologue = ["blk = tl.program_id(0)", "sid = tl.program_id(1)", *ig.row_lines("blk"),
+    # grid (row blocks, S): S stays under 1,000 (row_launcher), far inside CUDA's axis-1 limit
+    ids = [ln.strip() for ln in program_id_lines(["blk", "sid"], wide=ig.wide)]
+    prologue = [*ids, *ig.row_lines("blk"),
                 "lo = sid * CHUNK", "hi = tl.minimum(lo + CHUNK, N)"]
     kernels = []
     done_reds: list[Micro] = []
@@ -168,7 +171,8 @@ def split_kernels(b: RowBuilder, ig: IndexGen, sp: SplitPlan, outs: list[tuple[t
     has_full = any(layout == "full" for _, layout in outs)
     lines = header("finish", extra, f"Fuses {fused}: combines the split partials, per-row epilogue"
                                     + (", full outputs of one column range per program." if has_full else "."))
-    body = (prologue if has_full else ["blk = tl.program_id(0)", *ig.row_lines("blk")])
+    body = (prologue if has_full else
+            [*(ln.strip() for ln in program_id_lines(["blk"], wide=ig.wide)), *ig.row_lines("blk")])
     body = body + _combine(b, ig, sp, done_reds) + row_micros(b, ig, sp.lv, sp.top + 1, set())
     full_outs = [f"v_{m.name}" for m, layout in outs if layout == "full"]
     if full_outs:

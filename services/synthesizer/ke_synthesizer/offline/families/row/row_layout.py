@@ -178,9 +178,10 @@ def unravel(index: str, names: list[str], sizes: list[str]) -> list[str]:
 class IndexGen:
     """Kernel lines that compute row / column indices, masks and offsets."""
 
-    def __init__(self, lay: RowLayout, per_dim: bool) -> None:
+    def __init__(self, lay: RowLayout, per_dim: bool, wide: bool = False) -> None:
         self.lay = lay
         self.per_dim = per_dim  # strided operands need one index per dim
+        self.wide = wide  # 64-bit offsets (emit/grid.py): the row block ids and column offsets
         row = lay.orient == "row"
         self.ax = 1 if row else 0
         self.tile = "[BLOCK_M, BLOCK_N]" if row else "[BLOCK_N, BLOCK_M]"
@@ -233,9 +234,14 @@ class IndexGen:
         names = {j: f"c{j}" for j in rr}
         lines = [f"cols = {start} + tl.arange(0, BLOCK_N){self.colx}", f"cmask = cols < {end}",
                  "mask = rmask & cmask"]
+        # wide: column offsets from an int64 copy (cols itself stays int32: index outputs use it)
+        src = "cols"
+        if self.wide:
+            lines.append("cols64 = cols.to(tl.int64)")
+            src = "cols64"
         if rr:
-            lines += unravel("cols", [names[j] for j in rr], [lay.size_name(j) for j in rr])
-        coff = " + ".join(self._term(names[j], j) for j in rr) or "cols"
+            lines += unravel(src, [names[j] for j in rr], [lay.size_name(j) for j in rr])
+        coff = " + ".join(self._term(names[j], j) for j in rr) or src
         lines.append(f"off = roff + {coff}")
         if self.per_dim:
             lines += self._dim_lines(rr, names)

@@ -1,0 +1,262 @@
+"""Recurrent layers (``nn.LSTM``, ``nn.GRU``, ``nn.RNN`` tanh / relu) as one launcher that
+loops over time, launching the same two kernels whatever the sequence length.
+
+Per layer: the input projection of every time step is one matmul per direction (rows =
+the layer input's time steps x batch, ``x @ W_ih^T + b_ih``, fp32, both directions
+side by side in one buffer). Then per time step ONE launch for both directions (grid
+axis 2 = direction; the reverse direction walks the steps backwards): each program
+computes a [BLOCK_B, BLOCK_H] tile of the new hidden state as ``h_prev @ W_hh^T`` for
+every gate (one K loop, one accumulator per gate), adds ``b_hh`` and the step's input
+projection, applies the gates and stores ``h`` (into the layer output and the final
+state ``h_n``) and, for an LSTM, the cell state in place (each program reads and writes
+only its own tile of it). The previous step's ``h`` is read from the layer output, so no
+program overwrites what another still reads. The capture keeps such a module as one graph
+node (frontend/recurrent.py), so neither the capture, the kernel count nor the candidate's
+source depends on the sequence length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn as nn
+
+from ...emit.lower_pointwise import PointwiseEmitter
+from ...emit.precision import dot_precision, dot_precisions
+from ...frontend.fx_meta import dtype_of, shape_of
+from ...frontend.ops import NormOp
+from ...frontend.recurrent import loop_mode
+from ...plan.plan import Group, Plan, PlanContext
+from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
+
+# gates per mode (rows of W_ih / W_hh per hidden unit, torch's order)
+_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+# input projection tiles: rows (time steps x batch) x gate columns x K
+_PROJ_BLOCKS = (64, 64, 32)
+
+
+def _gate_lines(mode: str) -> list[str]:
+    """The step kernel's gate math on fp32 tiles: ``a<g>`` hidden projections (with
+    ``b_hh``), ``x<g>`` input projections (with ``b_ih``), ``hp`` the previous state's tile,
+    ``cp`` an LSTM's previous cell state; sets ``h`` (and ``c``)."""
+    if mode == "lstm":  # gates i, f, g, o
+        return ["    i = tl.sigmoid(x0 + a0)", "    f = tl.sigmoid(x1 + a1)", "    g = _tanh(x2 + a2)",
+                "    o = tl.sigmoid(x3 + a3)", "    c = f * cp + i * g", "    h = o * _tanh(c)"]
+    if mode == "gru":  # gates r, z, n: n = tanh(x_n + r * (h W_hn^T + b_hn))
+        return ["    r = tl.sigmoid(x0 + a0)", "    z = tl.sigmoid(x1 + a1)", "    n = _tanh(x2 + r * a2)",
+                "    h = (1.0 - z) * n + z * hp"]
+    if mode == "rnn_relu":
+        return ["    h = tl.maximum(x0 + a0, 0.0)"]
+    return ["    h = _tanh(x0 + a0)"]
+
+
+def _kernels(name: str, mode: str, precision: str) -> str:
+    gates = _GATES[mode]
+    prec, notes = dot_precision(precision)
+    dot = f'tl.dot({{}}, {{}}, input_precision="{prec}")'
+    proj = [
+        "@triton.jit",
+        f"def {name}_proj(a_ptr, w_ptr, b_ptr, c_ptr, M, N, K, ldc, col0,",
+        "               HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):",
+        "    # The input projection of every time step of one direction: C[:, col0:col0 + N] =",
+        "    # A @ W^T + b, A [M, K] (rows: time steps x batch), W [N, K], both row-major.",
+        *(f"    {n}" for n in notes),
+        "    # int64 rows: T x B rows of K or D x G x H elements may pass 2**31",
+        "    rm = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)",
+        "    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)",
+        "    rk = tl.arange(0, BLOCK_K)",
+        "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        "    for k0 in range(0, K, BLOCK_K):",
+        "        kk = k0 + rk",
+        "        a = tl.load(a_ptr + rm[:, None] * K + kk[None, :], mask=(rm[:, None] < M) & (kk[None, :] < K),",
+        "                    other=0.0).to(tl.float32)",
+        "        w = tl.load(w_ptr + rn[None, :] * K + kk[:, None], mask=(rn[None, :] < N) & (kk[:, None] < K),",
+        "                    other=0.0).to(tl.float32)",
+        f"        acc += {dot.format('a', 'w')}",
+        "    if HAS_BIAS:",
+        "        acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]",
+        "    tl.store(c_ptr + rm[:, None] * ldc + col0 + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))",
+    ]
+    accs = [f"    acc{g} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)" for g in range(gates)]
+    loads = [f"        w{g} = tl.load(w_ptr + ({g} * H + rj[None, :]) * H + kk[:, None], mask=wmask, other=0.0)"
+             ".to(tl.float32)" for g in range(gates)]
+    adds = [f"        acc{g} += {dot.format('hk', f'w{g}')}" for g in range(gates)]
+    fin: list[str] = []
+    for g in range(gates):
+        fin += [f"    a{g} = acc{g}",
+                "    if HAS_BIAS:",
+                f"        a{g} += tl.load(bh_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)[None, :]",
+                f"    x{g} = tl.load(xp_ptr + xrow[:, None] * xld + d * {gates} * H + {g} * H + rj[None, :],"
+                " mask=tile, other=0.0)"]
+    step = [
+        "@triton.jit",
+        f"def {name}_step(xp_ptr, hp_ptr, out_ptr, hn_ptr, c_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr,",
+        "               step, T, B, H, xrt, xrb, xld, ost, osb, hp_off, hp_st, hp_ds, hp_sb, s_off,",
+        "               HAS_BIAS: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):",
+        f"    # One time step of one layer, both directions ({mode}): a [BLOCK_B, BLOCK_H] tile of the",
+        "    # new hidden state from h_prev @ W_hh^T per gate, b_hh, the step's input projection (xp,",
+        "    # fp32, b_ih added) and the gates; h goes to the layer output and h_n, c in place.",
+        "    # h_prev: h0 at step 0 (hp_st = 0), else the previous step's output (launcher's choice).",
+        *(f"    {n}" for n in notes),
+        "    d = tl.program_id(2)",
+        "    rb = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # offsets may pass 2**31",
+        "    rj = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)",
+        "    rk = tl.arange(0, BLOCK_K)",
+        "    tile = (rb[:, None] < B) & (rj[None, :] < H)",
+        "    t = (step + d * (T - 1 - 2 * step)).to(tl.int64)  # the reverse direction walks backwards",
+        "    if d == 0:",
+        "        w_ptr = w0_ptr",
+        "        bh_ptr = b0_ptr",
+        "    else:",
+        "        w_ptr = w1_ptr",
+        "        bh_ptr = b1_ptr",
+        "    hp = hp_ptr + hp_off + (t - 1 + 2 * d) * hp_st + d * hp_ds",
+        *accs,
+        "    for k0 in range(0, H, BLOCK_K):",
+        "        kk = k0 + rk",
+        "        hk = tl.load(hp + rb[:, None] * hp_sb + kk[None, :], mask=(rb[:, None] < B) & (kk[None, :] < H),",
+        "                     other=0.0).to(tl.float32)",
+        "        wmask = (rj[None, :] < H) & (kk[:, None] < H)",
+        *loads,
+        *adds,
+        "    xrow = t * xrt + rb * xrb",
+        *fin,
+    ]
+    state = "s_off + d * B * H + rb[:, None] * H + rj[None, :]"
+    if mode == "gru":
+        step.append("    hp = tl.load(hp + rb[:, None] * hp_sb + rj[None, :], mask=tile, other=0.0).to(tl.float32)")
+    if mode == "lstm":
+        step.append(f"    cp = tl.load(c_ptr + {state}, mask=tile, other=0.0).to(tl.float32)")
+    step += _gate_lines(mode)
+    if mode == "lstm":
+        step.append(f"    tl.store(c_ptr + {state}, c.to(c_ptr.dtype.element_ty), mask=tile)")
+    step += ["    tl.store(out_ptr + t * ost + rb[:, None] * osb + d * H + rj[None, :],"
+             " h.to(out_ptr.dtype.element_ty), mask=tile)",
+             f"    tl.store(hn_ptr + {state}, h.to(hn_ptr.dtype.element_ty), mask=tile)"]
+    return "\n".join(proj) + "\n\n\n" + "\n".join(step) + "\n"
+
+
+def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, int], warps: int) -> str:
+    layers, dirs, hidden, bf, bias = e["layers"], e["dirs"], e["hidden"], e["batch_first"], e["bias"]
+    gates = _GATES[mode]
+    bm, bn, bk = _PROJ_BLOCKS
+    bh, bkk, _ = blocks
+    lstm = mode == "lstm"
+    lines = [
+        f"def launch_{name}(x, hx, mod):",
+        f"    # {mode}: {layers} layer(s) x {dirs} direction(s), hidden {hidden}; per layer one input",
+        "    # projection per direction, then one launch per time step for both directions.",
+        "    # Weights are read from the module on every call (all_weights: a parameter may be replaced).",
+        "    unbatched = x.dim() == 2",
+        "    bf = not unbatched  # an unbatched sequence is time-major" if bf else "    bf = False",
+        "    if unbatched:",
+        "        x = x.unsqueeze(1)",
+    ]
+    if lstm:
+        lines += ["        hx = None if hx is None else (hx[0].unsqueeze(1), hx[1].unsqueeze(1))",
+                  "    h0, c0 = (None, None) if hx is None else hx"]
+    else:
+        lines += ["        hx = None if hx is None else hx.unsqueeze(1)", "    h0 = hx"]
+    lines += [
+        "    B, T = (x.shape[0], x.shape[1]) if bf else (x.shape[1], x.shape[0])",
+        "    rows = T * B",
+        f"    state = ({layers * dirs}, B, {hidden})",
+        "    h0 = torch.zeros(state, device=x.device, dtype=x.dtype) if h0 is None else h0.contiguous()",
+        "    hn = torch.empty(state, device=x.device, dtype=x.dtype)",
+    ]
+    if lstm:
+        lines.append("    cn = torch.zeros(state, device=x.device, dtype=x.dtype) if c0 is None else "
+                     "c0.clone(memory_format=torch.contiguous_format)  # updated in place")
+    else:
+        lines.append("    cn = hn  # no cell state")
+    lines += [
+        f"    xp = torch.empty((rows, {dirs * gates * hidden}), device=x.device, dtype=torch.float32)",
+        f"    grid_p = ((rows + {bm - 1}) // {bm}, ({gates * hidden} + {bn - 1}) // {bn})",
+        "    bb = min(64, max(16, _pow2(B)))",
+        f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})",
+        "    weights = mod.all_weights",
+        "    inp = x.contiguous()",
+        "    xrt, xrb = (1, T) if bf else (B, 1)  # row of (time step, batch) in the layer input",
+        f"    for layer in range({layers}):",
+        f"        last = layer == {layers - 1}",
+        "        if last and bf:",
+        f"            out = torch.empty((B, T, {dirs * hidden}), device=x.device, dtype=x.dtype)",
+        f"            ost, osb = {dirs * hidden}, T * {dirs * hidden}",
+        "        else:",
+        f"            out = torch.empty((T, B, {dirs * hidden}), device=x.device, dtype=x.dtype)",
+        f"            ost, osb = B * {dirs * hidden}, {dirs * hidden}",
+        "        k = inp.shape[-1]",
+        f"        ws = weights[layer * {dirs}:(layer + 1) * {dirs}]",
+        f"        for d in range({dirs}):",
+        f"            {name}_proj[grid_p](inp, ws[d][0], {'ws[d][2]' if bias else 'inp'}, xp, rows,"
+        f" {gates * hidden}, k, {dirs * gates * hidden}, d * {gates * hidden},",
+        f"                HAS_BIAS={bias}, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps=4)",
+        "        w0, w1 = ws[0][1], ws[-1][1]",
+        f"        b0, b1 = {'ws[0][3], ws[-1][3]' if bias else 'w0, w1'}",
+        f"        s_off = layer * {dirs} * B * {hidden}",
+        "        for step in range(T):",
+        "            if step == 0:  # h_prev: this layer's h0, then the previous step's output",
+        f"                hp, hp_off, hp_st, hp_ds, hp_sb = h0, s_off, 0, B * {hidden}, {hidden}",
+        "            elif step == 1:",
+        f"                hp, hp_off, hp_st, hp_ds, hp_sb = out, 0, ost, {hidden}, osb",
+        f"            {name}_step[grid_s](xp, hp, out, hn, cn, w0, w1, b0, b1, step, T, B, {hidden}, xrt, xrb,",
+        f"                {dirs * gates * hidden}, ost, osb, hp_off, hp_st, hp_ds, hp_sb, s_off, HAS_BIAS={bias},",
+        f"                BLOCK_B=bb, BLOCK_H={bh}, BLOCK_K={bkk}, num_warps={warps})",
+        "        inp, xrt, xrb = out, B, 1  # the next layer reads this one's output, time-major",
+    ]
+    ret_h = "(hn.squeeze(1), cn.squeeze(1))" if lstm else "hn.squeeze(1)"
+    ret = "(hn, cn)" if lstm else "hn"
+    lines += ["    if unbatched:", f"        return out.squeeze(1), {ret_h}", f"    return out, {ret}"]
+    return "\n".join(lines) + "\n"
+
+
+class RecurrentFamily(KernelFamily):
+    """nn.LSTM / nn.GRU / nn.RNN modules: a loop over time launching the same kernels."""
+
+    kind = "recurrent"
+    tuple_outputs = True
+    knobs = {
+        "BLOCK_H": ("32", "16", "64"),  # hidden units per program of the step kernel
+        "BLOCK_K": ("32", "64", "16"),  # the step's reduction chunk over the previous h
+        "num_warps": ("4", "2", "8"),
+        "precision": ("tf32x3", "ieee", "tf32"),
+    }
+
+    def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
+        if op is not None or node.op != "call_module":
+            return None
+        mod = ctx.gm.get_submodule(str(node.target))
+        mode = loop_mode(mod)
+        if mode is None or not isinstance(mod, nn.RNNBase) or not node.args or len(node.args) > 2 or node.kwargs:
+            return None
+        x = node.args[0]
+        hx = node.args[1] if len(node.args) > 1 else None
+        shape = shape_of(x)
+        dtype = dtype_of(x)
+        if shape is None or len(shape) not in (2, 3) or dtype != next(mod.parameters()).dtype:
+            return None
+        if mode == "lstm" and hx is not None and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
+            return None
+        extra = {"mode": mode, "layers": mod.num_layers, "dirs": 2 if mod.bidirectional else 1,
+                 "hidden": mod.hidden_size, "batch_first": bool(mod.batch_first), "bias": bool(mod.bias),
+                 "path": str(node.target)}
+        allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
+        return NormOp("recurrent", {"input": x, "hx": hx}, extra=extra), {"allowed": allowed}
+
+    def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
+        e = group.ops[group.members[0]].extra
+        mode = e["mode"]
+        name = f"rnn_{mode}_{group.gid}"
+        blocks = (int(self.value(genome, group, "BLOCK_H")), int(self.value(genome, group, "BLOCK_K")), 0)
+        warps = int(self.value(genome, group, "num_warps"))
+        if mode != "rnn_relu":
+            emitter.needs("", "_tanh")
+        kernel = _kernels(name, mode, self.value(genome, group, "precision"))
+        return kernel, _launcher(name, mode, e, blocks, warps), f"launch_{name}"
+
+    def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
+        node = group.members[0]
+        op = group.ops[node]
+        return [op.args["input"], op.args["hx"], "@" + op.extra["path"]], [node]
