@@ -211,7 +211,11 @@ class ArithmeticAudit:
                 sources = list(enumerate(pre))
                 in_place = pre[i]
             computes, why = _classify(t, mask, sources, in_place, selects, i)
-            audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes else None))
+            # a large write's random replacement is drawn when the counterfactual first needs
+            # it (in the eager run before any capture: a captured launch takes the writes of
+            # its eager counterpart), not held through the audit pass
+            small = t.numel() * t.element_size() < HOST_SPILL_BYTES
+            audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes and small else None))
         return result
 
 

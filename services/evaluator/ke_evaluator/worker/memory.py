@@ -135,6 +135,7 @@ class ResidentPeak:
         self.base = (_status_bytes("VmRSS") or 0) if self.active else 0
         self.peak = 0
         self.phases: dict[str, int] = {}
+        self._carry = 0  # the running phase's peak before the last reset inside it
 
     def _now(self) -> int:
         hwm = _status_bytes("VmHWM") if self.active else None
@@ -143,10 +144,25 @@ class ResidentPeak:
     def mark(self, phase: str) -> None:
         if not self.active:
             return
-        now = self._now()
+        now = max(self._carry, self._now())
         self.peak = max(self.peak, now)
         self.phases[phase] = max(self.phases.get(phase, 0), now)
+        self._carry = 0
         reset_resident_peak()
+
+    @contextmanager
+    def around(self) -> Iterator[list[int]]:
+        """Yields a list that receives the high-water mark's growth over the block (the
+        running phase's peak so far is kept)."""
+        grown: list[int] = []
+        if not self.active:
+            yield grown
+            return
+        self._carry = max(self._carry, self._now())
+        reset_resident_peak()
+        before = _status_bytes("VmRSS") or 0
+        yield grown
+        grown.append(max(0, (_status_bytes("VmHWM") or before) - before))
 
     def overall(self) -> int:
         return max(self.peak, self._now())
@@ -206,6 +222,12 @@ class JobMemory:
             self._peak = self._peak_now()
             before = self.backend.memory_allocated(self.device)
             self.backend.reset_peak_memory(self.device)
+        if self.resident is not None:
+            with self.resident.around() as grown:
+                yield
+            if grown:  # the CPU: the resident set's growth over the call
+                self.parts["reference_peak_bytes"] = max(self.parts.get("reference_peak_bytes", 0), grown[0])
+            return
         yield
         if self.cuda:
             ref_peak = self.backend.max_memory_allocated(self.device) - before
@@ -216,7 +238,8 @@ class JobMemory:
         self.parts["parameters_bytes"] = model_bytes(model)
         self.parts["outputs_bytes"] = tensor_bytes(outputs)
         if not self.cuda:  # no allocator to ask: the reference's peak is at least its outputs
-            self.parts["reference_peak_bytes"] = self.parts["outputs_bytes"]
+            self.parts["reference_peak_bytes"] = max(self.parts.get("reference_peak_bytes", 0),
+                                                     self.parts["outputs_bytes"])
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {"inputs_bytes": 0, "parameters_bytes": 0, "outputs_bytes": 0,
