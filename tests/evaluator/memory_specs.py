@@ -17,7 +17,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        y = x.float()
+        y = x.to(torch.promote_types(x.dtype, torch.float32))  # float64 stays float64
         return (y * torch.sigmoid(y) * 1.5 + 0.25).to(x.dtype)
 
 
@@ -53,7 +53,7 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         y = torch.empty_like(x)
         n = x.numel()
-        block = 1 << 18
+        block = 1 << 18 if x.device.type == "cpu" else 1024  # few programs in the interpreter
         _silu_affine[(triton.cdiv(n, block),)](x, y, n, BLOCK=block)
         return y
 '''
