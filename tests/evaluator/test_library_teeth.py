@@ -92,6 +92,17 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
     return module
 
 
+@pytest.fixture(autouse=True, params=["whole", "pieces"])
+def analysis(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every decision below twice: written values analysed in one piece, and piece by piece
+    (what a large write gets: chunked hash, counts, sampled search), with tiny pieces."""
+    if request.param == "pieces":
+        monkeypatch.setattr(arithmetic_audit, "EXACT_ELEMENTS", 0)
+        monkeypatch.setattr(arithmetic_audit, "CHUNK", 16)
+        monkeypatch.setattr(arithmetic_audit, "SAMPLE", 8)
+    return str(request.param)
+
+
 def _audit(kernels: types.ModuleType, run) -> list[arithmetic_audit.LaunchAudit]:  # noqa: ANN001
     audit = arithmetic_audit.ArithmeticAudit()
     with launch_counter.recording(launch_counter.LaunchRecorder(module_name=kernels.__name__, audit=audit)):

@@ -143,3 +143,22 @@ def test_a_job_larger_than_the_whole_device_runs_alone_instead_of_waiting_foreve
     assert v.status == "correct", v.reason
     assert v.evidence["memory"]["admission"]["alone"] is True
     assert v.evidence["memory"]["admission"]["capacity_bytes"] == 4096
+
+
+def test_a_validated_spec_shares_the_gpu_from_its_first_job(mem_judge: Judge, device: FixedDeviceMemory) -> None:
+    """Validation measures the sizes the estimate needs (``info["memory"]``): the spec's
+    first evaluation reserves the estimate instead of running alone to be measured."""
+    device.free_bytes = 64 * GIB
+    spec = example(RELU) + "\n# validated first (a spec of its own for the footprints)\n"
+    check = mem_judge.validate_spec(spec, RELU)
+    assert check.ok, check.reason
+    sizes = check.info["memory"]
+    assert sizes["inputs_bytes"] > 0 and sizes["reference_peak_bytes"] >= sizes["outputs_bytes"] > 0
+    fp = mem_judge.footprint(spec)
+    assert fp is not None and fp.method == "estimate from spec validation"
+    assert fp.need_bytes >= 2 * (fp.inputs_bytes + fp.outputs_bytes)
+    v = mem_judge.evaluate(spec, candidate("ok_relu_scale_add"), candidate_id="after-validation")
+    assert v.status == "correct", v.reason
+    adm = v.evidence["memory"]["admission"]
+    assert adm["need_bytes"] == fp.need_bytes and adm["alone"] is False
+    assert mem_judge.footprint(spec).method == "cpu estimate from tensor sizes"  # the job's own measurement now

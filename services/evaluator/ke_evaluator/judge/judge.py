@@ -166,6 +166,19 @@ class Judge:
             raise DeviceUnavailable(reply.reason)
         return reply, worker, ticket
 
+    def _estimate_footprint(self, spec_source: str, slot: Slot, info: Any) -> None:
+        """A validated spec's footprint, predicted from the sizes its validation measured,
+        until a job of it measures the real one: its first job need not run alone."""
+        adm = self.admission(slot.index)
+        if adm is None or not isinstance(info, dict):
+            return
+        fp = Footprint.from_validation(info.get("memory"), adm.device_total())
+        if fp is None:
+            return
+        key = self._footprint_key(hashlib.sha256(spec_source.encode()).hexdigest(), False)
+        with self._state:
+            self._footprints.setdefault(key, fp)
+
     def _learn(self, sha: str, payload: dict[str, Any]) -> Footprint | None:
         """Keep the footprint a job measured: the first measurement of a spec, then the
         larger of it and any correct job's (out-of-memory jobs teach nothing)."""
@@ -277,6 +290,8 @@ class Judge:
             p = reply.payload
             if not p.get("ok"):
                 slot.replace()  # a spec that raised may have left state behind
+            else:
+                self._estimate_footprint(spec_source, slot, p.get("info", {}))
             return SpecCheck(ok=bool(p.get("ok")), reason=str(p.get("reason", "")),
                              warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})),
                              resource_limited=bool(p.get("resource_limited")))

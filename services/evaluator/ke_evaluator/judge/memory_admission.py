@@ -9,6 +9,8 @@ the GPU was last idle:
 
 * a spec never measured on this Judge (no footprint yet) runs alone: its first job
   measures the footprint (``Footprint.from_report``) that later jobs of the spec reserve;
+  a spec validated on this Judge starts from the estimate of its validation instead
+  (``Footprint.from_validation``, ``estimate_job_bytes``) and may share the GPU at once;
 * a job whose reservation exceeds the whole capacity runs alone (it waits for the GPU to
   be idle and keeps others out while it runs), so no job waits forever: the largest one
   still runs, and if it then runs out of memory alone, that is its verdict;
@@ -100,12 +102,36 @@ class FixedDeviceMemory:
 
 
 # -- footprint of a spec -----------------------------------------------------------------------
+def estimate_job_bytes(inputs: int, outputs: int, parameters: int, reference_peak: int, float_bytes: int = 4,
+                       device_total: int = 0) -> int:
+    """What one evaluation of a spec allocates on the device, predicted from the sizes of
+    one input set (``inputs``), its outputs, the weights and the reference's own peak
+    around one call (``reference_peak``, at least its outputs), before any job ran.
+
+    The harness holds one input set and the call's copy of it, the candidate's output and
+    one reference call's peak (README "Memory"): ``2 x inputs + outputs + reference peak``,
+    at least twice inputs + outputs; large references, trial 0's inputs and the audit's
+    snapshots wait on the host. The float64 reference run adds its inputs and its peak
+    widened to 8 bytes an element (``8 / float_bytes``) beside that when it fits the
+    device (``device_total``; 0: assume it does), else it runs on the host
+    (``worker/memory.float64_fits``)."""
+    peak = max(reference_peak, outputs)
+    held = 2 * inputs + outputs
+    base = held + peak + parameters
+    widen = 8.0 / max(1, min(8, float_bytes))
+    float64 = int(widen * (inputs + peak + parameters))
+    if device_total and held + parameters + float64 * 1.25 > device_total:
+        return base
+    return max(base, held + parameters + float64)
+
+
 @dataclass(frozen=True)
 class Footprint:
     """Device memory one evaluation of a spec takes, as a worker measured it
     (``worker/memory.py``). Bytes; ``job_peak_bytes`` is the whole job's peak allocation
     above what the worker held before it (CUDA: ``torch.cuda.max_memory_allocated``; on CPU
-    0, and the parts estimate below stands in)."""
+    0, and the parts estimate below stands in). ``estimated_bytes``: the prediction of
+    ``estimate_job_bytes`` from spec validation, used until a job measures the peak."""
 
     inputs_bytes: int = 0
     parameters_bytes: int = 0
@@ -113,13 +139,15 @@ class Footprint:
     reference_peak_bytes: int = 0
     job_peak_bytes: int = 0
     method: str = ""
+    estimated_bytes: int = 0
 
     @property
     def need_bytes(self) -> int:
-        """What a job of the spec allocates: its measured peak, never less than one input
-        set, the weights and the reference's own peak together."""
+        """What a job of the spec allocates: its measured peak (or, before any job, the
+        estimate), never less than one input set, the weights and the reference's own peak
+        together."""
         parts = self.inputs_bytes + self.parameters_bytes + max(self.reference_peak_bytes, self.outputs_bytes)
-        return max(self.job_peak_bytes, parts)
+        return max(self.job_peak_bytes or self.estimated_bytes, parts)
 
     @classmethod
     def from_report(cls, report: Any) -> Footprint | None:
@@ -134,19 +162,40 @@ class Footprint:
             return None
         return fp if fp.need_bytes > 0 and fp.inputs_bytes > 0 else None
 
+    @classmethod
+    def from_validation(cls, sizes: Any, device_total: int = 0) -> Footprint | None:
+        """A spec's footprint predicted from what its validation measured (``info["memory"]``:
+        sizes of one set, its outputs, the weights and the reference's peak), so that its
+        first evaluation need not run alone to be measured. None when it measured nothing."""
+        fp = cls.from_report(sizes)
+        if fp is None:
+            return None
+        try:
+            float_bytes = int(sizes.get("float_bytes", 4) or 4)
+        except (TypeError, ValueError):
+            float_bytes = 4
+        est = estimate_job_bytes(fp.inputs_bytes, fp.outputs_bytes, fp.parameters_bytes, fp.reference_peak_bytes,
+                                 float_bytes, device_total)
+        return Footprint(inputs_bytes=fp.inputs_bytes, parameters_bytes=fp.parameters_bytes,
+                         outputs_bytes=fp.outputs_bytes, reference_peak_bytes=fp.reference_peak_bytes,
+                         job_peak_bytes=0, method="estimate from spec validation", estimated_bytes=est)
+
     def merged(self, other: Footprint) -> Footprint:
-        """The larger of two measurements, field by field (a later job may take more)."""
+        """The larger of two measurements, field by field (a later job may take more); a
+        measured peak replaces an estimate."""
         return Footprint(inputs_bytes=max(self.inputs_bytes, other.inputs_bytes),
                          parameters_bytes=max(self.parameters_bytes, other.parameters_bytes),
                          outputs_bytes=max(self.outputs_bytes, other.outputs_bytes),
                          reference_peak_bytes=max(self.reference_peak_bytes, other.reference_peak_bytes),
                          job_peak_bytes=max(self.job_peak_bytes, other.job_peak_bytes),
-                         method=other.method or self.method)
+                         method=other.method or self.method,
+                         estimated_bytes=max(self.estimated_bytes, other.estimated_bytes))
 
     def to_dict(self) -> dict[str, Any]:
         return {"inputs_bytes": self.inputs_bytes, "parameters_bytes": self.parameters_bytes,
                 "outputs_bytes": self.outputs_bytes, "reference_peak_bytes": self.reference_peak_bytes,
-                "job_peak_bytes": self.job_peak_bytes, "need_bytes": self.need_bytes, "method": self.method}
+                "job_peak_bytes": self.job_peak_bytes, "estimated_bytes": self.estimated_bytes,
+                "need_bytes": self.need_bytes, "method": self.method}
 
 
 _TRIED = re.compile(r"[Tt]ried to allocate ([0-9.]+) ?(GiB|MiB|KiB|B)\b")

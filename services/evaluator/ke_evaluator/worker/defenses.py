@@ -15,7 +15,7 @@ import torch
 
 from kernelevolve.ports.verdict import Verdict
 
-from . import arithmetic_audit, diagnosis, launch_counter, loading, output_checks, tolerance
+from . import arithmetic_audit, diagnosis, launch_counter, loading, memory, output_checks, tolerance
 
 
 class Outcome(Exception):
@@ -38,7 +38,10 @@ def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: 
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and output_checks.overlaps(a, b):
             raise Outcome("rejected", "returned the same output memory on two calls (a cached or persistent "
                                       "result): each call must return new memory")
-    bad = output_checks.check_structure(out2, ref, again_in, strict_strides=False)
+    first = [t for t in output_checks.leaves(out1) if isinstance(t, torch.Tensor)]
+    bad = output_checks.check_structure(out2, ref, output_checks.spans(again_in), strict_strides=False,
+                                        device_type=first[0].device.type if first else None)
+    del again_in
     if bad:
         raise Outcome("incorrect", f"{bad} (repeat after the reference ran)")
     cmp = tolerance.compare_values(out2, ref, spec.tolerance)
@@ -73,11 +76,13 @@ def _spans(module: torch.nn.Module, inputs: list[Any]) -> list[tuple[int, int]]:
 
 def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       cand_model: torch.nn.Module, recorder: launch_counter.LaunchRecorder, inputs0: list[Any],
-                      ref0: Any, spec: loading.LoadedSpec, v: Verdict) -> None:
+                      ref0: Any, spec: loading.LoadedSpec, v: Verdict, device: torch.device | None = None) -> None:
     """Re-run with every candidate launch replaced by a NaN-fill of the tensors it was
     given (inputs and parameters excepted). A result that is still correct was not
-    computed by the candidate's kernels (decoy kernel + library fallback)."""
-    probe_in = output_checks.clone_tree(inputs0)
+    computed by the candidate's kernels (decoy kernel + library fallback). ``inputs0`` and
+    ``ref0`` may wait on the host: the call gets a copy on ``device``, the comparison reads
+    the reference chunk by chunk."""
+    probe_in = _copy(inputs0, device)
     probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True,
                                           protected=_spans(cand_model, probe_in))
     poison(probe_in)
@@ -87,11 +92,20 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
         v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
         return
-    structure_ok = not output_checks.check_structure(out, ref0, probe_in, strict_strides=False)
+    structure_ok = not output_checks.check_structure(out, ref0, probe_in, strict_strides=False,
+                                                     device_type=_device_type(device))
     if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
+
+
+def _copy(inputs: list[Any], device: torch.device | None) -> list[Any]:
+    return output_checks.clone_tree(inputs) if device is None else memory.clone_to(inputs, device)
+
+
+def _device_type(device: torch.device | None) -> str | None:
+    return device.type if device is not None else None
 
 
 def fresh_model(cls: type, init: list[Any], seed: int, device: torch.device, ref_model: torch.nn.Module
@@ -105,18 +119,20 @@ def fresh_model(cls: type, init: list[Any], seed: int, device: torch.device, ref
 
 def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
-                      inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device_type: str, v: Verdict) -> None:
+                      inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device_type: str, v: Verdict,
+                      device: torch.device | None = None) -> None:
     """The candidate's own kernels must do part of the operator's arithmetic, and what they
     compute must reach the output (``arithmetic_audit``): a copy of a library result through
     a Triton kernel is rejected. ``model()`` gives the module to probe (a fresh one for a
     graph-replaying candidate, so that its kernels launch eagerly again)."""
     module = model()
-    probe_in = output_checks.clone_tree(inputs0)
+    probe_in = _copy(inputs0, device)
     audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in))
     probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
     poison(probe_in)
     with launch_counter.recording(probe):
         call(module, probe_in)
+    del probe_in  # the audit's snapshots are its own; its output is not needed
     analysed = [la for la in audit.launches if not la.captured]
     computing = audit.computing()
     summary = {"launches": len(audit.launches), "computing": len(computing),
@@ -125,13 +141,13 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     if analysed and not computing:
         raise Outcome("rejected", "its Triton kernels only move data; the arithmetic runs in library calls: "
                                   + "; ".join(la.describe() for la in analysed[:4])
-                                  + _library_share(call, model, inputs0, device_type, set(recorder.own)))
+                                  + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
     if not any(w.computes for la in computing for w in la.writes):
         summary["computed_values_reach_output"] = "not checked: no computing launch could be analysed"
         return
     counter = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
     again = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=counter)
-    cf_in = output_checks.clone_tree(inputs0)
+    cf_in = _copy(inputs0, device)
     poison(cf_in)
     try:
         with launch_counter.recording(again):
@@ -139,25 +155,31 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     except Exception:  # noqa: BLE001 - failing without its computed values means it needs them
         summary["computed_values_reach_output"] = "raises without them"
         return
-    structure_ok = not output_checks.check_structure(out, ref0, cf_in, strict_strides=False)
+    structure_ok = not output_checks.check_structure(out, ref0, cf_in, strict_strides=False,
+                                                     device_type=_device_type(device))
     if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
         raise Outcome("rejected", "the values its Triton kernels compute do not reach the output: with them "
                                   "replaced by random values it is still correct (the arithmetic that matters "
                                   "runs in library calls; computing: "
                                   + "; ".join(la.describe() for la in computing[:3]) + ")"
-                                  + _library_share(call, model, inputs0, device_type, set(recorder.own)))
+                                  + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
     summary["computed_values_reach_output"] = True
 
 
 def _library_share(call: Callable[[torch.nn.Module, list[Any]], Any], model: Callable[[], torch.nn.Module],
-                   inputs0: list[Any], device_type: str, own: set[str]) -> str:
+                   inputs0: list[Any], device_type: str, own: set[str], device: torch.device | None = None) -> str:
     """`` [library: 87% of the time; aten::mm x1, ...]`` for a rejection's reason."""
-    probe_in = output_checks.clone_tree(inputs0)
+    probe_in = _copy(inputs0, device)
     module = model()
     frac, _, ops = diagnosis.library_time_fraction(lambda: call(module, probe_in), device_type, own)
     top = sorted(ops.items(), key=lambda kv: -kv[1])[:5]
     listed = ", ".join(f"{k} x{n}" for k, n in top) or "none seen"
     return f" [library calls: {listed}; {frac:.0%} of the forward's time]"
+
+
+# glibc's dynamic mmap threshold never rises above this on 64-bit hosts (32 MiB): larger
+# requests are always served by mmap.
+MMAP_THRESHOLD_MAX = 32 * 2**20
 
 
 def poison_allocator(device: torch.device, like: list[Any], output_sizes: set[int]) -> None:
@@ -177,6 +199,9 @@ def poison_allocator(device: torch.device, like: list[Any], output_sizes: set[in
         sizes.add(64 * 1024 * 1024)
     else:
         copies = 8
+        # Above glibc's largest mmap threshold every allocation is fresh zeroed pages, so NaN
+        # blocks of that size poison nothing, and eight of them were 8x an input set at once.
+        sizes = {n for n in sizes if n < MMAP_THRESHOLD_MAX}
     bufs = []
     for nbytes in sorted(sizes):
         n = max(1, nbytes // 4)

@@ -20,6 +20,7 @@ Worker side: torch + triton only.
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import time
@@ -122,6 +123,12 @@ class Evaluator:
             out = model(*inputs)
         if self.backend.accelerated:
             self.backend.synchronize()
+        else:
+            # Triton's interpreter keeps every launch's arguments in reference cycles (its
+            # recursive argument-copying closures) until the collector runs: three 32 MiB
+            # input sets were still held at the end of the correctness phase. The young
+            # generations are enough, and cheap.
+            gc.collect(1)
         return out
 
     def _hold(self, mode: Mode | None) -> None:
@@ -149,7 +156,10 @@ class Evaluator:
         cache = self.ref_cache if cacheable and self.ref_cache is not None and self.ref_cache.limit_bytes > 0 else None
         assert opts.seed is not None
         key = (spec.sha, opts.seed, reference_cache.init_digest(init) if cache is not None else "")
-        return reference_cache.JobReferences(cache, key, shared=opts.seed_shared)
+        # On a device, a large input set is not kept between jobs (made again from its seed):
+        # the cache holds references on the host, never a second set on the device.
+        regenerate = memory.HOST_SPILL_BYTES if self.backend.accelerated else None
+        return reference_cache.JobReferences(cache, key, shared=opts.seed_shared, regenerate_bytes=regenerate)
 
     # -- the job ---------------------------------------------------------------------------
     def evaluate(self, job: dict[str, Any], phase: PhaseFn) -> dict[str, Any]:
@@ -204,6 +214,7 @@ class Evaluator:
             now = time.perf_counter()
             stages[name] = round(stages.get(name, 0.0) + now - mark[0], 4)
             mark[0] = now
+            self._mem.mark(name)  # the phase's memory peak, for the footprint and its multiples
         jobdir = os.path.join(self.scratch, "jobs")
         spec = loading.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
         cacheable = opts.seed is not None
@@ -305,24 +316,30 @@ class Evaluator:
         trial_sets += [(label, partial(_given, x)) for label, x in extras]
 
         corr = Correctness(trials=0)
-        persistent = first_in  # trial 1 reuses trial 0's buffers (x.copy_(new))
+        # Memory (README "Memory"): one input set and its outputs on the device at a time.
+        # Trial 0's buffers wait for trial 1 (x.copy_(new)); every other copy of a set, the
+        # candidate's output and the reference's are dropped before the next set is made;
+        # large references and trial 0's inputs wait on the host (memory.to_host).
+        persistent: list[Any] | None = first_in  # trial 1 reuses trial 0's buffers
         ref_out0: Any = None
         out_shapes: list[Any] = []
+        inputs: Any = None
         for idx, (label, make_inputs) in enumerate(trial_sets):
             self._step_aside()
             inputs = make_inputs()
             if idx == 0:
                 cand_in, out = first_in, first_out
-            elif idx == 1 and _same_shapes(persistent, inputs):
-                for dst, src in zip(output_checks.leaves(persistent), output_checks.leaves(inputs), strict=False):
-                    if isinstance(dst, torch.Tensor):
-                        dst.copy_(src)
+                del first_in, first_out
+            elif idx == 1 and persistent is not None and _same_shapes(persistent, inputs):
+                _copy_into(persistent, inputs)
                 cand_in = persistent
                 label += " (same buffers as trial 0, new values)"
                 out = run_candidate(cand_in, label)
             else:
                 cand_in = output_checks.clone_tree(inputs)
                 out = run_candidate(cand_in, label)
+            if idx >= 1:
+                persistent = None
             self._check_state(before)
             if not refs.unchanged(label.split(" (")[0]):
                 refs.invalidate()
@@ -331,13 +348,20 @@ class Evaluator:
             mutated = output_checks.inputs_unchanged(inputs, cand_in)
             if mutated:
                 raise Outcome("incorrect", f"{mutated} ({label})")
+            # The candidate's copy of the set is done with: its storage spans are enough for
+            # the alias check (an output aliasing it keeps that storage alive).
+            cand_spans = output_checks.spans(cand_in)
+            del cand_in
 
             def reference(inputs: list[Any] = inputs) -> tuple[Any, bool]:
                 ref_in = output_checks.clone_tree(inputs)
                 with self._mem.reference():
                     out_ref = self._call(ref_model, ref_in)
                 set_precision_flags()
-                return out_ref, output_checks.aliases_any(out_ref, ref_in)
+                aliases = output_checks.aliases_any(out_ref, ref_in)
+                # A view of its own input stays as it is; any other large output waits on the
+                # host (compared chunk by chunk from there).
+                return (out_ref if aliases else memory.to_host(out_ref, self.backend)), aliases
 
             key = label.split(" (")[0]
             if key in fresh or idx == 0:  # trial 0: the reference runs after the candidate, as always
@@ -350,12 +374,13 @@ class Evaluator:
             if len(self._output_sizes) < 64:
                 self._output_sizes |= {t.numel() * t.element_size() for t in output_checks.leaves(ref)
                                        if isinstance(t, torch.Tensor)}
-            bad = output_checks.check_structure(out, ref, cand_in, strict_strides=opts.strict_strides,
-                                          allow_input_alias=ref_aliases)
+            bad = output_checks.check_structure(out, ref, cand_spans, strict_strides=opts.strict_strides,
+                                                allow_input_alias=ref_aliases, device_type=dev.type)
             if bad:
                 raise Outcome("incorrect", f"{bad} ({label})")
             if not opts.strict_strides:
-                loose = output_checks.check_structure(out, ref, cand_in, strict_strides=True)
+                loose = output_checks.check_structure(out, ref, cand_spans, strict_strides=True,
+                                                      device_type=dev.type)
                 if loose and loose not in v.warnings:
                     v.warnings.append(loose)
             if isinstance(ref, torch.Tensor) and not ref.is_contiguous() and out.stride() != ref.stride():
@@ -363,7 +388,7 @@ class Evaluator:
             # The policy (eager bound, outliers judged against float64, error budget):
             # tolerance.py. The float64 reference runs only where the policy needs it.
             budget_set = idx == 0 or key == "extra shape set 0" or (opts.seed_shared and key == "trial 1")
-            ref64 = partial(reference_cache.float64_reference, ref_model, inputs, dev)
+            ref64 = partial(self._float64_reference, ref_model, inputs)
             if key not in fresh:
                 ref64 = partial(refs.float64, key, ref64)
             factor = (None if spec.error_budget is False else opts.error_budget_factor if spec.error_budget is None
@@ -371,6 +396,7 @@ class Evaluator:
             if factor is None:
                 v.evidence["error_budget"] = "off: the spec sets KE_ERROR_BUDGET = False (KE_TOLERANCE binds)"
             cmp = tolerance.compare(out, ref, spec.tolerance, ref64=ref64, factor=factor, budget=budget_set)
+            del ref64  # the float64 reference (host) goes with its comparison
             tolerance.record(corr, label, cmp)
             v.correctness = corr
             if budget_set:
@@ -383,9 +409,18 @@ class Evaluator:
             if idx == 0:
                 ref_out0 = ref
                 out_shapes = [tuple(t.shape) for t in output_checks.leaves(ref) if isinstance(t, torch.Tensor)]
-                defenses.crc_and_determinism(run_candidate, inputs, out, ref, spec, v)
+                # Trial 0's inputs serve the probes after the loop (each gets its own copy):
+                # a large set waits on the host meanwhile. The repeat's copy comes from the
+                # candidate's own buffers (kept for trial 1, equal to the set: checked above).
+                inputs0 = inputs = memory.to_host(inputs0, self.backend)
+                assert persistent is not None
+                defenses.crc_and_determinism(run_candidate, persistent, out, ref, spec, v)
+            # Nothing of this set stays on the device while the next one is made.
+            del out, ref, cmp, reference
+            inputs = None
         v.evidence["kernel_launches"] = kernel_launches
         v.evidence["correctness_sets"] = len(trial_sets)
+        lap("correctness")
 
         # ---- the output must depend on the candidate's kernels ---------------------------
         self._step_aside()
@@ -398,21 +433,24 @@ class Evaluator:
             return defenses.fresh_model(cls, init, seed, dev, ref_model) if graph_seen[0] else cand_model
 
         if opts.check_kernel_dependency:
-            defenses.kernel_dependency(self._call, self.poison, probe_model(), recorder, inputs0, ref_out0, spec, v)
+            defenses.kernel_dependency(self._call, self.poison, probe_model(), recorder, inputs0, ref_out0, spec, v,
+                                       device=dev)
             defenses.kernel_arithmetic(self._call, self.poison, probe_model, recorder, inputs0, ref_out0,
-                                       spec, dev.type, v)
+                                       spec, dev.type, v, device=dev)
+
         self._check_state(before)
 
-        lap("correctness_and_integrity")
+        lap("integrity")
         # ---- timing and diagnosis ---------------------------------------------------------
         # Minimum traffic of any implementation: read inputs and weights once, write outputs once.
         weights = list(ref_model.parameters()) + list(ref_model.buffers())
         bytes_moved = (diagnosis.tensor_bytes(inputs0) + diagnosis.tensor_bytes(weights)
                        + diagnosis.tensor_bytes(ref_out0))
+        del ref_out0  # the probes were its last readers
         fkey = (spec.sha, str([tuple(t.shape) for t in output_checks.leaves(inputs0) if isinstance(t, torch.Tensor)]))
         if fkey not in self.flops_cache:
             self.flops_cache[fkey] = diagnosis.count_work(
-                lambda: self._call(ref_model, output_checks.clone_tree(inputs0)))
+                lambda: self._call(ref_model, memory.clone_to(inputs0, dev)))
             set_precision_flags()
         flops, heavy_ops = self.flops_cache[fkey]
         diag = Diagnosis(bytes_moved=float(bytes_moved), flops=flops)
@@ -422,13 +460,14 @@ class Evaluator:
         lap("flops")
         self._step_aside()
         if opts.profile_library_time:
-            probe_in = output_checks.clone_tree(inputs0)  # cloned outside the profiled region
+            probe_in = memory.clone_to(inputs0, dev)  # copied outside the profiled region
             frac, per_kernel, ops = diagnosis.library_time_fraction(
                 lambda: self._call(cand_model, probe_in), dev.type, set(kernel_launches), self.backend)
             diag.library_time_fraction = frac
             # Torch ops the candidate calls per forward (fallback nodes, decoys): for the search.
             v.evidence["library_ops"] = ops
             v.evidence["library_share"] = diagnosis.library_share(ops, heavy_ops)
+            del probe_in
             for ki in diag.kernels:
                 ki.time_ms = sum(t for name, t in per_kernel.items() if name.startswith(ki.name))
             if frac > 0.5:
@@ -463,6 +502,15 @@ class Evaluator:
                     + (f"; error vs float64 {corr.error_ratio:.2g}x the reference's own"
                        if corr.error_ratio is not None and "error vs float64" not in corr.bound else "")
                     + f"; bound: {corr.bound})")
+
+    def _float64_reference(self, ref_model: torch.nn.Module, inputs: list[Any]) -> Any:
+        """The reference re-run in float64 (tolerance.py, rules 2 and 3). On the device when
+        its float64 copies fit beside what the job holds (the inputs and the reference's
+        peak, widened to 8 bytes an element), else on the host; a large result waits on the
+        host, where the comparison reads it chunk by chunk."""
+        on_device = memory.float64_fits(self._mem.parts, inputs, self.device, self.backend)
+        out = reference_cache.float64_reference(ref_model, inputs, self.device if on_device else torch.device("cpu"))
+        return memory.to_host(out, self.backend)
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
@@ -503,11 +551,12 @@ class Evaluator:
         dev = self.device
         sets = [spec.inputs(seed + 9000, dev)]
         # Each timing set lives twice (values and their source): as many as half the free
-        # device memory holds, up to the option (3 sets of a 12 GB input were 72 GB).
+        # device memory holds and memory.TIMING_SETS_BYTES allows, up to the option (3 sets
+        # of a 12 GB input were 72 GB).
         wanted = max(1, opts.timing_input_sets)
         sets += [spec.inputs(seed + 9000 + i, dev)
-                 for i in range(1, memory.sets_that_fit(wanted, 2 * memory.tensor_bytes(sets[0]), dev,
-                                                       backend=self.backend))]
+                 for i in range(1, memory.timing_sets(wanted, memory.tensor_bytes(sets[0]), dev,
+                                                      backend=self.backend))]
         policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
                                      ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
 
@@ -538,6 +587,8 @@ class Evaluator:
             # Same buffers, new values every round (the source values scaled by a round-unique
             # factor): a cache keyed on pointers or on input values never hits while timed.
             scale = 1.0 + (k + 1) * 2.0**-12
+            if not self.backend.accelerated:
+                gc.collect(1)  # the interpreter's cycles (see _call), outside the timed region
             with torch.no_grad():
                 for dst, src in zip(output_checks.leaves(sets[idx]), output_checks.leaves(sources[idx]), strict=False):
                     if isinstance(dst, torch.Tensor) and dst.is_floating_point():
@@ -558,6 +609,13 @@ class Evaluator:
         v.evidence["timing"] = {"input_sets": len(sets), "input_sets_wanted": wanted, "fresh_values_each_round": True,
                                 "l2_flush": timer.flushes, "speedup_per_call": per_call, "clock": self.backend.clock,
                                 "spin_shorter_than_host": timer.spin_short}
+
+
+def _copy_into(buffers: list[Any], values: list[Any]) -> None:
+    """New values into the same buffers (a function: no loop variable keeps a set alive)."""
+    for dst, src in zip(output_checks.leaves(buffers), output_checks.leaves(values), strict=False):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
 
 
 def _given(inputs: list[Any]) -> list[Any]:

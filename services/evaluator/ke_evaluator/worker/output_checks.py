@@ -54,16 +54,28 @@ def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0
 
 
+class Spans(list[tuple[int, int]]):
+    """Storage spans of a call's input tensors: enough to check aliasing after the tensors
+    themselves are freed (an output that aliases one keeps its storage alive)."""
+
+
+def spans(inputs: Any) -> Spans:
+    return Spans(storage_span(t) for t in leaves(inputs) if isinstance(t, torch.Tensor) and t.numel())
+
+
 def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool = True,
-                    allow_input_alias: bool = False) -> str:
+                    allow_input_alias: bool = False, device_type: str | None = None) -> str:
     """Return '' when ``out`` is structurally acceptable, else a reason. Aliasing an input is
-    allowed only when the reference itself returns a view of its input (``allow_input_alias``)."""
+    allowed only when the reference itself returns a view of its input (``allow_input_alias``).
+    ``inputs``: the call's input tree or its ``spans``. ``device_type``: where the output
+    must be (default: the reference's device; the harness may keep its reference on the
+    host while the outputs belong on the device)."""
     out_leaves, ref_leaves = leaves(out), leaves(ref)
     if isinstance(ref, torch.Tensor) and type(out) is not torch.Tensor:
         return f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__qualname__}"
     if len(out_leaves) != len(ref_leaves):
         return f"output structure differs: {len(out_leaves)} leaves vs reference {len(ref_leaves)}"
-    in_tensors = [t for t in leaves(inputs) if isinstance(t, torch.Tensor)]
+    in_spans = inputs if isinstance(inputs, Spans) else spans(inputs)
     for i, (o, r) in enumerate(zip(out_leaves, ref_leaves, strict=False)):
         where = f"output[{i}]" if len(ref_leaves) > 1 else "output"
         if isinstance(r, torch.Tensor):
@@ -73,8 +85,9 @@ def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool 
                 return f"{where} shape {tuple(o.shape)} != reference {tuple(r.shape)}"
             if o.dtype != r.dtype:
                 return f"{where} dtype {o.dtype} != reference {r.dtype}"
-            if o.device.type != r.device.type:
-                return f"{where} device {o.device} != reference {r.device}"
+            want = device_type or r.device.type
+            if o.device.type != want:
+                return f"{where} device {o.device} != reference {want}"
             if o.requires_grad and not r.requires_grad:
                 pass  # harmless; compared detached
             if strict_strides and r.numel() > 1 and o.stride() != r.stride():
@@ -82,8 +95,9 @@ def check_structure(out: Any, ref: Any, inputs: list[Any], strict_strides: bool 
                 # anything else means the consumer would read the wrong elements.
                 if not (o.is_contiguous() and not r.is_contiguous()):
                     return f"{where} strides {o.stride()} != reference {r.stride()}"
-            for j, x in enumerate([] if allow_input_alias else in_tensors):
-                if x.numel() and o.numel() and overlaps(o, x):
+            for j, (x0, x1) in enumerate([] if allow_input_alias else in_spans):
+                o0, o1 = storage_span(o)
+                if o.numel() and o0 < x1 and x0 < o1 and o1 > o0:
                     return f"{where} aliases input {j} (shares its storage); return new memory"
         elif isinstance(r, (int, float, bool, str, type(None))):
             if o != r and not (isinstance(r, float) and isinstance(o, float) and math.isnan(r) and math.isnan(o)):
@@ -96,18 +110,49 @@ def aliases_any(out: Any, inputs: list[Any]) -> bool:
     return any(overlaps(o, x) for o in leaves(out) if isinstance(o, torch.Tensor) and o.numel() for x in ins)
 
 
+# Elements per piece of ``bitwise_equal``: a few MiB of temporaries, whatever the tensors.
+EQUAL_CHUNK = 1 << 21
+
+
+def _pieces(x: torch.Tensor, y: torch.Tensor, limit: int) -> Any:
+    """Equal flat pieces of two equally shaped tensors, the second's moved to the first's
+    device (a copy of one piece): views of contiguous tensors, row slices otherwise."""
+    if x.is_contiguous() and y.is_contiguous():
+        fx, fy = x.reshape(-1), y.reshape(-1)
+        for s in range(0, fx.numel(), limit):
+            yield fx[s:s + limit], fy[s:s + limit].to(x.device)
+        return
+    if x.dim() == 0 or x.numel() <= limit or x.shape[0] == 1:
+        if x.dim() > 0 and x.shape[0] == 1 and x.numel() > limit:
+            yield from _pieces(x[0], y[0], limit)
+            return
+        yield x.reshape(-1), y.reshape(-1).to(x.device)
+        return
+    step = max(1, limit // max(1, x.numel() // x.shape[0]))
+    for s in range(0, x.shape[0], step):
+        yield from _pieces(x.narrow(0, s, min(step, x.shape[0] - s)), y.narrow(0, s, min(step, y.shape[0] - s)),
+                           limit)
+
+
+def tensors_equal(x: torch.Tensor, y: torch.Tensor, limit: int = EQUAL_CHUNK) -> bool:
+    """Same shape, dtype and values (NaN equal to NaN: same bits in, same bits out), piece by
+    piece: no copy of either tensor, on whichever devices they are."""
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return False
+    for a, b in _pieces(x.detach(), y.detach(), limit):
+        if x.is_floating_point():
+            na, nb = torch.isnan(a), torch.isnan(b)
+            if not torch.equal(na, nb) or not torch.equal(a.masked_fill(na, 0.0), b.masked_fill(nb, 0.0)):
+                return False
+        elif not torch.equal(a, b):
+            return False
+    return True
+
+
 def bitwise_equal(a: Any, b: Any) -> bool:
     for x, y in zip(leaves(a), leaves(b), strict=False):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or x.dtype != y.dtype:
-                return False
-            if x.is_floating_point():
-                # NaN == NaN for this purpose: same bits in, same bits out.
-                if not torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0)) or not torch.equal(
-                    torch.isnan(x), torch.isnan(y)
-                ):
-                    return False
-            elif not torch.equal(x, y):
+            if not tensors_equal(x, y):
                 return False
         elif x != y:
             return False

@@ -40,6 +40,9 @@ from .tolerance import compare_values
 
 CacheKey = tuple[str, int, str]
 CPU_DEFAULT_BYTES = 256 * 2**20
+# Words per piece of a checksum: its int64 temporaries stay a few MiB whatever the tensor
+# (a whole 4 GiB input widened to int64 words was 8 GiB, twice).
+CHECKSUM_CHUNK = 1 << 22
 
 
 def tree_bytes(obj: Any) -> int:
@@ -65,8 +68,14 @@ def checksum(obj: Any) -> tuple[Any, ...]:
             if t.numel() == 0:
                 out.append((tuple(t.shape), 0, 0))
                 continue
-            w = _words(t).to(torch.int64)
-            out.append((tuple(t.shape), int(w.sum()), int((w * w).sum())))
+            words = _words(t)
+            s1 = torch.zeros((), dtype=torch.int64, device=t.device)
+            s2 = torch.zeros((), dtype=torch.int64, device=t.device)
+            for i in range(0, words.numel(), CHECKSUM_CHUNK):
+                w = words[i:i + CHECKSUM_CHUNK].to(torch.int64)
+                s1 += w.sum()
+                s2 += (w * w).sum()
+            out.append((tuple(t.shape), int(s1), int(s2)))
         else:
             out.append(repr(t))
     return tuple(out)
@@ -119,9 +128,12 @@ def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: tor
 
 @dataclass
 class Entry:
-    """One input set and what was computed from it, each with its checksum."""
+    """One input set and what was computed from it, each with its checksum. ``inputs`` None:
+    the set is not kept (too large to hold on the device between jobs) and is made again
+    from its seed when used, checked against ``inputs_sum`` before anything cached for it
+    is trusted."""
 
-    inputs: list[Any]
+    inputs: list[Any] | None
     inputs_sum: tuple[Any, ...]
     ref: Any = None
     ref_aliases: bool = False
@@ -133,7 +145,7 @@ class Entry:
         return tree_bytes(self.inputs) + tree_bytes(self.ref) + tree_bytes(self.ref64)
 
     def intact(self) -> bool:
-        if checksum(self.inputs) != self.inputs_sum:
+        if self.inputs is not None and checksum(self.inputs) != self.inputs_sum:
             return False
         if self.ref_sum is not None and checksum(self.ref) != self.ref_sum:
             return False
@@ -197,12 +209,17 @@ class JobReferences:
     references, checksums verified before every use, and the counts for the evidence.
     With ``cache`` None it generates and computes everything (and keeps nothing)."""
 
-    def __init__(self, cache: RefCache | None, key: CacheKey, shared: bool) -> None:
+    def __init__(self, cache: RefCache | None, key: CacheKey, shared: bool, regenerate_bytes: int | None = None
+                 ) -> None:
+        """``regenerate_bytes``: an input set of at least this size is not kept, only its
+        checksum (made again from its seed when used); None keeps every set that fits."""
         self.cache = cache
         self.key = key
+        self.regenerate_bytes = regenerate_bytes
         self.stats: dict[str, Any] = {"enabled": cache is not None}
-        self._counts = {"input_sets_cached": 0, "input_sets_generated": 0, "reference_outputs_cached": 0,
-                        "reference_outputs_computed": 0, "float64_cached": 0, "float64_computed": 0}
+        self._counts = {"input_sets_cached": 0, "input_sets_generated": 0, "input_sets_regenerated": 0,
+                        "reference_outputs_cached": 0, "reference_outputs_computed": 0, "float64_cached": 0,
+                        "float64_computed": 0}
         self.bundle: Bundle | None = None
         self._refused = 0  # sets or outputs left out: no room in the cache
         if cache is None:
@@ -227,26 +244,47 @@ class JobReferences:
         return fits
 
     def _store(self, label: str, inputs: list[Any]) -> list[Any]:
-        if self.bundle is not None and self._room(inputs):
+        keep = self.regenerate_bytes is None or tree_bytes(inputs) < self.regenerate_bytes
+        if self.bundle is not None and self._room(inputs if keep else None):
             try:
-                self.bundle.entries[label] = Entry(inputs=inputs, inputs_sum=checksum(inputs))
+                self.bundle.entries[label] = Entry(inputs=inputs if keep else None, inputs_sum=checksum(inputs))
             except (RuntimeError, TypeError):
                 pass  # a leaf we cannot checksum: not cached
         return inputs
 
+    def _regenerated(self, label: str, entry: Entry, made: list[Any]) -> list[Any]:
+        """A set made again from its seed: what was cached for it holds only if it is the
+        very set it was computed from."""
+        self._counts["input_sets_regenerated"] += 1
+        try:
+            same = checksum(made) == entry.inputs_sum
+        except (RuntimeError, TypeError):
+            same = False
+        if not same:
+            self.stats["dropped"] = f"{label}: made again from its seed, it differs from the cached set"
+            self.invalidate()
+        return made
+
     def inputs(self, label: str, make: Callable[[], list[Any]]) -> list[Any]:
         entry = self.bundle.entries.get(label) if self.bundle is not None else None
-        if entry is not None:
+        if entry is not None and entry.inputs is not None:
             self._counts["input_sets_cached"] += 1
             return entry.inputs
+        if entry is not None:
+            return self._regenerated(label, entry, make())
         self._counts["input_sets_generated"] += 1
         return self._store(label, make())
 
     def extras(self, make: Callable[[], list[list[Any]]]) -> list[tuple[str, list[Any]]]:
         b = self.bundle
         if b is not None and b.extra_labels is not None and all(x in b.entries for x in b.extra_labels):
-            self._counts["input_sets_cached"] += len(b.extra_labels)
-            return [(x, b.entries[x].inputs) for x in b.extra_labels]
+            if all(b.entries[x].inputs is not None for x in b.extra_labels):
+                self._counts["input_sets_cached"] += len(b.extra_labels)
+                return [(x, b.entries[x].inputs) for x in b.extra_labels]  # type: ignore[misc]
+            sets = make()
+            for x, s in zip(b.extra_labels, sets, strict=False):
+                self._regenerated(x, b.entries[x], s)
+            return list(zip(b.extra_labels, sets, strict=False))
         sets = make()
         labels = [f"extra shape set {j}" for j in range(len(sets))]
         self._counts["input_sets_generated"] += len(sets)

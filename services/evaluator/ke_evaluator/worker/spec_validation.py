@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .. import resource_limits
-from . import diagnosis, loading, output_checks, tolerance
+from . import diagnosis, loading, memory, output_checks, tolerance
 from .global_state import set_precision_flags
 
 PhaseFn = Callable[[str], None]
@@ -73,11 +73,15 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
         return {"ok": False, "reason": f"Model(*get_init_inputs()) raised: {type(exc).__name__}: {exc}",
                 "warnings": warnings, "info": info}
     phase("run")
+    mem = memory.JobMemory(device)
     try:
         inputs = spec.inputs(seed + 1000, device)
         inputs_b = spec.inputs(seed + 1001, device)
         with torch.no_grad():
-            out = model(*output_checks.clone_tree(inputs))
+            ref_in = output_checks.clone_tree(inputs)
+            with mem.reference():  # the reference's own peak: the admission's estimate needs it
+                out = model(*ref_in)
+            del ref_in
             out_again = model(*output_checks.clone_tree(inputs))
         extra = spec.extra_inputs(seed + 5000, device)
         with torch.no_grad():
@@ -97,6 +101,13 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
     info["extra_outputs"] = [_describe(o) for o in extra_outs]
     info["bytes"] = (diagnosis.tensor_bytes(inputs) + diagnosis.tensor_bytes(list(model.parameters()))
                      + diagnosis.tensor_bytes(list(model.buffers())) + diagnosis.tensor_bytes(out))
+    # What the memory admission predicts an evaluation's footprint from (the Judge's
+    # Footprint.from_validation): sizes of one set, its outputs, the weights, the
+    # reference's peak around one call, and the narrowest float width (float64 copies).
+    mem.note(inputs, model, out)
+    info["memory"] = {**mem.parts, "float_bytes": min(
+        (t.element_size() for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)
+         and t.is_floating_point()), default=4)}
     info["flops"] = diagnosis.count_flops(lambda: model(*output_checks.clone_tree(inputs)))
     set_precision_flags()
     tol_dtype = tensors[0].dtype

@@ -71,11 +71,13 @@ training) are deterministic functions of the batch and are compared like any out
 
 **Memory.** Every comparison runs over chunks of ``CHUNK_ELEMENTS`` elements (flat views
 of contiguous tensors, slices along the leading dimensions otherwise), with float64
-temporaries of one chunk only, on the tensors' device, with one host sync per chunk: the
+temporaries of one chunk only, on the candidate's device, with one host sync per chunk: the
 checker's own memory does not grow with the output (a 1 GiB fp32 output used to need
 five 2 GiB float64 copies), except rule 2's block maxima: one float32 per 256 output
-elements (4 MiB for a 1 GiB fp32 output). The float64 reference output itself is the
-one full-size float64 tensor (it is what the float64 run returns).
+elements (4 MiB for a 1 GiB fp32 output). The reference and the float64 reference may
+lie on the host (the harness keeps large ones there, ``worker/memory.py``): each chunk
+of them is copied to the candidate's device for its comparison, so the device holds the
+candidate's output and one chunk of each, never a full-size float64 tensor.
 
 Worker side: torch only.
 """
@@ -204,6 +206,15 @@ def _chunks(ts: list[torch.Tensor], limit: int, offset: int) -> Iterator[tuple[i
         yield from _chunks([t.narrow(0, s, k) for t in ts], limit, offset + s * per_row)
 
 
+def work_device(*ts: torch.Tensor) -> torch.device:
+    """Where a comparison runs: the first accelerator among the tensors' devices (chunks
+    of a host-held reference are copied there), else the host."""
+    for t in ts:
+        if t.device.type != "cpu":
+            return t.device
+    return ts[0].device
+
+
 def _index(shape: torch.Size, flat: int) -> tuple[int, ...]:
     out = []
     for d in reversed(shape):
@@ -232,10 +243,10 @@ def _eager_pass(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, limi
     # Per-chunk figures go to the host at once: small tensors kept across chunks pinned
     # freed chunk memory in the host heap (peak RSS grew by 195 MiB over 2^26 elements).
     stats: list[list[float]] = []
-    dev = r.device
+    dev = work_device(o, r)
     for off, (oc, rc) in chunks([o.detach(), r.detach()], limit):
         o64 = oc.to(device=dev, dtype=torch.float64)
-        r64 = rc.to(torch.float64)
+        r64 = rc.to(device=dev, dtype=torch.float64)
         nan_o, nan_r = torch.isnan(o64), torch.isnan(r64)
         inf_mismatch = (torch.isinf(r64) & (o64 != r64)).sum(dtype=torch.float64)
         finite = torch.isfinite(r64)
@@ -284,16 +295,16 @@ class _Pass2:
 
 
 def _local_reference_error(r: torch.Tensor, r64: torch.Tensor, atol: float, rtol: float,
-                           limit: int) -> tuple[torch.Tensor, int]:
+                           limit: int, dev: torch.device) -> tuple[torch.Tensor, int]:
     """(eager's largest error vs float64 per block of ``LOCAL_BLOCK`` consecutive
-    row-major elements, float32 on the device; how many elements of eager break the
+    row-major elements, float32 on ``dev``; how many elements of eager break the
     tolerance against float64)."""
     n = r.numel()
-    blocks = torch.zeros((n + LOCAL_BLOCK - 1) // LOCAL_BLOCK, dtype=torch.float32, device=r.device)
+    blocks = torch.zeros((n + LOCAL_BLOCK - 1) // LOCAL_BLOCK, dtype=torch.float32, device=dev)
     broken = 0
     for off, (rc, xc) in chunks([r.detach(), r64.detach()], limit):
-        e = rc.to(torch.float64)
-        x = xc.to(device=e.device, dtype=torch.float64)
+        e = rc.to(device=dev, dtype=torch.float64)
+        x = xc.to(device=dev, dtype=torch.float64)
         err = (e - x).abs_().nan_to_num_(nan=0.0, posinf=0.0)
         broken += int((err > x.abs().nan_to_num_(nan=0.0, posinf=0.0).mul_(rtol).add_(atol)).sum())
         ids = torch.arange(off, off + err.numel(), device=err.device).floor_divide_(LOCAL_BLOCK)
@@ -305,8 +316,8 @@ def _float64_pass(o: torch.Tensor, r: torch.Tensor, r64: torch.Tensor, atol: flo
                   limit: int) -> _Pass2:
     # Per-chunk figures go to the host at once (see _eager_pass).
     stats: list[list[float]] = []
-    dev = r.device
-    blocks, broken = _local_reference_error(r, r64, atol, rtol, limit)
+    dev = work_device(o, r)
+    blocks, broken = _local_reference_error(r, r64, atol, rtol, limit, dev)
     # The block, its two neighbours: an element near a block's edge sees both sides. Only
     # where eager itself breaks the tolerance somewhere in this output (else zeros: the
     # element's own eager error alone counts).
@@ -316,7 +327,7 @@ def _float64_pass(o: torch.Tensor, r: torch.Tensor, r64: torch.Tensor, atol: flo
     del blocks
     for off, (oc, rc, xc) in chunks([o.detach(), r.detach(), r64.detach()], limit):
         c = oc.to(device=dev, dtype=torch.float64)
-        e = rc.to(torch.float64)
+        e = rc.to(device=dev, dtype=torch.float64)
         x = xc.to(device=dev, dtype=torch.float64)
         fin = torch.isfinite(x) & torch.isfinite(c) & torch.isfinite(e)
         eager_out = (c - e).abs_() > e.abs().mul_(rtol).add_(atol)
@@ -384,7 +395,7 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
         if not isinstance(r, torch.Tensor):
             continue
         where = f"output[{i}]"
-        step = limit or (CHUNK_ELEMENTS_CUDA if r.device.type == "cuda" else CHUNK_ELEMENTS)
+        step = limit or (CHUNK_ELEMENTS_CUDA if work_device(o, r).type == "cuda" else CHUNK_ELEMENTS)
         atol, rtol = tolerance_for(r.dtype, tolerance)
         details.setdefault("atol", atol)
         details.setdefault("rtol", rtol)
@@ -470,7 +481,8 @@ def _fail(c: Comparison, reason: str) -> Comparison:
 def _equal_chunked(o: torch.Tensor, r: torch.Tensor, limit: int) -> bool:
     if o.shape != r.shape:
         return False
-    flags = [torch.equal(oc.to(r.device), rc) for _, (oc, rc) in chunks([o.detach(), r.detach()], limit)]
+    dev = work_device(o, r)
+    flags = [torch.equal(oc.to(dev), rc.to(dev)) for _, (oc, rc) in chunks([o.detach(), r.detach()], limit)]
     return all(flags)
 
 
