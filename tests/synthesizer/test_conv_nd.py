@@ -3,7 +3,7 @@ output_padding, dilation, groups), conv3d, grouped and depthwise convolution,
 padding='same' / 'valid', reflect / replicate / circular padding, unbatched and
 half-precision inputs are lowered to Triton (no library call
 for the convolution), alone and with a fused pointwise epilogue, and stay correct in every
-kernel form (implicit GEMM, direct; transposed: gather, zero-insertion, per-phase GEMM)."""
+kernel form (implicit GEMM, direct; transposed: per-phase, gather, zero-insertion)."""
 
 from __future__ import annotations
 
@@ -80,15 +80,17 @@ FORMS = [
     ("depthwise2d_mult2", {"g0.form": "gemm"}),
     ("conv3d_dilated_gelu", {"g0.form": "direct"}),
     ("conv2d_reflect_relu", {"g0.form": "direct"}),
-    ("convt2d_s2_p1_op1_relu", {"g0.transposed": "phase"}),
-    ("convt2d_wide_pad_groups", {"g0.transposed": "phase", "g0.form": "gemm"}),
+    ("convt2d_s2_p1_op1_relu", {"g0.transposed": "gather"}),
+    ("depthwise_convt2d_bf16", {"g0.transposed": "gather"}),
+    ("convt2d_wide_pad_groups", {"g0.transposed": "gather", "g0.form": "gemm"}),
+    ("convt1d_groups_dilated", {"g0.transposed": "phase", "g0.form": "gemm", "g0.reduction": "taps"}),
     ("unbatched_convt1d_and_conv2d", {"g0.transposed": "zero_insert"}),
 ]
 SLOW_FORMS = [(name, genome) for name in CASES for genome in (
     {"g0.form": "gemm"}, {"g0.form": "direct"}, {"g0.transposed": "zero_insert", "g0.form": "gemm"},
-    {"g0.transposed": "zero_insert", "g0.form": "direct"}, {"g0.transposed": "phase", "g0.form": "gemm"})
-    if "g0.transposed" not in genome or ("convt" in name and not (genome["g0.transposed"] == "phase"
-                                                                  and "dilated" in name))]
+    {"g0.transposed": "zero_insert", "g0.form": "direct"}, {"g0.transposed": "gather", "g0.form": "gemm"},
+    {"g0.transposed": "gather", "g0.form": "direct"})
+    if "g0.transposed" not in genome or "convt" in name]
 JUDGED = ["convt3d_nonsquare_scale", "depthwise2d_mult2", "grouped2d_half"]
 
 
@@ -154,7 +156,7 @@ def test_knobs_follow_the_form(synth: OfflineSynthesizer) -> None:
     assert dw["g0.form"] == ["auto", "gemm"]  # auto is direct for depthwise
     assert "g0.BLOCK_SIZE" in dw and "g0.BLOCK_K" not in dw and "g0.transposed" not in dw
     ct = dict(synth.space(CASES["convt2d_s2_p1_op1_relu"], "convt2d_s2_p1_op1_relu"))
-    assert ct["g0.form"] == ["auto", "direct"] and ct["g0.transposed"] == ["gather", "zero_insert", "phase"]
+    assert ct["g0.form"] == ["auto", "direct"] and ct["g0.transposed"] == ["phase", "gather", "zero_insert"]
     assert "g0.BLOCK_K" in ct and "g0.BLOCK_SIZE" not in ct
     assert ct["impl.c"] == ["triton", "library"]  # the relu keeps a Triton kernel either way
 

@@ -122,6 +122,24 @@ ONE_AXIS = ["matmul_broadcast", "relu_scale_add", "glu_sigmoid", "tanh_row_broad
             "col_mean", "log_softmax_mid", "cumsum_rows", "std_cols", "maxpool2d_relu", "avgpool3d_padded",
             "model_cnn_head"]
 TRITON_CONVS = {"model_cnn_head"}
+# convnd forms past the seeds'. Two or three grid axes (folded): the plain GEMM (row tiles,
+# column tiles, groups x SPLIT_K; taps reduction, channels-last, split-K), the transposed
+# gather GEMM, the direct phase form (lanes, phases). The transposed convolutions' default,
+# the phase GEMM, is one 1-D grid (phase, group, tiles): in the fold cases they take a form
+# of several axes instead
+CONVND_FOLD_FORMS = {"convtranspose2d_grouped_functional": {"g0.transposed": "gather"},
+                     "convtranspose1d_upsample_leaky": {"g0.form": "direct"}}
+CONVND_MULTI_AXIS: list[tuple[str, dict[str, str]]] = [
+    ("convtranspose2d_grouped_functional", {"g0.form": "direct"}),
+    ("grouped_conv1d_gate", {"g0.SPLIT_K": "2"}),
+    ("grouped_conv1d_gate", {"g0.reduction": "taps"}),
+    ("conv2d_half_grouped", {"g0.reduction": "taps", "g0.layout": "channels_last"})]
+# one axis (int64 only): the phase GEMM split-K, channels-last and flat, the tiled direct form
+CONVND_ONE_AXIS: list[tuple[str, dict[str, str]]] = [
+    ("convtranspose2d_grouped_functional", {"fusion": "none", "g0.SPLIT_K": "2"}),
+    ("convtranspose1d_upsample_leaky", {"g0.layout": "channels_last"}),
+    ("convtranspose1d_upsample_leaky", {"g0.reduction": "flat"}),
+    ("depthwise_conv_silu", {"g0.direct": "tiled"})]
 
 
 def _run(jobs: list[dict[str, Any]]) -> None:
@@ -135,8 +153,8 @@ def test_folded_grids_correct_in_the_interpreter(synth: OfflineSynthesizer) -> N
     unfold it; the extra shape sets (other batch sizes) run the same launchers."""
     jobs = []
     # split-K: a third axis (K slices), also on a product without a batch axis
-    cases: list[tuple[str, dict[str, str]]] = [(name, {}) for name in MULTI_AXIS]
-    cases += [("matmul_4d", {"g0.SPLIT_K": "2"}), ("mm_plain", {"g0.SPLIT_K": "4"})]
+    cases: list[tuple[str, dict[str, str]]] = [(name, CONVND_FOLD_FORMS.get(name, {})) for name in MULTI_AXIS]
+    cases += [("matmul_4d", {"g0.SPLIT_K": "2"}), ("mm_plain", {"g0.SPLIT_K": "4"}), *CONVND_MULTI_AXIS]
     for k, (name, genome) in enumerate(cases):
         source, full, fallback = lower_example(synth, name, genome)
         assert not fallback and source.count(LIMIT_LINE) == 1, name
@@ -157,7 +175,8 @@ def test_int64_offsets_correct_in_the_interpreter(synth: OfflineSynthesizer, mon
     cases += [("relu_scale_add", {"g0.programs": "128"}), ("layernorm", {"g0.programs": "128"}),
               ("softmax_rows", {"g0.strategy": "split"}), ("row_sum", {"g0.strategy": "looped"}),
               ("matmul_4d", {"g0.SPLIT_K": "2"}), ("mm_plain", {"g0.SPLIT_K": "2"}),
-              ("row_sum", {"g0.strategy": "split"})]
+              ("row_sum", {"g0.strategy": "split"}), *CONVND_FOLD_FORMS.items(), *CONVND_MULTI_AXIS,
+              *CONVND_ONE_AXIS]
     jobs = []
     for k, (name, genome) in enumerate(cases):
         source, full, fallback = lower_example(synth, name, genome)

@@ -4,8 +4,9 @@ interpreter-sized tests never reach and real sizes do.
 **Grid axes.** CUDA allows at most 65535 programs on grid axes 1 and 2 (2**31 - 1 on axis
 0); a launch past that fails with ``invalid argument``. Families whose grid has a second
 or third axis put a batch there (batch x heads of a batched matmul or attention, output
-channel tiles, conv groups x phases), and a Swin-style windowed attention over 256 maps
-of 8 x 8 windows and 4 heads is 65,536 batched products: one over. Every such kernel takes
+channel tiles, conv groups x split-K slices, transposed-conv phases), and a Swin-style
+windowed attention over 256 maps of 8 x 8 windows and 4 heads is 65,536 batched
+products: one over. Every such kernel takes
 ``GRID0, GRID1, GRID_FOLD`` (``FOLD_PARAMS``) and binds its ids with ``program_id_lines``;
 the launcher's plan passes its grid through ``_fold_grid`` (a launch helper), which keeps
 a grid within the limits as it is (``GRID_FOLD`` false, a constexpr: that kernel compiles
