@@ -12,7 +12,9 @@ batch 1, 3 / 5 / 7 channels, fp32 / fp16 / bf16), and plain convolutions (paddin
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -244,3 +246,56 @@ def test_channels_last_taps_match_eager(synth: OfflineSynthesizer) -> None:
     # the flat reduction has no channels-last addressing
     flat = dict(synth.space(CASES["t1d_s3_k4_p2_op1_c5_c7"], "t1d_s3_k4_p2_op1_c5_c7"))
     assert "g0.layout" not in flat and flat["g0.reduction"] == ["auto", "taps"]
+
+
+# Runs in a child with the interpreter: the candidate's packed weight is reused across calls
+# and re-packed when the weight changes in place or is replaced.
+_PACKED_CHECK = '''
+import importlib.util, json, sys, torch
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+ref, cand = load(sys.argv[1], "ref"), load(sys.argv[2], "cand")
+torch.manual_seed(3)
+m_ref = ref.Model()
+torch.manual_seed(3)
+m_new = cand.ModelNew()
+x = ref.get_inputs()[0]
+(pack,) = [v for k, v in vars(cand).items() if k.startswith("_packed_")]
+errors, packed = [], []
+with torch.no_grad():
+    for step in range(4):
+        if step == 2:  # in place: same tensor, new version
+            m_ref.c.weight.mul_(-1.5)
+            m_new.c.weight.mul_(-1.5)
+        if step == 3:  # a new parameter
+            w = torch.randn_like(m_ref.c.weight)
+            m_ref.c.weight = torch.nn.Parameter(w.clone())
+            m_new.c.weight = torch.nn.Parameter(w.clone())
+        errors.append(float((m_new(x) - m_ref(x)).abs().max()))
+        packed.append(id(pack[3]))
+print(json.dumps({"errors": errors, "reused": packed[0] == packed[1],
+                  "repacked": [packed[1] != packed[2], packed[2] != packed[3]]}))
+'''
+
+
+def test_packed_weight_is_reused_and_never_stale(synth: OfflineSynthesizer, tmp_path: Path) -> None:
+    """The phase form packs the weight once per weight tensor and version: the second call
+    reuses it; an in-place update or a new parameter re-packs (a stale pack would give the
+    old weight's output)."""
+    import os
+    import subprocess
+    import sys
+
+    name = "t2d_c20_s2_k4_relu"
+    source, genome, fallback = synth.lower(synth._capture(CASES[name], name), {})
+    assert fallback == () and genome["g0.transposed"] == "phase" and "pk[:] = [w, w._version" in source
+    (tmp_path / "ref.py").write_text(CASES[name])
+    (tmp_path / "cand.py").write_text(source)
+    proc = subprocess.run([sys.executable, "-c", _PACKED_CHECK, str(tmp_path / "ref.py"), str(tmp_path / "cand.py")],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert max(got["errors"]) < 1e-3 and got["reused"] and got["repacked"] == [True, True], got

@@ -333,7 +333,10 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     split_k = split_k_of(group, genome, form)
     pad_front = f"(1,) * {3 - nd} + " if nd < 3 else ""
     params = ["x", "w"] + (["bias"] if has_bias else []) + [f"e{i}" for i in range(len(ext))]
-    ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", "",
+    ll = [f"_plans_{name} = {{}}  # input signature -> launch plan"]
+    if packed:
+        ll.append(f"_packed_{name} = [None, -1, -1, None]  # weight, its version and storage -> packed weight")
+    ll += ["", "",
           f"def _plan_{name}({', '.join(params)}):",
           *(["    nb, cin = 1, x.shape[0]", f"    d, h, w_in = {pad_front}tuple(x.shape[1:])"] if e["unbatched"] else
             ["    nb, cin = x.shape[0], x.shape[1]", f"    d, h, w_in = {pad_front}tuple(x.shape[2:])"]),
@@ -412,7 +415,7 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
                             "shape, materialise, grid, tail, consts, xsz, fold")
     # layout=channels_last moves channels innermost below instead (no NCDHW copy first)
-    ll += ([] if cl else ["    x = x.contiguous()"]) + ["    w = w.contiguous()"]
+    ll += ([] if cl else ["    x = x.contiguous()"]) + ([] if packed else ["    w = w.contiguous()"])
     if zero_insert:
         sl = ", ".join(f"::{st}" for st in e["s"][3 - nd:])
         k_dims = tuple(range(2, nd + 2))
@@ -430,11 +433,16 @@ def _launcher(name: str, e: dict[str, Any], form: str, zero_insert: bool, phase:
         ll += [f"    x = x.movedim({0 if e['unbatched'] else 1}, -1).contiguous()"]
     if packed:
         # -> [G, KD * KH * KW, CIN_G, COUT_G]: a B tile (one tap, a channel block) is then a
-        # contiguous run of output channels; repacked per call (a small copy, and no stale
-        # copy when the parameter changes in place)
+        # contiguous run of output channels. Packed once per weight: a copy kernel and four
+        # view calls per forward otherwise; an in-place update bumps ``_version`` and a new
+        # tensor or storage misses the cache, so a changed weight is never read stale.
         src, perm = ("[CIN, COUT_G, k...]", "0, 3, 1, 2") if phase else ("[COUT, CIN_G, k...]", "0, 3, 2, 1")
-        ll += [f"    # {src} packed",
-               f"    w = w.reshape({groups}, w.shape[0] // {groups}, w.shape[1], -1).permute({perm}).contiguous()"]
+        ll += [f"    pk = _packed_{name}",
+               "    if pk[0] is not w or pk[1] != w._version or pk[2] != w.data_ptr():",
+               f"        # {src} packed",
+               "        pk[:] = [w, w._version, w.data_ptr(), w.contiguous()"
+               f".reshape({groups}, w.shape[0] // {groups}, w.shape[1], -1).permute({perm}).contiguous()]",
+               "    w = pk[3]"]
     ll += epilogue_materialise_lines(full)
     call = list(params)
     for j, m in enumerate(outs):
