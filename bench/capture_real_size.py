@@ -8,7 +8,9 @@ Per spec: the tracer that captured it, ``lowering_s`` (``OfflineSynthesizer.prop
 with ``count=1``: capture, rewrites, plan, source), ``warmup_s`` (the child's one-time
 imports of the fake-tensor machinery and the meta-device probe, paid once per process and
 left out of ``lowering_s``), the peak resident set (``ru_maxrss``) and how much it grew
-while lowering, and the spec's input and parameter bytes (meta device). Summary: p50, p90
+while lowering, the spec's input and parameter bytes (meta device), the seed's library
+calls (``fallbacks``: the seed policy's choices included) and the nodes left to the library
+with every conv / matmul started in Triton (``refused``). Summary: p50, p90
 and max of ``lowering_s``. DIR/NAME (default capture_real_size.json) is rewritten after every spec.
 """
 
@@ -48,10 +50,16 @@ prop = synth.propose(ProposalRequest(spec_source=source, spec_name=name, count=1
 t2 = time.perf_counter()
 spec = synth.captured(source, name)
 rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+# what the synthesizer cannot lower, apart from the seed policy's chosen library calls (a
+# model's convolutions): every heavy node started in Triton
+from ke_synthesizer.offline.families.impl_policy import ImplPolicy
+triton_only = OfflineSynthesizer(policy=ImplPolicy(library_when_several=frozenset()))
+refused = triton_only.propose(ProposalRequest(spec_source=source, spec_name=name, count=1))[0].fallback_nodes
 print(json.dumps({"spec": name, "tracer": spec.tracer, "lowering_s": round(t2 - t1, 2),
                   "warmup_s": round(t1 - t0, 2), "peak_rss_mib": round(rss1 / 1024),
                   "rss_growth_mib": round((rss1 - rss0) / 1024), "input_bytes": size.input_bytes,
-                  "param_bytes": size.param_bytes, "fallbacks": len(prop.fallback_nodes)}))
+                  "param_bytes": size.param_bytes, "fallbacks": len(prop.fallback_nodes),
+                  "refused": len(refused)}))
 """
 
 

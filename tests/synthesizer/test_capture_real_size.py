@@ -41,7 +41,7 @@ def test_large_spec_lowered_in_bounded_memory(name: str) -> None:
     assert row["rss_growth_mib"] * 2**20 < size / 4, row
     if row["input_bytes"] >= 2**30:
         assert row["peak_rss_mib"] * 2**20 < row["input_bytes"] / 4, row
-    assert row["fallbacks"] == 0
+    assert row["refused"] == 0  # the seed policy may still choose library convolutions
 
 
 def _small(source: str, value: int = 64) -> str:
