@@ -237,7 +237,22 @@ def verdict_row(judge: Any, spec: str, source: str, cand_source: str) -> dict[st
             "candidate_ms": t.median_ms if t else None, "stage_s": v.evidence.get("stage_s"),
             "wall_s": v.evidence.get("wall_s"),
             "max_abs_error": v.correctness.max_abs_error if v.correctness else None,
+            **job_memory(v.evidence.get("memory") or {}),
             "evidence_keys": sorted(v.evidence)}
+
+
+def job_memory(memory: dict[str, Any]) -> dict[str, Any]:
+    """The worker's own peak for this job (``evidence["memory"]``: the allocator's peak on a
+    GPU, whatever other workers held), whole and per phase, in GiB; empty where the job
+    measured nothing."""
+    gib = 2.0**30
+    out: dict[str, Any] = {}
+    if memory.get("job_peak_bytes"):
+        out["job_peak_gib"] = round(memory["job_peak_bytes"] / gib, 3)
+        out["job_peak_method"] = memory.get("method", "")
+    if memory.get("phase_peak_bytes"):
+        out["phase_peak_gib"] = {k: round(b / gib, 3) for k, b in memory["phase_peak_bytes"].items()}
+    return out
 
 
 def example_path(name: str) -> Path:

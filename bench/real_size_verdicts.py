@@ -10,11 +10,11 @@ Per spec: the verdict and its reason; the input size (measured on the meta devic
 allocated); lowering seconds (the synthesizer's ``propose``, in a host process); the
 worker's compile-phase seconds (``evidence["stage_s"]["compile"]``); distinct
 ``@triton.jit`` kernels in the candidate; seconds from the start of the run to this
-spec's verdict (lowering and judging overlap: each spec is judged once lowered); and the
-peak device memory in use while it was judged: the verdict does
-not report the worker's ``torch.cuda.max_memory_allocated``, so this script samples the
-device-wide figure (``torch.cuda.mem_get_info``, all workers together) every 0.2 s and
-keeps the maximum over the spec's judging window. DIR/real_size_verdicts.json is
+spec's verdict (lowering and judging overlap: each spec is judged once lowered); the job's
+own peak, whole and per phase, from the verdict (``evidence["memory"]``: the worker's
+``max_memory_allocated``); and the peak device memory in use while it was judged, all workers
+together (``torch.cuda.mem_get_info`` sampled every 0.2 s, the maximum over the spec's
+judging window). DIR/real_size_verdicts.json is
 rewritten after every spec, so a run cut short keeps what it measured.
 
 Examples other than examples/large are judged at their GPU size (``get_gpu_inputs`` when

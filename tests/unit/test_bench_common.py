@@ -83,3 +83,15 @@ def test_side_by_side_timing_reports_every_contestant_and_a_failed_compile_as_da
     assert list(summaries) == ["double", "square"]  # no "compile": it failed
     assert all(s["trials"] >= 20 and s["median_ms"] > 0 for s in summaries.values())
     assert info["compile_error"] and "compile_s" not in info
+
+
+@pytest.mark.parametrize(("memory", "expected"), [
+    ({}, {}),
+    ({"job_peak_bytes": 3 * 2**30, "method": "cuda max_memory_allocated",
+      "phase_peak_bytes": {"correctness": 2**30, "timing": 3 * 2**30}},
+     {"job_peak_gib": 3.0, "job_peak_method": "cuda max_memory_allocated",
+      "phase_peak_gib": {"correctness": 1.0, "timing": 3.0}}),
+    ({"job_peak_bytes": 0, "method": "cpu estimate from tensor sizes"}, {}),
+])
+def test_job_memory_reads_the_workers_own_peak(memory: dict[str, object], expected: dict[str, object]) -> None:
+    assert _common().job_memory(memory) == expected
