@@ -134,6 +134,43 @@ def time_side_by_side(fns: dict[str, Any], inputs: list[Any], device: str = "cud
              for label, sample, (dev, host) in zip(fns, samples, parts, strict=True)}, info)
 
 
+def contestants(spec_source: str, sources: dict[str, str], device: str,
+                prefix: str) -> tuple[Any, dict[str, Any], list[Any]]:
+    """The spec's reference model, each candidate's ``ModelNew`` (same seed; the reference's
+    state loaded where the names match) and one input set, on ``device``."""
+    import torch
+
+    spec = load_module(f"{prefix}_spec", spec_source)
+    init = spec.get_init_inputs()
+    torch.manual_seed(1234)
+    ref = spec.Model(*init).to(device)
+    models: dict[str, Any] = {}
+    for label, src in sources.items():
+        mod = load_module(f"{prefix}_{label}", src)
+        torch.manual_seed(1234)
+        new = mod.ModelNew(*init).to(device)
+        if set(new.state_dict()) == set(ref.state_dict()):
+            new.load_state_dict(ref.state_dict())
+        models[label] = new
+    torch.manual_seed(7)
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in spec.get_inputs()]
+    return ref, models, inputs
+
+
+def max_error(got: Any, expected: Any) -> float:
+    """Largest absolute difference over tensors and (nested) tuples / lists of them; NaN
+    for anything else."""
+    import math
+
+    import torch
+
+    if isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor):
+        return float((got.double() - expected.double()).abs().max().item())
+    if isinstance(got, (tuple, list)) and isinstance(expected, (tuple, list)):
+        return max((max_error(g, e) for g, e in zip(got, expected, strict=True)), default=0.0)
+    return math.nan
+
+
 def load_module(name: str, source: str) -> types.ModuleType:
     """Import source from a real file: Triton reads kernel source through ``inspect``."""
     import tempfile

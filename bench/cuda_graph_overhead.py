@@ -21,12 +21,13 @@ import traceback
 from typing import Any
 
 from common import (
+    contestants,
     example_names,
     example_path,
     fingerprint,
     gpu_variant,
     interpreter_without_cuda,
-    load_module,
+    max_error,
     time_side_by_side,
     whole_model_arguments,
     write_json,
@@ -41,16 +42,6 @@ DEFAULT_SPECS = (
 )
 
 
-def _max_error(got: Any, expected: Any) -> float:
-    import torch
-
-    if isinstance(got, torch.Tensor) and isinstance(expected, torch.Tensor):
-        return float((got.double() - expected.double()).abs().max().item())
-    if isinstance(got, (tuple, list)) and isinstance(expected, (tuple, list)):
-        return max((_max_error(g, e) for g, e in zip(got, expected, strict=True)), default=0.0)
-    return math.nan
-
-
 def _caller(model: Any) -> Any:
     return lambda xs: model(*xs)
 
@@ -58,26 +49,13 @@ def _caller(model: Any) -> Any:
 def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str, Any]:
     import torch
 
-    spec = load_module("cg_spec", spec_source)
-    init = spec.get_init_inputs()
-    torch.manual_seed(1234)
-    ref = spec.Model(*init).to(device)
-    models: dict[str, Any] = {}
-    for label, src in sources.items():
-        mod = load_module(f"cg_{label}", src)
-        torch.manual_seed(1234)
-        new = mod.ModelNew(*init).to(device)
-        if set(new.state_dict()) == set(ref.state_dict()):
-            new.load_state_dict(ref.state_dict())
-        models[label] = new
-    torch.manual_seed(7)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in spec.get_inputs()]
+    ref, models, inputs = contestants(spec_source, sources, device, "cg")
     out: dict[str, Any] = {}
     with torch.no_grad():
         expected = ref(*inputs)
         for label, new in models.items():
             new(*inputs)  # the graph variant captures on its first call
-            out[f"{label}_max_abs_error"] = _max_error(new(*inputs), expected)
+            out[f"{label}_max_abs_error"] = max_error(new(*inputs), expected)
         if device != "cuda":
             out["timed"] = False
             return out

@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from common import (
+    contestants,
     example_names,
     example_path,
     fingerprint,
     gpu_variant,
     interpreter_without_cuda,
-    load_module,
+    max_error,
     time_side_by_side,
     whole_model_arguments,
     write_json,
@@ -40,30 +41,16 @@ DEFAULT_SPECS = ("model_cnn_head", "model_conv_block", "model_residual_block", "
                  "resnet_make_layer", "depthwise_separable_block", "conv2d_bias_relu", "linear_bias_relu")
 
 
-def _max_error(got: Any, expected: Any) -> float:
-    return float((got.double() - expected.double()).abs().max().item())
-
-
 def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str, Any]:
     """Max error of each candidate against the reference and, on CUDA, their times."""
     import torch
 
-    spec = load_module("impl_spec", spec_source)
-    init = spec.get_init_inputs()
-    torch.manual_seed(1234)
-    ref = spec.Model(*init).to(device)
-    models = {}
-    for label, src in sources.items():
-        torch.manual_seed(1234)
-        models[label] = load_module(f"impl_{label}", src).ModelNew(*init).to(device)
-        models[label].load_state_dict(ref.state_dict())
-    torch.manual_seed(7)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in spec.get_inputs()]
+    ref, models, inputs = contestants(spec_source, sources, device, "impl")
     out: dict[str, Any] = {}
     with torch.no_grad():
         expected = ref(*inputs)
         for label, model in models.items():
-            out[f"{label}_max_abs_error"] = _max_error(model(*inputs), expected)
+            out[f"{label}_max_abs_error"] = max_error(model(*inputs), expected)
         if device != "cuda":
             return out
         summaries, _ = time_side_by_side({label: (lambda xs, m=m: m(*xs)) for label, m in models.items()}, inputs)
