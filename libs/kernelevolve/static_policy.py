@@ -15,6 +15,7 @@ Stdlib only: the parent calls this before any worker is involved.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 from dataclasses import dataclass, field
 
@@ -513,12 +514,19 @@ def _span(node: ast.AST) -> range:
     return range(first, int(getattr(node, "end_lineno", None) or first) + 1)
 
 
+@functools.cache
+def _canonical_helpers() -> dict[str, str]:
+    """The emitted CUDA-graph helpers by name, as syntax-tree dumps: a constant, parsed once
+    rather than for every candidate checked."""
+    return {n.name: ast.dump(n) for n in pyast.parse(graph_replay.HELPERS).body
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
 def _graph_exemptions(tree: ast.Module) -> tuple[set[int], set[int]]:
     """Lines where a CUDA-graph replay may capture, and where it may write state: those of
     the emitted helpers and forward (``graph_replay``), compared as syntax trees, nothing
     else. Empty when the module holds anything but exactly that code around them."""
-    canonical = {n.name: n for n in pyast.parse(graph_replay.HELPERS).body
-                 if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    canonical = _canonical_helpers()
     defs: dict[str, list[ast.AST]] = {}
     for n in ast.walk(tree):
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in canonical:
@@ -526,9 +534,9 @@ def _graph_exemptions(tree: ast.Module) -> tuple[set[int], set[int]]:
     if not defs:
         return set(), set()
     helpers: dict[str, ast.AST] = {}
-    for name, node in canonical.items():
+    for name, dump in canonical.items():
         found = defs.get(name, [])
-        if len(found) != 1 or found[0] not in tree.body or ast.dump(found[0]) != ast.dump(node):
+        if len(found) != 1 or found[0] not in tree.body or ast.dump(found[0]) != dump:
             return set(), set()
         helpers[name] = found[0]
     # the helpers' names and ``torch`` are bound by nothing else (``torch`` by plain imports)
