@@ -125,30 +125,56 @@ def reset_resident_peak() -> bool:
         return False
 
 
+class PhasePeaks:
+    """Per-phase peaks of a resettable high-water counter: ``read`` gives the counter above
+    the job's start, ``reset`` restarts it from what is held now. ``mark`` closes a phase
+    (its peak kept under its name) and resets; ``hold`` keeps the running phase's peak so
+    far before a reset inside the phase. The worker keeps one over the device allocator's
+    peak and, on the CPU, one over the resident set's high-water mark."""
+
+    def __init__(self, read: Callable[[], int], reset: Callable[[], object]) -> None:
+        self._read, self._reset = read, reset
+        self.peak = 0  # the job's peak over closed phases and holds
+        self.phases: dict[str, int] = {}
+        self._carry = 0  # the running phase's peak before the last reset inside it
+
+    def hold(self) -> None:
+        now = self._read()
+        self._carry = max(self._carry, now)
+        self.peak = max(self.peak, now)
+
+    def mark(self, phase: str) -> None:
+        now = max(self._carry, self._read())
+        self.peak = max(self.peak, now)
+        self.phases[phase] = max(self.phases.get(phase, 0), now)
+        self._carry = 0
+        self._reset()
+
+    def overall(self) -> int:
+        return max(self.peak, self._read())
+
+
 class ResidentPeak:
-    """The resident set's high-water mark above a starting point, in phases: each ``mark``
-    closes a phase (its peak above the start) and resets the mark. Inactive (all zeros)
-    where ``/proc/self/clear_refs`` cannot be written."""
+    """The resident set's high-water mark above a starting point, in phases (``PhasePeaks``
+    over ``VmHWM``, reset through ``/proc/self/clear_refs``). Inactive (all zeros) where
+    ``/proc/self/clear_refs`` cannot be written."""
 
     def __init__(self) -> None:
         self.active = reset_resident_peak()
         self.base = (_status_bytes("VmRSS") or 0) if self.active else 0
-        self.peak = 0
-        self.phases: dict[str, int] = {}
-        self._carry = 0  # the running phase's peak before the last reset inside it
+        self._peaks = PhasePeaks(self._now, reset_resident_peak)
+
+    @property
+    def phases(self) -> dict[str, int]:
+        return self._peaks.phases
 
     def _now(self) -> int:
         hwm = _status_bytes("VmHWM") if self.active else None
         return max(0, hwm - self.base) if hwm is not None else 0
 
     def mark(self, phase: str) -> None:
-        if not self.active:
-            return
-        now = max(self._carry, self._now())
-        self.peak = max(self.peak, now)
-        self.phases[phase] = max(self.phases.get(phase, 0), now)
-        self._carry = 0
-        reset_resident_peak()
+        if self.active:
+            self._peaks.mark(phase)
 
     @contextmanager
     def around(self) -> Iterator[list[int]]:
@@ -158,14 +184,14 @@ class ResidentPeak:
         if not self.active:
             yield grown
             return
-        self._carry = max(self._carry, self._now())
+        self._peaks.hold()
         reset_resident_peak()
         before = _status_bytes("VmRSS") or 0
         yield grown
         grown.append(max(0, (_status_bytes("VmHWM") or before) - before))
 
     def overall(self) -> int:
-        return max(self.peak, self._now())
+        return self._peaks.overall()
 
 
 class JobMemory:
@@ -177,9 +203,8 @@ class JobMemory:
         self.cuda = self.backend.accelerated  # an allocator to ask
         self.parts: dict[str, int] = {}
         self.base = 0
-        self._peak = 0  # job peak above ``base`` before the last reset of torch's peak counter
-        self._phase_peak = 0  # the running phase's peak so far (kept across ``reference`` resets)
-        self.phases: dict[str, int] = {}  # peak above ``base`` per phase of the job
+        # device allocation above ``base``, per phase of the job (kept across ``reference`` resets)
+        self._peaks = PhasePeaks(self._counter, self._reset_counter)
         self.resident = ResidentPeak() if not self.cuda and device.type == "cpu" else None
         if self.cuda:
             self.base = self.backend.memory_allocated(device)
@@ -191,10 +216,18 @@ class JobMemory:
         except RuntimeError:  # a CUDA error of the job: the verdict says so already
             return 0
 
+    def _reset_counter(self) -> None:
+        try:
+            self.backend.reset_peak_memory(self.device)
+        except RuntimeError:
+            pass
+
+    @property
+    def phases(self) -> dict[str, int]:
+        return self._peaks.phases
+
     def _peak_now(self) -> int:
-        if not self.cuda:
-            return 0
-        return max(self._peak, self._counter())
+        return self._peaks.overall() if self.cuda else 0
 
     def mark(self, phase: str) -> None:
         """Close a phase of the job: its peak (device allocation above the job's start, or on
@@ -202,24 +235,15 @@ class JobMemory:
         what is held now."""
         if self.resident is not None:
             self.resident.mark(phase)
-        if not self.cuda:
-            return
-        now = max(self._phase_peak, self._counter())
-        self._peak = max(self._peak, now)
-        self.phases[phase] = max(self.phases.get(phase, 0), now)
-        self._phase_peak = 0
-        try:
-            self.backend.reset_peak_memory(self.device)
-        except RuntimeError:
-            pass
+        if self.cuda:
+            self._peaks.mark(phase)
 
     @contextmanager
     def reference(self, outputs: Callable[[], Any] | None = None) -> Iterator[None]:
         """Measure the reference's own peak around one call (resets torch's peak counter, so
         the job peak so far is kept first)."""
         if self.cuda:
-            self._phase_peak = max(self._phase_peak, self._counter())
-            self._peak = self._peak_now()
+            self._peaks.hold()
             before = self.backend.memory_allocated(self.device)
             self.backend.reset_peak_memory(self.device)
         if self.resident is not None:
