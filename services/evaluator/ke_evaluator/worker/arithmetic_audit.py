@@ -304,20 +304,32 @@ def _multiset_hash(pieces: Any) -> tuple[int, int, int]:
     return n, h1, h2
 
 
+def _scan(pieces: Any, at: torch.Tensor | None,
+          dev: torch.device) -> tuple[torch.Tensor | None, int, float, float]:
+    """One pass over the pieces: how many values lie below each of ``at`` (``[j]``: below
+    ``at[j]``; None without ``at``), the NaN count, and the smallest and largest other value
+    (inf, -inf when there is none)."""
+    counts = torch.zeros(at.numel() + 1, dtype=torch.int64, device=dev) if at is not None else None
+    nans, lo, hi = 0, math.inf, -math.inf
+    for x in pieces:
+        x = x.double()
+        nan = torch.isnan(x)
+        nans += int(nan.sum())
+        x = x[~nan]
+        if x.numel():
+            lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
+            if counts is not None and at is not None:
+                counts += torch.bincount(torch.bucketize(x, at, right=False), minlength=at.numel() + 1)
+    return (counts.cumsum(0)[:-1] if counts is not None else None), nans, lo, hi
+
+
 def _counts_refute(written: Any, source: Any, dtype: torch.dtype, dev: torch.device) -> bool:
     """True when the written values cannot be within ``NEAR_ULPS`` ulps (of the source's
     scale) of the source's values after sorting both: their NaN counts, extremes or counts
     below one of ``THRESHOLDS`` thresholds disagree by more than the tolerance allows.
     Necessary conditions of ``_near(sort(a), sort(b))``, read in pieces; False: undecided."""
-    lo, hi, scale, nan_b = math.inf, -math.inf, 0.0, 0
-    for x in source():
-        x = x.double()
-        nan = torch.isnan(x)
-        nan_b += int(nan.sum())
-        x = x[~nan]
-        if x.numel():
-            lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
-            scale = max(scale, float(x.abs().max()))
+    _, nan_b, lo, hi = _scan(source(), None, dev)
+    scale = max(abs(lo), abs(hi)) if hi >= lo else 0.0  # the largest magnitude
     if not math.isfinite(scale):
         return False  # an infinite source: only equality decides (the sort)
     tol = NEAR_ULPS * torch.finfo(dtype).eps * scale if dtype.is_floating_point else 0.0
@@ -327,17 +339,9 @@ def _counts_refute(written: Any, source: Any, dtype: torch.dtype, dev: torch.dev
         edges = torch.linspace(lo, hi, THRESHOLDS, dtype=torch.float64, device=dev)
 
     def below(pieces: Any, at: torch.Tensor) -> tuple[torch.Tensor, int, float, float]:
-        counts = torch.zeros(at.numel() + 1, dtype=torch.int64, device=dev)
-        nans, a_lo, a_hi = 0, math.inf, -math.inf
-        for x in pieces:
-            x = x.double()
-            nan = torch.isnan(x)
-            nans += int(nan.sum())
-            x = x[~nan]
-            if x.numel():
-                a_lo, a_hi = min(a_lo, float(x.min())), max(a_hi, float(x.max()))
-                counts += torch.bincount(torch.bucketize(x, at, right=False), minlength=at.numel() + 1)
-        return counts.cumsum(0)[:-1], nans, a_lo, a_hi  # [j]: how many are below at[j]
+        counts, nans, a_lo, a_hi = _scan(pieces, at, dev)
+        assert counts is not None
+        return counts, nans, a_lo, a_hi
 
     wa, nan_a, a_lo, a_hi = below(written(), edges)
     if nan_a != nan_b:
