@@ -25,6 +25,7 @@ import torch
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit import grid as grid_module
+from ke_synthesizer.offline.families.impl_policy import ImplPolicy
 from kernelevolve.ports.synthesis import ProposalRequest
 
 from .conftest import example_source, lower_example
@@ -121,7 +122,6 @@ MULTI_AXIS = ["bmm_scale", "matmul_4d", "einsum_attention_scores", "attention_pl
 ONE_AXIS = ["matmul_broadcast", "relu_scale_add", "glu_sigmoid", "tanh_row_broadcast", "layernorm", "argmax_rows",
             "col_mean", "log_softmax_mid", "cumsum_rows", "std_cols", "maxpool2d_relu", "avgpool3d_padded",
             "model_cnn_head"]
-TRITON_CONVS = {"model_cnn_head"}
 # convnd forms past the seeds'. Two or three grid axes (folded): the plain GEMM (row tiles,
 # column tiles, groups x SPLIT_K; taps reduction, channels-last, split-K), the transposed
 # gather GEMM, the direct phase form (lanes, phases). The transposed convolutions' default,
@@ -165,13 +165,20 @@ def test_folded_grids_correct_in_the_interpreter(synth: OfflineSynthesizer) -> N
     _run(jobs)
 
 
-def test_int64_offsets_correct_in_the_interpreter(synth: OfflineSynthesizer, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="module")
+def triton_synth() -> OfflineSynthesizer:
+    """Every convolution starts in Triton, also in a model of several (where the seed policy
+    would start them in the library): the int64 cases test our kernels."""
+    return OfflineSynthesizer(policy=ImplPolicy(library_when_several=frozenset()))
+
+
+def test_int64_offsets_correct_in_the_interpreter(triton_synth: OfflineSynthesizer,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Threshold 0: every kernel computes its offsets in int64; persistent and split forms
     (loops over int64 tiles, a second grid axis) too."""
+    synth = triton_synth
     monkeypatch.setattr(grid_module, "INT64_NUMEL", 0)
-    # a model of several convolutions seeds them as library calls: these cases test our kernels
-    cases: list[tuple[str, dict[str, str]]] = [(name, {"impl_conv": "triton"} if name in TRITON_CONVS else {})
-                                               for name in MULTI_AXIS + ONE_AXIS]
+    cases: list[tuple[str, dict[str, str]]] = [(name, {}) for name in MULTI_AXIS + ONE_AXIS]
     cases += [("relu_scale_add", {"g0.programs": "128"}), ("layernorm", {"g0.programs": "128"}),
               ("softmax_rows", {"g0.strategy": "split"}), ("row_sum", {"g0.strategy": "looped"}),
               ("matmul_4d", {"g0.SPLIT_K": "2"}), ("mm_plain", {"g0.SPLIT_K": "2"}),
