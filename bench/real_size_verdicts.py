@@ -126,7 +126,8 @@ def _row(judge: Any, prep: dict[str, Any], sampler: DeviceMemorySampler, t_start
     return row
 
 
-def run(names: list[str], out: Path, device: str, parallel: int, jobs: int, trials: int) -> dict[str, Any]:
+def run(names: list[str], out: Path, device: str, parallel: int, jobs: int, trials: int,
+        run_timeout_s: float | None = None) -> dict[str, Any]:
     from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 
     t0, t_start = time.perf_counter(), time.monotonic()
@@ -151,6 +152,9 @@ def run(names: list[str], out: Path, device: str, parallel: int, jobs: int, tria
     hardware = "cuda" if device == "cuda" else "cpu"
     # Full correctness protocol; few timing trials: the speedup here is only indicative.
     opts = EvalOptions(device=device, timing=TimingOptions(max_trials=trials), parallel_workers=parallel)
+    if run_timeout_s:
+        opts.run_timeout_s = run_timeout_s
+    result["limits_s"] = {"compile": opts.compile_timeout_s, "run": opts.run_timeout_s}
 
     def done(fut: Future[dict[str, Any]], name: str) -> None:
         exc = fut.exception()
@@ -180,10 +184,12 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=8, help="judge workers sharing the GPU")
     ap.add_argument("--jobs", type=int, default=2, help="host processes lowering seeds (each holds a spec's inputs)")
     ap.add_argument("--trials", type=int, default=30, help="timing trials at most per verdict")
+    ap.add_argument("--run-timeout-s", type=float, default=None,
+                    help="the judge's run-phase limit (default: the product's); recorded in the result")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a smoke run of this script")
     args = ap.parse_args()
     names = common.large_names(args.specs)
-    result = run(names, args.out, args.device, args.parallel, args.jobs, args.trials)
+    result = run(names, args.out, args.device, args.parallel, args.jobs, args.trials, args.run_timeout_s)
     print(f"statuses {result['statuses']} over {len(result['rows'])} specs in {result['seconds']:.0f}s; "
           f"{result['fingerprint']}")
 

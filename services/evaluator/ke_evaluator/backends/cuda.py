@@ -106,6 +106,12 @@ class CudaBackend(DeviceBackend):
         fp["compute_capability"] = f"{props.major}.{props.minor}"
         fp["device_memory_gb"] = f"{props.total_memory / 2**30:.1f}"
         fp["driver"] = self._driver()
+        # Which physical card judged: on a host of several GPUs each worker sees its own as
+        # device 0, so only the UUID tells two verdicts' GPUs apart (no evaluation on a GPU
+        # that another evaluator holds is checked from these).
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            fp["device_uuid"] = str(uuid)
         return fp
 
     def _toolkit(self) -> dict[str, str]:

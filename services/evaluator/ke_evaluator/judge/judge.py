@@ -358,7 +358,8 @@ class Judge:
                 v.fingerprint = dict(self.fingerprint)
             if v.interpreted and not any("interpreter" in w for w in v.warnings):
                 v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
-            v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs, "slot": slot.index}
+            v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs, "slot": slot.index,
+                                   "gpu": self._gpu_of(slot.index)}
             if ticket is not None:
                 self._note_memory(v, reply, fp_key, ticket, first)
                 adm = self.admission(slot.index)

@@ -208,7 +208,11 @@ class WorkerProcess:
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            return "pipe closed but the process is still running"
+            # Seen on an H100 with a 1.64e9-element convolution: the worker's pipe closed and the
+            # process did not end within 5 s (a device fault's teardown can be slow). Its log
+            # is the only account of what happened, so it goes into the verdict either way.
+            tail = self.log_tail()
+            return "pipe closed but the process is still running" + (f"; log tail:\n{tail[-800:]}" if tail else "")
         tail = self.log_tail()
         if code < 0:
             sig = _signal_name(-code)
