@@ -1,6 +1,6 @@
 """Several GPUs of one host: the same fixed set of candidates judged with the evaluator's
 workers pinned one per GPU, on 1, 2, ... GPUs, through the product's own configuration
-(``EvaluatorSettings.gpus`` as ``KE_EVALUATOR_GPUS`` sets it, ``app.host_gpus`` and
+(``EvaluatorSettings.gpus`` as ``KE_EVALUATOR_GPUS`` sets it, ``host_gpus`` and
 ``options_from_settings``, exactly as the evaluator service builds its Judge).
 
     python bench/multi_gpu.py --out DIR [--counts 1,2] [--specs a,b] [--per-spec 8] [--workers-per-gpu 4]
@@ -46,8 +46,8 @@ def timing_clashes(holds: list[tuple[str, str, str, float, float]]) -> list[dict
 
 
 def judge_all(cands: list[dict[str, str]], gpus: str, per_gpu: int) -> dict[str, Any]:
-    from ke_evaluator.app import host_gpus
     from ke_evaluator.judge import EvalJob, Judge, options_from_settings
+    from ke_evaluator.judge.options import host_gpus
     from kernelevolve.config import EvaluatorSettings
 
     settings = EvaluatorSettings(hardware_kind="nvidia", gpus=gpus)

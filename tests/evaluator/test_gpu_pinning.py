@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ke_evaluator.app import host_gpus
 from ke_evaluator.judge import EvalOptions, Judge
 from ke_evaluator.judge import judge as judge_module
 from ke_evaluator.judge.gpus import pin_workers, select_gpus, visible_gpus
+from ke_evaluator.judge.options import host_gpus
 from ke_evaluator.judge.worker_environment import child_environment
 from kernelevolve.config import EvaluatorSettings
 from kernelevolve.errors import InvalidArgumentError

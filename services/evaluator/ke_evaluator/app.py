@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from contextlib import AsyncExitStack
 from typing import Any
 
-from ke_evaluator.backends import get_backend
 from ke_evaluator.grpc_server import EvaluatorServicer
 from ke_evaluator.judge import Judge, options_from_settings, resolve_hardware_kind
-from ke_evaluator.judge.gpus import select_gpus, visible_gpus
-from ke_evaluator.judge.options import device_of_kind
+from ke_evaluator.judge.options import host_gpus
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.config import EvaluatorSettings, Settings
@@ -20,18 +17,6 @@ from kernelevolve.ports.judge import JudgePort
 from kernelevolve.runtime import ServiceHandle, connect_bus
 from kernelevolve.store import store_from_settings
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
-
-
-def host_gpus(settings: EvaluatorSettings, hardware_kind: str) -> tuple[str, ...]:
-    """The GPUs this evaluator pins its workers to (``evaluator.gpus``); none on CPU."""
-    name = device_of_kind(hardware_kind)
-    if not settings.gpus or name in ("auto", "cpu"):
-        return ()
-    backend = get_backend(name)
-    if not backend.accelerated:
-        return ()
-    visible = visible_gpus(backend.visible_devices(os.environ), backend.device_count())
-    return tuple(select_gpus(settings.gpus, visible))
 
 
 def make_judge(settings: EvaluatorSettings, hardware_kind: str, stack: AsyncExitStack) -> JudgePort:

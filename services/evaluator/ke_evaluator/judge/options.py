@@ -29,9 +29,10 @@ from kernelevolve.config import (
 from kernelevolve.errors import InvalidArgumentError
 
 from .. import backends
+from .gpus import select_gpus, visible_gpus
 
 __all__ = ["EvalOptions", "ReferenceCacheOptions", "SandboxOptions", "TimingOptions", "WorkerPoolOptions",
-           "options_from_settings", "resolve_device", "resolve_hardware_kind"]
+           "host_gpus", "options_from_settings", "resolve_device", "resolve_hardware_kind"]
 
 
 @dataclass
@@ -172,3 +173,17 @@ def resolve_device(device: str) -> str:
     if not backends.get_backend(device).available():
         raise InvalidArgumentError(f"EvalOptions.device={device!r} but no such device is available")
     return device
+
+
+def host_gpus(settings: EvaluatorSettings, hardware_kind: str) -> tuple[str, ...]:
+    """The GPUs this evaluator pins its workers to (``evaluator.gpus``); none on CPU. Here, not in
+    the service's composition root, so that a benchmark builds its Judge as the service does
+    without the service's gRPC stack."""
+    name = device_of_kind(hardware_kind)
+    if not settings.gpus or name in ("auto", "cpu"):
+        return ()
+    backend = backends.get_backend(name)
+    if not backend.accelerated:
+        return ()
+    visible = visible_gpus(backend.visible_devices(os.environ), backend.device_count())
+    return tuple(select_gpus(settings.gpus, visible))
