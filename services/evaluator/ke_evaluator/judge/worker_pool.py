@@ -107,6 +107,8 @@ def _signal_name(code: int) -> str:
 class WorkerProcess:
     """One sandboxed child process and its pipes."""
 
+    exit_wait_s = 5.0  # how long a worker whose pipe closed gets to exit before we describe it
+
     def __init__(self, root: str, device: str, opts: EvalOptions, lock_dir: str = "") -> None:
         self.device = device
         self.opts = opts
@@ -206,7 +208,7 @@ class WorkerProcess:
 
     def _exit_description(self) -> str:
         try:
-            code = self.proc.wait(timeout=5)
+            code = self.proc.wait(timeout=self.exit_wait_s)
         except subprocess.TimeoutExpired:
             # Seen on an H100 with a 1.64e9-element convolution: the worker's pipe closed and the
             # process did not end within 5 s (a device fault's teardown can be slow). Its log
