@@ -201,6 +201,7 @@ _EXAMPLES = {
     "model_lstm_classifier": (EXAMPLES_DIR / "model_lstm_classifier.py").read_text(),
     "model_gru_encoder": (EXAMPLES_DIR / "model_gru_encoder.py").read_text(),
     "model_rnn_tanh": (EXAMPLES_DIR / "model_rnn_tanh.py").read_text(),
+    "model_lstm_decoder_state": (EXAMPLES_DIR / "model_lstm_decoder_state.py").read_text(),
     "lstm_bidirectional": _large("lstm_bidirectional", batch_size=3, sequence_length=4, input_size=7,
                                  hidden_size=20, num_layers=2, output_size=5),
     "gru_time_major": _large("gru_time_major", SEQ_LEN=4, BATCH=3, IN_FEATURES=7, HIDDEN=20, LAYERS=2),
