@@ -8,10 +8,16 @@ by the genome from a parent to its children."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+import triton
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
@@ -231,3 +237,52 @@ def test_the_large_examples_hidden_sizes_keep_the_per_step_loop(name: str, sizes
     assert "g0.persistent" not in dict(synth.space(src, name))
     source, _, _ = synth.lower(synth.captured(src, name), ON)
     assert "for step in range(T):" in source
+
+
+_PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+# compiles candidates' persistent kernels for sm_90 (argv: file, kernel, element type, ...) and
+# prints each cubin's size and its PTX's barriers; run without TRITON_INTERPRET, so that
+# @triton.jit makes compiled kernels rather than the interpreter's
+_AOT = """
+import importlib.util, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+args = sys.argv[1:]
+blocks = {"HAS_BIAS": True, "BLOCK_B": 16, "BLOCK_H": 32, "BLOCK_K": 32}
+for i in range(0, len(args), 3):
+    path, name, dtype = args[i:i + 3]
+    spec = importlib.util.spec_from_file_location(f"candidate_aot_{i}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = getattr(module, name)
+    signature = {a: "constexpr" if a in blocks else "*fp32" if a == "xp_ptr" else "*" + dtype
+                 if a.endswith("_ptr") else "i32" for a in kernel.arg_names}
+    constexprs = {(kernel.arg_names.index(a),): v for a, v in blocks.items()}
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    print(json.dumps({"cubin": len(compiled.asm["cubin"]), "barriers": compiled.asm["ptx"].count("bar.sync")}))
+"""
+
+
+@pytest.mark.skipif(not _PTXAS.exists(), reason="triton's NVIDIA backend (ptxas) is not installed")
+def test_the_persistent_kernels_compile_for_an_h100(tmp_path: Path) -> None:
+    """The interpreter runs a kernel as NumPy and accepts what the compiler would not (a
+    loop-carried pointer whose type changes, a barrier inside loops): compile the LSTM,
+    GRU (fp16) and RNN persistent kernels ahead of time for sm_90 down to cubins, no GPU
+    needed, in one subprocess."""
+    synth = OfflineSynthesizer()
+    args = []
+    for cls, dtype in (("LSTM", "fp32"), ("GRU", "fp16"), ("RNN", "fp32")):
+        source, _, _ = synth.lower(synth.captured(_spec(cls, True, 2, 20, 5, ", bidirectional=True", in_f=7), cls),
+                                   ON)
+        path = tmp_path / f"candidate_{cls}.py"
+        path.write_text(source)
+        (name,) = re.findall(r"^def (rnn_\w+_seq)\(", source, re.MULTILINE)
+        args += [str(path), name, dtype]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _AOT, *args], capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outs = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert len(outs) == 3 and all(o["cubin"] > 0 and o["barriers"] >= 1 for o in outs), outs
