@@ -60,7 +60,7 @@ def persistent_fits(extra: dict[str, Any]) -> bool:
 
 
 def _gate_lines(mode: str) -> list[str]:
-    """The step kernel's gate math on fp32 tiles: ``a<g>`` hidden projections (with
+    """The gate math of a tile (step and persistent kernels) on fp32 values: ``a<g>`` hidden projections (with
     ``b_hh``), ``x<g>`` input projections (with ``b_ih``), ``hp`` the previous state's tile,
     ``cp`` an LSTM's previous cell state; sets ``h`` (and ``c``)."""
     if mode == "lstm":  # gates i, f, g, o
@@ -306,12 +306,13 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
 
 
 class RecurrentFamily(KernelFamily):
-    """nn.LSTM / nn.GRU / nn.RNN modules: a loop over time launching the same kernels."""
+    """nn.LSTM / nn.GRU / nn.RNN modules: a loop over time launching the same kernels, or
+    (``persistent``) one launch per layer looping over time inside the kernel."""
 
     kind = "recurrent"
     tuple_outputs = True
     knobs = {
-        "BLOCK_H": ("32", "16", "64"),  # hidden units per program of the step kernel
+        "BLOCK_H": ("32", "16", "64"),  # hidden units per program (step kernel) or per tile (persistent)
         "BLOCK_K": ("32", "64", "16"),  # the step's reduction chunk over the previous h
         "num_warps": ("4", "2", "8"),
         "precision": ("tf32x3", "ieee", "tf32"),
