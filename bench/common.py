@@ -157,6 +157,37 @@ def contestants(spec_source: str, sources: dict[str, str], device: str,
     return ref, models, inputs
 
 
+def against_eager(spec_source: str, sources: dict[str, str], device: str, prefix: str) -> dict[str, Any]:
+    """Each candidate's largest error against the reference (after one call first: a
+    CUDA-graph candidate captures on it) and, on CUDA, the device, host enqueue and per-call
+    median times of eager, torch.compile and every candidate timed side by side
+    (``<label>_device_ms``, ``_host_ms``, ``_per_call_ms``); ``timed`` says whether they were."""
+    import torch
+
+    ref, models, inputs = contestants(spec_source, sources, device, prefix)
+    out: dict[str, Any] = {}
+    with torch.no_grad():
+        expected = ref(*inputs)
+        for label, new in models.items():
+            new(*inputs)
+            out[f"{label}_max_abs_error"] = max_error(new(*inputs), expected)
+        if device != "cuda":
+            out["timed"] = False
+            return out
+        summaries, info = time_side_by_side({"eager": lambda xs: ref(*xs),
+                                             **{label: (lambda xs, m=m: m(*xs)) for label, m in models.items()}},
+                                            inputs, compile_ref=ref)
+        if "compile_error" in info:
+            out["compile_error"] = info["compile_error"]
+        for label, summary in summaries.items():
+            out[f"{label}_device_ms"] = summary["device_median_ms"]
+            out[f"{label}_host_ms"] = summary["host_median_ms"]
+            out[f"{label}_per_call_ms"] = summary["per_call_median_ms"]
+        out["timed"] = True
+    torch._dynamo.reset()
+    return out
+
+
 def max_error(got: Any, expected: Any) -> float:
     """Largest absolute difference over tensors and (nested) tuples / lists of them; NaN
     for anything else."""

@@ -21,14 +21,12 @@ import traceback
 from typing import Any
 
 from common import (
-    contestants,
+    against_eager,
     example_names,
     example_path,
     fingerprint,
     gpu_variant,
     interpreter_without_cuda,
-    max_error,
-    time_side_by_side,
     whole_model_arguments,
     write_json,
 )
@@ -40,37 +38,6 @@ DEFAULT_SPECS = (
     "model_lstm_classifier", "model_lstm_unrolled", "model_mlp_layer_list", "model_rnn_tanh",
     "model_width_branch", "resnet_make_layer", "vgg_small", "gpt_block_tril", "sequential_loop",
 )
-
-
-def _caller(model: Any) -> Any:
-    return lambda xs: model(*xs)
-
-
-def measure(spec_source: str, sources: dict[str, str], device: str) -> dict[str, Any]:
-    import torch
-
-    ref, models, inputs = contestants(spec_source, sources, device, "cg")
-    out: dict[str, Any] = {}
-    with torch.no_grad():
-        expected = ref(*inputs)
-        for label, new in models.items():
-            new(*inputs)  # the graph variant captures on its first call
-            out[f"{label}_max_abs_error"] = max_error(new(*inputs), expected)
-        if device != "cuda":
-            out["timed"] = False
-            return out
-        summaries, info = time_side_by_side({"eager": lambda xs: ref(*xs),
-                                             **{label: _caller(m) for label, m in models.items()}},
-                                            inputs, compile_ref=ref)
-        if "compile_error" in info:
-            out["compile_error"] = info["compile_error"]
-        for label, summary in summaries.items():
-            out[f"{label}_device_ms"] = summary["device_median_ms"]
-            out[f"{label}_host_ms"] = summary["host_median_ms"]
-            out[f"{label}_per_call_ms"] = summary["per_call_median_ms"]
-        out["timed"] = True
-    torch._dynamo.reset()
-    return out
 
 
 def main() -> None:
@@ -100,7 +67,7 @@ def main() -> None:
                 rows.append(row)
                 print(f"{name:28s} {row['note']}", flush=True)
                 continue
-            row.update(measure(source, {"graph_off": off_src, "graph_on": on_src}, device))
+            row.update(against_eager(source, {"graph_off": off_src, "graph_on": on_src}, device, "cg"))
             if row.get("timed"):
                 print(f"{name:28s} kernels {row['kernels']:3d}  per call: eager {row['eager_per_call_ms']:.3f} ms  "
                       f"off {row['graph_off_per_call_ms']:.3f}  on {row['graph_on_per_call_ms']:.3f}  "

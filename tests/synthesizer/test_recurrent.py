@@ -66,8 +66,7 @@ CASES = [
 ]
 
 
-def _spec(cls: str, bf: bool, layers: int, hidden: int, steps: int, extra: str, batch: int = 3) -> str:
-    in_f = 6
+def _spec(cls: str, bf: bool, layers: int, hidden: int, steps: int, extra: str, batch: int = 3, in_f: int = 6) -> str:
     extra, _, variant = extra.partition("|")
     dirs = 2 if "bidirectional" in extra else 1
     shape = f"{steps}, {in_f}" if variant == "unbatched" else f"{batch}, {steps}, {in_f}" if bf else \

@@ -13,7 +13,13 @@ only its own tile of it). The previous step's ``h`` is read from the layer outpu
 program overwrites what another still reads. The capture keeps such a module as one graph
 node (frontend/recurrent.py), so neither the capture, the kernel count nor the candidate's
 source depends on the sequence length.
-"""
+
+The ``persistent`` knob replaces the per-step launches by ONE launch per layer (both
+directions, grid axis 1): each program owns BLOCK_B rows of the batch and every hidden
+unit and loops over time inside the kernel, running the same tile code for each
+[BLOCK_B, BLOCK_H] tile of a step; a barrier among the program's threads orders one step's
+stores of ``h`` before the next step's loads, and no grid-wide synchronisation is needed
+because no other program reads those rows. Offered only under PERSISTENT_MAX_WEIGHTS."""
 
 from __future__ import annotations
 
@@ -35,10 +41,26 @@ from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 # input projection tiles: rows (time steps x batch) x gate columns x K
 _PROJ_BLOCKS = (64, 64, 32)
+# Capacity rule of the persistent kernel: a layer's W_hh (gates x H x H elements per
+# direction) at most this many elements: an LSTM up to hidden 256, a GRU up to 295, a
+# tanh / relu RNN up to 512. A program's registers hold BLOCK_B x BLOCK_H per gate and
+# h_prev is re-read from the layer output, so no register or scratch size grows with H;
+# what grows is one program's serial work per step: all of W_hh streamed from L2 (it stays
+# there) and gates x H x H multiply-adds per row. At the bound that is 1 MiB of fp32 per
+# step, about 10 us for one SM at an estimated 64 bytes per clock from L2 (not yet
+# measured), still under the one launch per step the per-step loop pays instead (15-25 us
+# of Python each, bench/RESULTS.md), which spreads a step over H / BLOCK_H programs. Past
+# the bound the per-step loop is kept and the knob not offered.
+PERSISTENT_MAX_WEIGHTS = 1 << 18
+
+
+def persistent_fits(extra: dict[str, Any]) -> bool:
+    """Whether a recurrent layer (the recogniser's ``extra``) may run persistent."""
+    return _GATES[extra["mode"]] * extra["hidden"] ** 2 <= PERSISTENT_MAX_WEIGHTS
 
 
 def _gate_lines(mode: str) -> list[str]:
-    """The step kernel's gate math on fp32 tiles: ``a<g>`` hidden projections (with
+    """The gate math of a tile (step and persistent kernels) on fp32 values: ``a<g>`` hidden projections (with
     ``b_hh``), ``x<g>`` input projections (with ``b_ih``), ``hp`` the previous state's tile,
     ``cp`` an LSTM's previous cell state; sets ``h`` (and ``c``)."""
     if mode == "lstm":  # gates i, f, g, o
@@ -52,8 +74,7 @@ def _gate_lines(mode: str) -> list[str]:
     return ["    h = _tanh(x0 + a0)"]
 
 
-def _kernels(name: str, mode: str, precision: str) -> str:
-    gates = _GATES[mode]
+def _kernels(name: str, mode: str, precision: str, persistent: bool) -> str:
     prec, notes = dot_precision(precision)
     dot = f'tl.dot({{}}, {{}}, input_precision="{prec}")'
     proj = [
@@ -79,18 +100,13 @@ def _kernels(name: str, mode: str, precision: str) -> str:
         "        acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]",
         "    tl.store(c_ptr + rm[:, None] * ldc + col0 + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))",
     ]
-    accs = [f"    acc{g} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)" for g in range(gates)]
-    loads = [f"        w{g} = tl.load(w_ptr + ({g} * H + rj[None, :]) * H + kk[:, None], mask=wmask, other=0.0)"
-             ".to(tl.float32)" for g in range(gates)]
-    adds = [f"        acc{g} += {dot.format('hk', f'w{g}')}" for g in range(gates)]
-    fin: list[str] = []
-    for g in range(gates):
-        fin += [f"    a{g} = acc{g}",
-                "    if HAS_BIAS:",
-                f"        a{g} += tl.load(bh_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)[None, :]",
-                f"    x{g} = tl.load(xp_ptr + xrow[:, None] * xld + d * {gates} * H + {g} * H + rj[None, :],"
-                " mask=tile, other=0.0)"]
-    step = [
+    second = (_persistent_kernel if persistent else _step_kernel)(name, mode, dot, notes)
+    return "\n".join(proj) + "\n\n\n" + "\n".join(second) + "\n"
+
+
+def _step_kernel(name: str, mode: str, dot: str, notes: list[str]) -> list[str]:
+    """One time step of one layer, both directions, in one launch (the per-step loop)."""
+    return [
         "@triton.jit",
         f"def {name}_step(xp_ptr, hp_ptr, out_ptr, hn_ptr, c_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr,",
         "               step, T, B, H, xrt, xrb, xld, ost, osb, hp_off, hp_st, hp_ds, hp_sb, s_off,",
@@ -106,17 +122,39 @@ def _kernels(name: str, mode: str, precision: str) -> str:
         "    rk = tl.arange(0, BLOCK_K)",
         "    tile = (rb[:, None] < B) & (rj[None, :] < H)",
         "    t = (step + d * (T - 1 - 2 * step)).to(tl.int64)  # the reverse direction walks backwards",
-        "    if d == 0:",
-        "        w_ptr = w0_ptr",
-        "        bh_ptr = b0_ptr",
-        "    else:",
-        "        w_ptr = w1_ptr",
-        "        bh_ptr = b1_ptr",
+        *_direction_lines(),
         "    hp = hp_ptr + hp_off + (t - 1 + 2 * d) * hp_st + d * hp_ds",
+        *_tile_lines(mode, dot, "hp + rb[:, None] * hp_sb", "tile"),
+    ]
+
+
+def _direction_lines() -> list[str]:
+    return ["    if d == 0:", "        w_ptr = w0_ptr", "        bh_ptr = b0_ptr", "    else:",
+            "        w_ptr = w1_ptr", "        bh_ptr = b1_ptr"]
+
+
+def _tile_lines(mode: str, dot: str, h_rows: str, hn_mask: str) -> list[str]:
+    """One [BLOCK_B, BLOCK_H] tile of the new state (rows ``rb``, hidden units ``rj``, mask
+    ``tile``, time step ``t``, direction ``d``) at a kernel body's depth: ``h_rows`` addresses
+    h_prev's rows as a [BLOCK_B, 1] pointer block, ``hn_mask`` guards the store to h_n. The
+    step kernel's whole body; the persistent kernel runs it inside its loops."""
+    gates = _GATES[mode]
+    accs = [f"    acc{g} = tl.zeros([BLOCK_B, BLOCK_H], dtype=tl.float32)" for g in range(gates)]
+    loads = [f"        w{g} = tl.load(w_ptr + ({g} * H + rj[None, :]) * H + kk[:, None], mask=wmask, other=0.0)"
+             ".to(tl.float32)" for g in range(gates)]
+    adds = [f"        acc{g} += {dot.format('hk', f'w{g}')}" for g in range(gates)]
+    fin: list[str] = []
+    for g in range(gates):
+        fin += [f"    a{g} = acc{g}",
+                "    if HAS_BIAS:",
+                f"        a{g} += tl.load(bh_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)[None, :]",
+                f"    x{g} = tl.load(xp_ptr + xrow[:, None] * xld + d * {gates} * H + {g} * H + rj[None, :],"
+                " mask=tile, other=0.0)"]
+    body = [
         *accs,
         "    for k0 in range(0, H, BLOCK_K):",
         "        kk = k0 + rk",
-        "        hk = tl.load(hp + rb[:, None] * hp_sb + kk[None, :], mask=(rb[:, None] < B) & (kk[None, :] < H),",
+        f"        hk = tl.load({h_rows} + kk[None, :], mask=(rb[:, None] < B) & (kk[None, :] < H),",
         "                     other=0.0).to(tl.float32)",
         "        wmask = (rj[None, :] < H) & (kk[:, None] < H)",
         *loads,
@@ -126,19 +164,63 @@ def _kernels(name: str, mode: str, precision: str) -> str:
     ]
     state = "s_off + d * B * H + rb[:, None] * H + rj[None, :]"
     if mode == "gru":
-        step.append("    hp = tl.load(hp + rb[:, None] * hp_sb + rj[None, :], mask=tile, other=0.0).to(tl.float32)")
+        body.append(f"    hp = tl.load({h_rows} + rj[None, :], mask=tile, other=0.0).to(tl.float32)")
     if mode == "lstm":
-        step.append(f"    cp = tl.load(c_ptr + {state}, mask=tile, other=0.0).to(tl.float32)")
-    step += _gate_lines(mode)
+        body.append(f"    cp = tl.load(c_ptr + {state}, mask=tile, other=0.0).to(tl.float32)")
+    body += _gate_lines(mode)
     if mode == "lstm":
-        step.append(f"    tl.store(c_ptr + {state}, c.to(c_ptr.dtype.element_ty), mask=tile)")
-    step += ["    tl.store(out_ptr + t * ost + rb[:, None] * osb + d * H + rj[None, :],"
+        body.append(f"    tl.store(c_ptr + {state}, c.to(c_ptr.dtype.element_ty), mask=tile)")
+    body += ["    tl.store(out_ptr + t * ost + rb[:, None] * osb + d * H + rj[None, :],"
              " h.to(out_ptr.dtype.element_ty), mask=tile)",
-             f"    tl.store(hn_ptr + {state}, h.to(hn_ptr.dtype.element_ty), mask=tile)"]
-    return "\n".join(proj) + "\n\n\n" + "\n".join(step) + "\n"
+             f"    tl.store(hn_ptr + {state}, h.to(hn_ptr.dtype.element_ty), mask={hn_mask})"]
+    return body
 
 
-def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, int], warps: int) -> str:
+def _persistent_kernel(name: str, mode: str, dot: str, notes: list[str]) -> list[str]:
+    """Every time step of one layer in one launch (the ``persistent`` knob): a program owns
+    BLOCK_B rows of the batch and all hidden units and loops over time itself."""
+    return [
+        "@triton.jit",
+        f"def {name}_seq(xp_ptr, h0_ptr, out_ptr, hn_ptr, c_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr,",
+        "               T, B, H, xrt, xrb, xld, ost, osb, s_off,",
+        "               HAS_BIAS: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):",
+        f"    # Every time step of one layer, both directions ({mode}), in one launch: a program owns",
+        "    # BLOCK_B rows of the batch and every hidden unit and walks the steps itself (the reverse",
+        "    # direction backwards). Per step and [BLOCK_B, BLOCK_H] tile of the new state: h_prev @",
+        "    # W_hh^T per gate (W_hh streamed in tiles; it stays in L2), b_hh, the step's input",
+        "    # projection (xp, fp32, b_ih added) and the gates; h goes to the layer output, which is",
+        "    # the next step's h_prev, and at the last step to h_n; c in place. Only this program",
+        "    # reads its rows, so a barrier among its own threads orders one step's stores before the",
+        "    # next step's loads: no grid-wide synchronisation.",
+        *(f"    {n}" for n in notes),
+        "    d = tl.program_id(1)",
+        "    rb = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # offsets may pass 2**31",
+        "    rk = tl.arange(0, BLOCK_K)",
+        *_direction_lines(),
+        "    hrow = h0_ptr + s_off + d * B * H + rb * H  # h_prev's rows: h0, then the previous step's output",
+        "    for step in range(0, T):",
+        "        t = (step + d * (T - 1 - 2 * step)).to(tl.int64)",
+        "        last = step == T - 1",
+        "        for j0 in range(0, H, BLOCK_H):",
+        "            rj = j0 + tl.arange(0, BLOCK_H)",
+        "            tile = (rb[:, None] < B) & (rj[None, :] < H)",
+        *("        " + ln for ln in _tile_lines(mode, dot, "hrow[:, None]", "tile & last")),
+        "        tl.debug_barrier()  # this step's h, stored by all of the program's threads, is read next",
+        "        hrow = out_ptr + t * ost + rb * osb + d * H",
+    ]
+
+
+def _persistent_grid(dirs: int) -> list[str]:
+    """The persistent kernel's grid: programs of BLOCK_B batch rows each, per direction."""
+    # Each program does a whole step's h_prev @ W_hh^T for its rows: 16 rows (tl.dot's
+    # smallest M) give the most programs; past about 128 programs (an H100 has 132 SMs)
+    # wider row blocks reuse each W_hh tile for more rows instead.
+    return [f"    bq = min(64, max(16, _pow2((B * {dirs} + 127) // 128)))",
+            f"    grid_q = ((B + bq - 1) // bq, {dirs})"]
+
+
+def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, int], warps: int,
+              persistent: bool) -> str:
     layers, dirs, hidden, bf, bias = e["layers"], e["dirs"], e["hidden"], e["batch_first"], e["bias"]
     gates = _GATES[mode]
     bm, bn, bk = _PROJ_BLOCKS
@@ -147,7 +229,8 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
     lines = [
         f"def launch_{name}(x, hx, mod):",
         f"    # {mode}: {layers} layer(s) x {dirs} direction(s), hidden {hidden}; per layer one input",
-        "    # projection per direction, then one launch per time step for both directions.",
+        "    # projection per direction, then " + ("one launch for every time step and both directions."
+                                                   if persistent else "one launch per time step for both directions."),
         "    # Weights are read from the module on every call (all_weights: a parameter may be replaced).",
         "    unbatched = x.dim() == 2",
         "    bf = not unbatched  # an unbatched sequence is time-major" if bf else "    bf = False",
@@ -174,8 +257,9 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
     lines += [
         f"    xp = torch.empty((rows, {dirs * gates * hidden}), device=x.device, dtype=torch.float32)",
         f"    grid_p = ((rows + {bm - 1}) // {bm}, ({gates * hidden} + {bn - 1}) // {bn})",
-        "    bb = min(64, max(16, _pow2(B)))",
-        f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})",
+        *(_persistent_grid(dirs) if persistent else
+          ["    bb = min(64, max(16, _pow2(B)))",
+           f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})"]),
         "    weights = mod.all_weights",
         "    inp = x.contiguous()",
         "    xrt, xrb = (1, T) if bf else (B, 1)  # row of (time step, batch) in the layer input",
@@ -196,16 +280,25 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
         "        w0, w1 = ws[0][1], ws[-1][1]",
         f"        b0, b1 = {'ws[0][3], ws[-1][3]' if bias else 'w0, w1'}",
         f"        s_off = layer * {dirs} * B * {hidden}",
-        "        for step in range(T):",
-        "            if step == 0:  # h_prev: this layer's h0, then the previous step's output",
-        f"                hp, hp_off, hp_st, hp_ds, hp_sb = h0, s_off, 0, B * {hidden}, {hidden}",
-        "            elif step == 1:",
-        f"                hp, hp_off, hp_st, hp_ds, hp_sb = out, 0, ost, {hidden}, osb",
-        f"            {name}_step[grid_s](xp, hp, out, hn, cn, w0, w1, b0, b1, step, T, B, {hidden}, xrt, xrb,",
-        f"                {dirs * gates * hidden}, ost, osb, hp_off, hp_st, hp_ds, hp_sb, s_off, HAS_BIAS={bias},",
-        f"                BLOCK_B=bb, BLOCK_H={bh}, BLOCK_K={bkk}, num_warps={warps})",
-        "        inp, xrt, xrb = out, B, 1  # the next layer reads this one's output, time-major",
     ]
+    if persistent:
+        lines += [
+            f"        {name}_seq[grid_q](xp, h0, out, hn, cn, w0, w1, b0, b1, T, B, {hidden}, xrt, xrb,",
+            f"            {dirs * gates * hidden}, ost, osb, s_off, HAS_BIAS={bias},",
+            f"            BLOCK_B=bq, BLOCK_H={bh}, BLOCK_K={bkk}, num_warps={warps})",
+        ]
+    else:
+        lines += [
+            "        for step in range(T):",
+            "            if step == 0:  # h_prev: this layer's h0, then the previous step's output",
+            f"                hp, hp_off, hp_st, hp_ds, hp_sb = h0, s_off, 0, B * {hidden}, {hidden}",
+            "            elif step == 1:",
+            f"                hp, hp_off, hp_st, hp_ds, hp_sb = out, 0, ost, {hidden}, osb",
+            f"            {name}_step[grid_s](xp, hp, out, hn, cn, w0, w1, b0, b1, step, T, B, {hidden}, xrt, xrb,",
+            f"                {dirs * gates * hidden}, ost, osb, hp_off, hp_st, hp_ds, hp_sb, s_off, HAS_BIAS={bias},",
+            f"                BLOCK_B=bb, BLOCK_H={bh}, BLOCK_K={bkk}, num_warps={warps})",
+        ]
+    lines.append("        inp, xrt, xrb = out, B, 1  # the next layer reads this one's output, time-major")
     ret_h = "(hn.squeeze(1), cn.squeeze(1))" if lstm else "hn.squeeze(1)"
     ret = "(hn, cn)" if lstm else "hn"
     lines += ["    if unbatched:", f"        return out.squeeze(1), {ret_h}", f"    return out, {ret}"]
@@ -213,15 +306,20 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
 
 
 class RecurrentFamily(KernelFamily):
-    """nn.LSTM / nn.GRU / nn.RNN modules: a loop over time launching the same kernels."""
+    """nn.LSTM / nn.GRU / nn.RNN modules: a loop over time launching the same kernels, or
+    (``persistent``) one launch per layer looping over time inside the kernel."""
 
     kind = "recurrent"
     tuple_outputs = True
     knobs = {
-        "BLOCK_H": ("32", "16", "64"),  # hidden units per program of the step kernel
+        "BLOCK_H": ("32", "16", "64"),  # hidden units per program (step kernel) or per tile (persistent)
         "BLOCK_K": ("32", "64", "16"),  # the step's reduction chunk over the previous h
         "num_warps": ("4", "2", "8"),
         "precision": ("tf32x3", "ieee", "tf32"),
+        # on: one launch per layer runs every time step (_persistent_kernel); only where
+        # persistent_fits. Off first: the per-step loop spreads a step over hidden tiles,
+        # which wins where one program's whole step is long; not yet timed on a GPU.
+        "persistent": ("off", "on"),
     }
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
@@ -245,16 +343,23 @@ class RecurrentFamily(KernelFamily):
         allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
         return NormOp("recurrent", {"input": x, "hx": hx}, extra=extra), {"allowed": allowed}
 
+    def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
+        fits = persistent_fits(group.ops[group.members[0]].extra)
+        return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
+                if fits or name != "persistent"]
+
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         e = group.ops[group.members[0]].extra
         mode = e["mode"]
         name = f"rnn_{mode}_{group.gid}"
         blocks = (int(self.value(genome, group, "BLOCK_H")), int(self.value(genome, group, "BLOCK_K")), 0)
         warps = int(self.value(genome, group, "num_warps"))
+        # a genome naming the knob for a layer past the capacity rule keeps the per-step loop
+        persistent = self.value(genome, group, "persistent") == "on" and persistent_fits(e)
         if mode != "rnn_relu":
             emitter.needs("", "_tanh")
-        kernel = _kernels(name, mode, self.value(genome, group, "precision"))
-        return kernel, _launcher(name, mode, e, blocks, warps), f"launch_{name}"
+        kernel = _kernels(name, mode, self.value(genome, group, "precision"), persistent)
+        return kernel, _launcher(name, mode, e, blocks, warps, persistent), f"launch_{name}"
 
     def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
         node = group.members[0]

@@ -1,0 +1,288 @@
+"""The recurrent family's ``persistent`` knob: one launch per layer whose programs each own
+a block of batch rows and every hidden unit and loop over time inside the kernel, instead
+of one launch per time step. Correct against the module in the interpreter (LSTM, GRU,
+tanh / relu RNN; one and two layers and directions; both layouts; initial states given or
+not; odd sizes; hidden sizes spanning several tiles; fp32 and fp16), the same source and
+kernel count at any sequence length, offered only under the capacity rule, and carried
+by the genome from a parent to its children."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import triton
+
+from ke_synthesizer.offline import OfflineSynthesizer
+from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.emit.kernel_sharing import count_kernels
+from ke_synthesizer.offline.families.recurrent.kernel_recurrent import PERSISTENT_MAX_WEIGHTS
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
+
+from .conftest import EXAMPLES_DIR
+from .test_kernel_economy import _large
+from .test_recurrent import _spec
+
+ON = {"g0.persistent": "on"}
+# BLOCK_H = BLOCK_K = 16 under hidden 20: two hidden tiles per step, two K chunks per tile
+TILED = {**ON, "g0.BLOCK_H": "16", "g0.BLOCK_K": "16"}
+
+# (class, batch_first, layers, hidden, steps, extra constructor arguments | variant, batch, genome);
+# the odd sizes: batch 3, hidden 20, 7 input features, 5 steps
+CASES: list[tuple[str, bool, int, int, int, str, int, dict[str, str]]] = [
+    ("LSTM", True, 1, 20, 5, "", 3, ON),
+    ("LSTM", False, 2, 20, 5, ", bidirectional=True|state", 3, TILED),
+    ("LSTM", True, 2, 20, 5, ", bidirectional=True", 3, ON),
+    ("LSTM", True, 2, 20, 5, "|state", 3, TILED),
+    ("LSTM", False, 1, 20, 5, ", bidirectional=True|unbatched", 3, ON),
+    ("GRU", True, 2, 20, 5, ", bidirectional=True", 3, TILED),
+    ("GRU", False, 1, 20, 5, "|state", 3, ON),
+    ("GRU", False, 2, 20, 5, ", bias=False|state", 3, TILED),
+    ("RNN", True, 2, 20, 5, "|state", 3, ON),
+    ("RNN", False, 1, 20, 5, ", bidirectional=True, nonlinearity='relu'", 3, TILED),
+    ("RNN", True, 2, 20, 5, ", nonlinearity='relu', bias=False", 3, ON),
+    # a batch past one program's 16 rows (three programs per direction), a single step
+    ("LSTM", False, 1, 20, 5, ", bidirectional=True", 33, TILED),
+    ("GRU", True, 1, 20, 1, ", bidirectional=True|state", 3, ON),
+    # the tf32x3 default and ieee alike
+    ("LSTM", True, 1, 20, 5, "|state", 3, {**ON, "g0.precision": "ieee"}),
+]
+
+
+def _name(case: tuple[Any, ...]) -> str:
+    cls, bf, layers, hidden, steps, extra, batch, genome = case
+    variant = extra.partition("|")[2]
+    tags = [cls, f"bf{bf}", f"l{layers}", f"b{batch}", f"t{steps}", "bidir" * ("bidirectional" in extra),
+            "relu" * ("relu" in extra), "nobias" * ("bias=False" in extra), variant,
+            "tiled" * (genome.get("g0.BLOCK_H") == "16"), genome.get("g0.precision", "")]
+    return "_".join(t for t in tags if t)
+
+
+def _persistent(source: str) -> bool:
+    """The candidate launches the persistent kernel and no per-step loop."""
+    return "_seq[grid_q](" in source and "for step in range(T)" not in source and "_step" not in source
+
+
+@pytest.fixture(scope="module")
+def checked() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every case lowered with the knob on, checked against the module in one interpreter
+    subprocess (fp32: the checker's 1e-4 tolerance)."""
+    synth = OfflineSynthesizer()
+    sources: dict[str, tuple[str, str]] = {}
+    for case in CASES:
+        cls, bf, layers, hidden, steps, extra, batch, genome = case
+        src = _spec(cls, bf, layers, hidden, steps, extra, batch=batch, in_f=7)
+        source, full, fallback = synth.lower(synth.captured(src, _name(case)), genome)
+        assert not fallback and full["g0.persistent"] == "on", (fallback, full)
+        sources[_name(case)] = (src, source)
+    results = run_in_subprocess([{"id": k, "spec_source": s, "candidate_source": c, "seeds": [1, 2]}
+                                 for k, (s, c) in sources.items()])
+    by_id = {r["id"]: r for r in results}
+    return {k: (c, by_id[k]) for k, (_s, c) in sources.items()}
+
+
+@pytest.mark.parametrize("case", CASES, ids=_name)
+def test_the_persistent_kernel_matches_the_module(case: tuple[Any, ...],
+                                                 checked: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    source, result = checked[_name(case)]
+    assert result["ok"], result
+    assert _persistent(source), source
+    # two kernels: the input projection and the persistent one
+    kernels = re.findall(r"^def (rnn_\w+)\(", source, re.MULTILINE)
+    assert [k.rsplit("_", 1)[-1] for k in kernels] == ["proj", "seq"], kernels
+
+
+_HALF = """
+import torch
+import torch.nn as nn
+
+KE_TOLERANCE = {{"atol": 1e-2, "rtol": 1e-2}}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cls}(7, 20, num_layers=2, batch_first=True{extra}).to(torch.float16)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return out
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 7, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_half_precision_layers_run_persistent_within_the_half_tolerance() -> None:
+    """fp16 weights and inputs: fp32 accumulation and gates in registers, h stored as fp16
+    between steps as the per-step loop does; judged at the spec's fp16 tolerance."""
+    synth = OfflineSynthesizer()
+    jobs = []
+    for cls, extra in (("LSTM", ", bidirectional=True"), ("GRU", ""), ("RNN", ", nonlinearity='relu'")):
+        src = _HALF.format(cls=cls, extra=extra)
+        source, full, fallback = synth.lower(synth.captured(src, f"half_{cls}"), TILED)
+        # operands are cast to fp32 first: tf32x3 stays the default, as in the per-step loop
+        assert _persistent(source) and not fallback and full["g0.precision"] == "tf32x3"
+        jobs.append({"id": cls, "spec_source": src, "candidate_source": source, "seeds": [1, 2]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), results
+
+
+def _launcher(source: str) -> str:
+    return source[source.index("def launch_rnn_"):source.index("class Model")]
+
+
+@pytest.mark.parametrize("cls", ["LSTM", "GRU", "RNN"])
+def test_source_and_kernel_count_do_not_depend_on_the_sequence_length(cls: str) -> None:
+    """The same candidate at 5 and 300 steps; per forward one projection launch per layer and
+    direction and one persistent launch per layer, none inside a loop over time."""
+    synth = OfflineSynthesizer()
+    sources = []
+    for steps in (5, 300):
+        src = _spec(cls, True, 2, 20, steps, ", bidirectional=True", in_f=7)
+        source, _, _ = synth.lower(synth.captured(src, "seq"), ON)
+        sources.append(source)
+    assert sources[0] == sources[1]
+    assert count_kernels(sources[0]) == 3  # the projection, the persistent kernel and _tanh
+    launcher = _launcher(sources[0])
+    loops = [ln.strip() for ln in launcher.splitlines() if ln.strip().startswith("for ")]
+    assert loops == ["for layer in range(2):", "for d in range(2):"], loops
+    assert launcher.count("_seq[grid_q](") == 1 and launcher.count("_proj[grid_p](") == 1
+
+
+def test_the_knob_is_offered_under_the_capacity_rule_only() -> None:
+    """gates x hidden^2 <= PERSISTENT_MAX_WEIGHTS: an LSTM up to hidden 256, a GRU up to 295, an
+    RNN up to 512; past it the knob is not in the space, and a genome naming it anyway
+    keeps the per-step loop."""
+    synth = OfflineSynthesizer()
+    for cls, gates in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+        bound = int((PERSISTENT_MAX_WEIGHTS // gates) ** 0.5)
+        for hidden, offered in ((bound, True), (bound + 1, False)):
+            src = _spec(cls, True, 1, hidden, 2, "", batch=2, in_f=3)
+            keys = dict(synth.space(src, f"{cls}_{hidden}"))
+            assert ("g0.persistent" in keys) is offered, (cls, hidden, keys)
+            if offered:
+                assert keys["g0.persistent"] == ["off", "on"]  # the per-step loop stays the seed
+                continue
+            source, full, _ = synth.lower(synth.captured(src, f"{cls}_{hidden}"), ON)
+            assert "g0.persistent" not in full and "for step in range(T):" in source
+
+
+def test_the_knob_round_trips_through_the_genome() -> None:
+    """The seed runs the per-step loop with ``persistent`` off in its genome; a child turns it
+    on (the persistent kernel in its source, ``on`` in its genome), and that genome, as a
+    parent's, gives children that keep it unless their edge is the knob itself."""
+    synth = OfflineSynthesizer()
+    src = (EXAMPLES_DIR / "model_lstm_classifier.py").read_text()
+    (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=1))
+    assert seed.genome["g0.persistent"] == "off" and not _persistent(seed.source)
+    parent = ParentInfo("seed", seed.source, seed.transformation, seed.genome)
+    children = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=100, parent=parent))
+    (on,) = [c for c in children if c.genome.get("g0.persistent") == "on"]
+    assert on.transformation.name == "persistent" and _persistent(on.source)
+    again, full, _ = synth.lower(synth.captured(src, "rt"), on.genome)
+    assert again == on.source and full == on.genome
+    grand = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=100,
+                                          parent=ParentInfo("on", on.source, on.transformation, on.genome)))
+    assert grand
+    for child in grand:
+        kept = child.genome["g0.persistent"] == "on"
+        assert kept == (child.transformation.name != "persistent"), child.transformation
+        assert _persistent(child.source) == kept
+
+
+# the recurrent examples: the ops ones as written, the large ones at shrunk sizes
+_EXAMPLES = {
+    "model_lstm_classifier": (EXAMPLES_DIR / "model_lstm_classifier.py").read_text(),
+    "model_gru_encoder": (EXAMPLES_DIR / "model_gru_encoder.py").read_text(),
+    "model_rnn_tanh": (EXAMPLES_DIR / "model_rnn_tanh.py").read_text(),
+    "model_lstm_decoder_state": (EXAMPLES_DIR / "model_lstm_decoder_state.py").read_text(),
+    "lstm_bidirectional": _large("lstm_bidirectional", batch_size=3, sequence_length=4, input_size=7,
+                                 hidden_size=20, num_layers=2, output_size=5),
+    "gru_time_major": _large("gru_time_major", SEQ_LEN=4, BATCH=3, IN_FEATURES=7, HIDDEN=20, LAYERS=2),
+}
+
+
+def test_the_recurrent_examples_run_persistent_and_correct() -> None:
+    synth = OfflineSynthesizer()
+    jobs = []
+    for name, src in _EXAMPLES.items():
+        source, _, fallback = synth.lower(synth.captured(src, name), ON)
+        assert _persistent(source) and not fallback, name
+        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [1]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), results
+
+
+@pytest.mark.parametrize(("name", "sizes"), [
+    ("lstm_bidirectional", dict(batch_size=2, sequence_length=3, input_size=5, num_layers=1, output_size=4)),
+    ("gru_time_major", dict(SEQ_LEN=3, BATCH=2, IN_FEATURES=5, LAYERS=1)),
+])
+def test_the_large_examples_hidden_sizes_keep_the_per_step_loop(name: str, sizes: dict[str, int]) -> None:
+    """At their own hidden sizes (LSTM 1,024, GRU 768; other sizes shrunk) the large examples
+    are past the capacity rule: no knob, the per-step loop."""
+    src = _large(name, **sizes)
+    synth = OfflineSynthesizer()
+    assert "g0.persistent" not in dict(synth.space(src, name))
+    source, _, _ = synth.lower(synth.captured(src, name), ON)
+    assert "for step in range(T):" in source
+
+
+_PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+# compiles candidates' persistent kernels for sm_90 (argv: file, kernel, element type, ...) and
+# prints each cubin's size and its PTX's barriers; run without TRITON_INTERPRET, so that
+# @triton.jit makes compiled kernels rather than the interpreter's
+_AOT = """
+import importlib.util, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+args = sys.argv[1:]
+blocks = {"HAS_BIAS": True, "BLOCK_B": 16, "BLOCK_H": 32, "BLOCK_K": 32}
+for i in range(0, len(args), 3):
+    path, name, dtype = args[i:i + 3]
+    spec = importlib.util.spec_from_file_location(f"candidate_aot_{i}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = getattr(module, name)
+    signature = {a: "constexpr" if a in blocks else "*fp32" if a == "xp_ptr" else "*" + dtype
+                 if a.endswith("_ptr") else "i32" for a in kernel.arg_names}
+    constexprs = {(kernel.arg_names.index(a),): v for a, v in blocks.items()}
+    compiled = triton.compile(ASTSource(kernel, signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    print(json.dumps({"cubin": len(compiled.asm["cubin"]), "barriers": compiled.asm["ptx"].count("bar.sync")}))
+"""
+
+
+@pytest.mark.skipif(not _PTXAS.exists(), reason="triton's NVIDIA backend (ptxas) is not installed")
+def test_the_persistent_kernels_compile_for_an_h100(tmp_path: Path) -> None:
+    """The interpreter runs a kernel as NumPy and accepts what the compiler would not (a
+    loop-carried pointer whose type changes, a barrier inside loops): compile the LSTM,
+    GRU (fp16) and RNN persistent kernels ahead of time for sm_90 down to cubins, no GPU
+    needed, in one subprocess."""
+    synth = OfflineSynthesizer()
+    args = []
+    for cls, dtype in (("LSTM", "fp32"), ("GRU", "fp16"), ("RNN", "fp32")):
+        source, _, _ = synth.lower(synth.captured(_spec(cls, True, 2, 20, 5, ", bidirectional=True", in_f=7), cls),
+                                   ON)
+        path = tmp_path / f"candidate_{cls}.py"
+        path.write_text(source)
+        (name,) = re.findall(r"^def (rnn_\w+_seq)\(", source, re.MULTILINE)
+        args += [str(path), name, dtype]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _AOT, *args], capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    outs = [json.loads(line) for line in proc.stdout.strip().splitlines()]
+    assert len(outs) == 3 and all(o["cubin"] > 0 and o["barriers"] >= 1 for o in outs), outs
