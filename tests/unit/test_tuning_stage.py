@@ -388,3 +388,25 @@ def test_optimize_takes_and_checks_the_tuning_flags(capsys: pytest.CaptureFixtur
         with pytest.raises(SystemExit) as exc:
             main(["optimize", str(spec), "--out", str(tmp_path / "run"), *flags])
         assert exc.value.code != 0 and message in capsys.readouterr().err
+
+
+def test_offline_and_llm_send_an_offline_candidates_tuning_to_the_compiler() -> None:
+    from ke_synthesizer.composite import Hybrid
+
+    class Named:
+        def __init__(self, name: str) -> None:
+            self.name, self.seen = name, 0
+
+        def propose(self, request: ProposalRequest) -> list[Proposal]:
+            self.seen += 1
+            return []
+
+    offline, llm = Named("offline"), Named("llm")
+    hybrid = Hybrid(offline, llm)  # type: ignore[arg-type]
+    compiled = ParentInfo("r1-1", "", Transformation("seed"), {"g0.BLOCK_SIZE": "1024"})
+    written = ParentInfo("r2-1", "", Transformation("llm_expansion"), {"llm_model": "model-a"})
+    hybrid.propose(ProposalRequest(SPEC, "s", parent=compiled, tune=True))
+    assert (offline.seen, llm.seen) == (1, 0)
+    hybrid.propose(ProposalRequest(SPEC, "s", parent=written, tune=True))  # the LLM's own kernel: the LLM tunes it
+    hybrid.propose(ProposalRequest(SPEC, "s", parent=compiled))  # structural expansion: the LLM, as before
+    assert (offline.seen, llm.seen) == (1, 2)
