@@ -427,7 +427,7 @@ class SearchService:
 
     def _start_tuning(self, st: SearchState, why: str) -> None:
         st.tuning = True
-        log.info("tuning stage", extra={"session_id": st.session_id, "evaluated": len(st.evaluated),
+        log.info("tuning stage started", extra={"session_id": st.session_id, "evaluated": len(st.evaluated),
                                         "budget": st.budget, "reason": why})
 
     def _ask_tuning(self, st: SearchState, nodes: list[pb.Node], stage: tune.Stage, want: int,
