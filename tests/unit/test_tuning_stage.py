@@ -410,3 +410,26 @@ def test_offline_and_llm_send_an_offline_candidates_tuning_to_the_compiler() -> 
     hybrid.propose(ProposalRequest(SPEC, "s", parent=written, tune=True))  # the LLM's own kernel: the LLM tunes it
     hybrid.propose(ProposalRequest(SPEC, "s", parent=compiled))  # structural expansion: the LLM, as before
     assert (offline.seen, llm.seen) == (1, 2)
+
+
+def test_skills_from_one_knob_tunings_weigh_that_knob_and_lead_the_sweep() -> None:
+    from ke_synthesizer.offline.skills import skill_gains
+    from kernelevolve.ports.knowledge import SkillHint
+    from tests.unit.knowledge_fakes import FakeKnowledge
+
+    def hint(name: str, params: dict[str, str], gain_low: float) -> SkillHint:
+        return SkillHint(f"sk-{len(params)}-{gain_low}", name, params, "matmul", "nvidia",
+                         gain_low + 0.1, gain_low, gain_low + 0.2, "", "active")
+
+    fake = FakeKnowledge(skills=[hint("tune", {"set": "g1.BLOCK_N=256"}, 1.4),
+                                 hint("tune", {"set": "g0.BLOCK_M=32,g0.num_warps=8"}, 1.9),  # two knobs: no weight
+                                 hint("num_warps", {"group": "g0", "value": "2"}, 1.2)])
+    gains = skill_gains(fake, SPEC, "nvidia")
+    assert gains == {("BLOCK_N", "256"): pytest.approx(1.4), ("num_warps", "2"): pytest.approx(1.2)}
+    seed = _seed()
+    synth = OfflineSynthesizer(knowledge=fake)
+    parent = ParentInfo("r1-1", seed.source, seed.transformation, seed.genome)
+    first = synth.propose(ProposalRequest(SPEC, "linear_softmax", count=3, parent=parent, tune=True,
+                                          hardware_kind="nvidia"))
+    changes = [p.transformation.params["set"] for p in first]
+    assert changes[0].endswith(".BLOCK_N=256") and changes[1].endswith(".num_warps=2")

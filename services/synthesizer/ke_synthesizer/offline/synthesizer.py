@@ -240,7 +240,9 @@ class OfflineSynthesizer:
         out: list[Proposal] = []
         seen = {_key(base)}
         refused = 0
-        for changes in sweep(launch_knobs(space), base):
+        gains = None if self.knowledge is None else skill_gains(self.knowledge, request.spec_source,
+                                                                request.hardware_kind)
+        for changes in sweep(launch_knobs(space), base, gains):
             if len(out) >= count or refused > _TUNE_REFUSALS + count:
                 break
             if frozenset(changes.items()) in done:

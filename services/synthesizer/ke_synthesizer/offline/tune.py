@@ -37,11 +37,18 @@ def launch_knobs(space: Sequence[Knob]) -> list[Knob]:
     return [k for k in space if k.group and not k.sets and k.name in LAUNCH_KNOBS]
 
 
-def sweep(knobs: Sequence[Knob], genome: Mapping[str, str]) -> Iterator[Changes]:
-    """Change sets away from ``genome``: single knobs in turns, then same-kernel pairs in turns."""
+def sweep(knobs: Sequence[Knob], genome: Mapping[str, str],
+          gains: Mapping[tuple[str, str], float] | None = None) -> Iterator[Changes]:
+    """Change sets away from ``genome``: single knobs in turns, then same-kernel pairs in turns.
+    ``gains`` (``skills.skill_gains``: (knob name, value) -> measured gain) moves the single
+    changes that distilled skills back to the front, by gain; the rest keep their turns."""
     alts = [(k, [c for c in k.choices if c != genome.get(k.key, k.default)]) for k in _kernels_in_turns(knobs)]
     alts = [(k, a) for k, a in alts if a]
-    yield from _in_turns([[{k.key: v} for v in a] for k, a in alts])
+    singles = list(_in_turns([[{k.key: v} for v in a] for k, a in alts]))
+    if gains:
+        names = {k.key: k.name for k, _ in alts}
+        singles.sort(key=lambda c: -max(gains.get((names[key], v), 0.0) for key, v in c.items()))
+    yield from singles
     pairs = [(a, b) for i, a in enumerate(alts) for b in alts[i + 1:] if a[0].group == b[0].group]
     yield from _in_turns([[{ka.key: va, kb.key: vb} for va, vb in product(a, b)] for (ka, a), (kb, b) in pairs])
 
