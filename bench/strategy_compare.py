@@ -5,11 +5,16 @@ and how many evaluations it took to reach 95 % of that best.
 
     python bench/strategy_compare.py --out DIR [--budget 32] [--strategies all|a,b]
                                      [--specs a,b|sample:K|default] [--device auto|cuda|cpu]
+                                     [--tune-share F]
 
 Writes DIR/strategy_compare.json (device, date, versions, one row per strategy x spec, and
 per strategy the mean best speedup and mean evaluations to 95 %) and prints a table. On
 CPU kernels run in the Triton interpreter: the speedups then say nothing about a GPU,
 only that the comparison runs end to end (the suite's smoke test does that).
+
+Sessions run without the search's tuning stage unless ``--tune-share`` says otherwise:
+the stage would run alike after every strategy and blur what is compared; the same
+strategy with ``--tune-share 0`` and ``--tune-share 0.25`` measures the stage itself.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ def evaluations_to_fraction(candidates: list[Any], best: float, fraction: float 
 
 
 def compare(specs: list[str], strategies: list[str], budget: int, *, judge: Any, synthesizer: Any,
-            hardware_kind: str, max_inflight: int = 1, seeds: int = 0,
+            hardware_kind: str, max_inflight: int = 1, seeds: int = 0, tune_share: float = 0.0,
             on_row: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """One row per spec x strategy; ``on_row`` sees the rows so far after each (so a run
     cut short by its time slot still leaves what it measured)."""
@@ -59,11 +64,12 @@ def compare(specs: list[str], strategies: list[str], budget: int, *, judge: Any,
     for name in specs:
         source, scale = bench_source(example_path(name).read_text(), "cuda" if hardware_kind == "nvidia" else "cpu")
         for strategy in strategies:
-            row: dict[str, Any] = {"spec": name, "strategy": strategy, "budget": budget, "batch_scale": scale}
+            row: dict[str, Any] = {"spec": name, "strategy": strategy, "budget": budget, "batch_scale": scale,
+                                   "tune_share": tune_share}
             try:
                 res = run_session_sync(source, name, synthesizer=synthesizer, judge=judge, budget=budget,
                                        strategy=strategy, max_inflight=max_inflight, hardware_kind=hardware_kind,
-                                       seeds=seeds)
+                                       seeds=seeds, tune_share=tune_share)
                 best = res.best
                 best_speedup = res.session.best_speedup if best is not None else 0.0
                 first_best = max((c.verdict.speedup for c in res.candidates if c.verdict.status == "correct"),
@@ -114,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     ap.add_argument("--parallel", type=int, default=1, help="judge workers; also the search's max in flight")
     ap.add_argument("--seeds", type=int, default=0, help="draft-phase seeds (0: each strategy's own)")
+    ap.add_argument("--tune-share", type=float, default=0.0,
+                    help="share of the budget for the tuning stage (default 0: strategies alone)")
     args = ap.parse_args(argv)
 
     import torch
@@ -131,13 +139,14 @@ def main(argv: list[str] | None = None) -> None:
 
     def result(rows: list[dict[str, Any]], *, complete: bool) -> dict[str, Any]:
         return {"date": time.strftime("%Y-%m-%d"), "device": device, "fingerprint": fingerprint(),
-                "budget": args.budget, "specs": specs, "strategies": strategies, "complete": complete,
+                "budget": args.budget, "tune_share": args.tune_share, "specs": specs, "strategies": strategies,
+                "complete": complete,
                 "seconds": time.perf_counter() - started, "per_strategy": per_strategy(rows), "rows": rows}
 
     with Judge(opts) as judge:
         rows = compare(specs, strategies, args.budget, judge=judge, synthesizer=OfflineSynthesizer(),
                        hardware_kind="nvidia" if device == "cuda" else "cpu", max_inflight=args.parallel,
-                       seeds=args.seeds,
+                       seeds=args.seeds, tune_share=args.tune_share,
                        on_row=lambda so_far: write_json(args.out / "strategy_compare.json",
                                                         result(so_far, complete=False)))
     final = result(rows, complete=True)

@@ -110,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="end once a correct candidate reaches this fraction (0..1] of the roofline")
     o.add_argument("--baseline", choices=("eager", "compile"), default="",
                    help="fitness is the speedup over eager PyTorch (default) or torch.compile")
+    o.add_argument("--tune-share", type=float, default=None, metavar="F",
+                   help="tuning stage: the last fraction F of the budget sweeps the launch configurations (tiles, "
+                   "warps, stages) of the best candidates (default 0.25; 0 = no tuning stage)")
+    o.add_argument("--tune-elite", type=int, default=None, metavar="K",
+                   help="how many of the best candidates the tuning stage sweeps (default 2)")
     o.add_argument("--gateway", default="", help="use a running gateway (host:port) instead of the embedded stack")
     o.add_argument("--timeout", type=float, default=3600.0, help="seconds before the session is cancelled")
     o.add_argument("--token", default="", help="bearer token for --gateway (default: $KE_CLIENT_TOKEN, or the "
@@ -275,6 +280,10 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             raise UsageError(f"{flag} must be positive")
     if not 0 <= args.target_roofline <= 1:
         raise UsageError("--target-roofline must be a fraction in (0, 1]")
+    if args.tune_share is not None and not 0 <= args.tune_share < 1:
+        raise UsageError("--tune-share must be a fraction in [0, 1)")
+    if args.tune_elite is not None and args.tune_elite < 1:
+        raise UsageError("--tune-elite must be at least 1")
     if args.synthesizer:
         if args.gateway:
             raise UsageError("--synthesizer chooses the embedded stack's synthesizer; a cluster's is set in its "
@@ -319,7 +328,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
             session = await client.start_session(spec, budget, strategy=args.strategy, session_id=session_id,
                                                  max_inflight=args.max_inflight, seeds=args.seeds,
                                                  time_limit_s=args.time_limit, plateau=args.plateau,
-                                                 target_roofline=args.target_roofline, baseline=args.baseline)
+                                                 target_roofline=args.target_roofline, baseline=args.baseline,
+                                                 tune_share=args.tune_share, tune_elite=args.tune_elite)
             started = True
             if settings.synthesizer.kind == "agent" and not args.gateway and not args.json:
                 sys.stderr.write(f"kernelevolve: candidates come from outside: answer with `kernelevolve agent next "

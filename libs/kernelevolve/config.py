@@ -637,3 +637,8 @@ class SearchSessionDefaults:
     plateau: int = 0  # end after N evaluations without a CI-separated improvement; 0 = never
     target_roofline: float = 0.0  # end when a candidate reaches this roofline fraction; 0 = never
     baseline: str = "eager"  # "eager" or "compile" (torch.compile, timed by the evaluator)
+    # Tuning stage (ke_search.tune): the last floor(budget * tune_share) evaluations sweep the
+    # launch configurations (tiles, warps, stages) of the tune_elite fittest correct
+    # candidates; 0 = no stage. A request sets either explicitly, 0 included.
+    tune_share: float = 0.25
+    tune_elite: int = 2

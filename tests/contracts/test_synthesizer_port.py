@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -134,6 +135,21 @@ def test_children_never_repeat_an_edge_already_taken(synth: CandidateSynthesizer
     edges = [_key(c.transformation) for c in children]
     assert len(set(edges)) == len(edges)
     later = synth.propose(_request(3, parent, tried=tuple(c.transformation for c in children)))
+    assert not {_key(c.transformation) for c in later} & set(edges)
+
+
+def test_a_tuning_request_is_answered_as_children_that_never_repeat_an_edge(synth: CandidateSynthesizer) -> None:
+    """``tune``: launch-config neighbours where the synthesizer can tell launch knobs apart,
+    else its own tuned variants; either way children of the parent, each edge once."""
+    (seed,) = synth.propose(_request(1))
+    parent = ParentInfo("seed", seed.source, seed.transformation, dict(seed.genome))
+    first = synth.propose(replace(_request(2, parent), tune=True))
+    assert 1 <= len(first) <= 2
+    for p in first:
+        assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.parse(p.source).body)
+    edges = [_key(c.transformation) for c in first]
+    assert len(set(edges)) == len(edges)
+    later = synth.propose(replace(_request(2, parent, tried=tuple(c.transformation for c in first)), tune=True))
     assert not {_key(c.transformation) for c in later} & set(edges)
 
 

@@ -54,6 +54,9 @@ BAD_STARTS = [
     (_start(target_roofline=1.5), "target_roofline must be a fraction"),
     (_start(target_roofline=-0.1), "target_roofline must be a fraction"),
     (_start(baseline="jit"), "baseline must be one of eager, compile"),
+    (_start(tune_share=1.0), "tune_share must be a fraction"),
+    (_start(tune_share=-0.25), "tune_share must be a fraction"),
+    (_start(tune_elite=0), "tune_elite must be at least 1"),
 ]
 
 
@@ -102,6 +105,15 @@ async def test_bad_candidate_id(start_gateway) -> None:
                 await stub.GetCandidate(spb.CandidateRef(session_id=session.session_id, candidate_id=cid))
             assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert message in (info.value.details() or "")
+
+
+async def test_the_tuning_options_reach_the_session_record_and_an_explicit_zero_stays_zero(start_gateway) -> None:
+    handle, _, _ = await start_gateway(settings_with())
+    async with KernelEvolveClient(handle.target) as client:
+        default = await client.start_session(SPEC, budget=4)
+        off = await client.start_session(SPEC, budget=4, tune_share=0.0, tune_elite=3)
+    assert (default.tune_share, default.tune_elite) == (0.25, 2)
+    assert (off.tune_share, off.tune_elite) == (0.0, 3)
 
 
 async def test_watch_session_resumes_after_a_sequence_number(start_gateway) -> None:

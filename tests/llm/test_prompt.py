@@ -50,6 +50,16 @@ def test_an_expansion_prompt_carries_the_parents_evidence_documents_and_skills()
     assert prompt.tokens == count_tokens(prompt.system) + count_tokens(prompt.user) <= 4000
 
 
+def test_a_tuning_request_asks_for_the_parents_launch_configuration_only() -> None:
+    tried = (Transformation("tune", {"set": "g0.BLOCK_SIZE=256"}),)
+    req = ProposalRequest(SPEC, "affine_relu", parent=_parent("correct", REPORT), tune=True, tried=tried)
+    prompt = build_prompt(req, token_budget=4000)
+    assert prompt.kind == "expansion"
+    assert "tunes the parent's launch configuration" in prompt.user and "set=g0.BLOCK_SIZE=256" in prompt.user
+    plain = build_prompt(ProposalRequest(SPEC, "affine_relu", parent=_parent("correct", REPORT)), token_budget=4000)
+    assert "launch configuration" not in plain.user
+
+
 def test_a_repair_prompt_keeps_the_tail_of_the_error_and_the_failed_source() -> None:
     report = {"status": "compile_error", "reason": TRACEBACK}
     req = ProposalRequest(SPEC, "affine_relu", parent=_parent("compile_error", report), repair_attempt=2)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ke_synthesizer.llm import LlmSynthesizer, OpenAIChat
 from ke_synthesizer.llm.bandit import ModelBandit
-from kernelevolve.ports.synthesis import ProposalRequest
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 
 from .conftest import KEY, llm_settings
 from .fake_openai import FakeOpenAI, Text
@@ -70,3 +70,15 @@ def test_at_most_the_configured_requests_are_in_flight(fake: FakeOpenAI) -> None
     proposals = synth.propose(ProposalRequest(SPEC, "affine_relu", count=5, session_id="s"))
     assert len(proposals) == 5 and len({p.transformation.params["sample"] for p in proposals}) == 5
     assert fake.max_concurrent == 2
+
+
+def test_a_tuning_request_is_answered_with_its_mark_on_the_edge(fake: FakeOpenAI) -> None:
+    fake.responder = lambda body: Text(fenced(CORRECT))
+    settings = llm_settings(fake, models="m1")
+    synth = LlmSynthesizer(settings, OpenAIChat(settings, KEY))
+    parent = ParentInfo("r1-1", CORRECT, Transformation("llm_draft", {"model": "m1"}), {}, {"status": "correct"})
+    (p,) = synth.propose(ProposalRequest(SPEC, "affine_relu", parent=parent, tune=True))
+    assert p.transformation.name == "llm_expansion" and p.transformation.params["tune"] == "1"
+    assert "launch configuration" in fake.requests[0].body["messages"][1]["content"]
+    (q,) = synth.propose(ProposalRequest(SPEC, "affine_relu", parent=parent))
+    assert "tune" not in q.transformation.params

@@ -101,14 +101,17 @@ class GridJudge:
     def validate_spec(self, spec_source: str, spec_name: str) -> SpecCheck:
         return SpecCheck(ok=True)
 
+    def speed(self, candidate_source: str, fresh_worker: bool) -> float:
+        p = point_of(candidate_source)
+        return self.landscape(p) + (0.0 if fresh_worker else self.bumps.get(p, 0.0))
+
     def evaluate_many(self, jobs: Iterable[Sequence[Any]]) -> list[Verdict]:
         return [self.evaluate(*job) for job in jobs]
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                  fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
         (self.retimed if fresh_worker else self.evaluated).append(candidate_id)
-        p = point_of(candidate_source)
-        speed = self.landscape(p) + (0.0 if fresh_worker else self.bumps.get(p, 0.0))
+        speed = self.speed(candidate_source, fresh_worker)
         cand_ms, base_ms = 1.0 / speed, 1.0
         n = self.noise
         return Verdict(status="correct", reason="ok", candidate_id=candidate_id, speedup=speed,

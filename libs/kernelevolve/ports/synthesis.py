@@ -61,6 +61,11 @@ class ProposalRequest:
     repair_attempt: int = 0
     # The parent's other children, for prompts that should not repeat them.
     siblings: tuple[AttemptSummary, ...] = ()
+    # The search's tuning stage: launch-config neighbours of ``parent`` only (same kernels
+    # and fusion, other tile sizes / warps / stages), each one a configuration not in
+    # ``tried``. A synthesizer that cannot tell launch knobs apart may answer with its own
+    # tuned variants of the parent.
+    tune: bool = False
 
 
 @dataclass(frozen=True)

@@ -302,7 +302,7 @@ class Node(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ..., fitness_low: _Optional[float] = ..., fitness_high: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "end_reason")
+    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "end_reason", "tune_share", "tune_elite")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +327,8 @@ class Session(_message.Message):
     TARGET_ROOFLINE_FIELD_NUMBER: _ClassVar[int]
     BASELINE_FIELD_NUMBER: _ClassVar[int]
     END_REASON_FIELD_NUMBER: _ClassVar[int]
+    TUNE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    TUNE_ELITE_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     spec: OperatorSpec
     hardware: HardwareTarget
@@ -351,7 +353,9 @@ class Session(_message.Message):
     target_roofline: float
     baseline: str
     end_reason: str
-    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., end_reason: _Optional[str] = ...) -> None: ...
+    tune_share: float
+    tune_elite: int
+    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., end_reason: _Optional[str] = ..., tune_share: _Optional[float] = ..., tune_elite: _Optional[int] = ...) -> None: ...
 
 class Skill(_message.Message):
     __slots__ = ("skill_id", "title", "text", "op_pattern", "hardware_kind", "source_session_id", "source_candidate_id", "detail")

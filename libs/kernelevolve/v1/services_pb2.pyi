@@ -23,7 +23,7 @@ AGENT_REQUEST_STATE_ANSWERED: AgentRequestState
 AGENT_REQUEST_STATE_ABANDONED: AgentRequestState
 
 class StartSessionRequest(_message.Message):
-    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline")
+    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "tune_share", "tune_elite")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class StartSessionRequest(_message.Message):
     PLATEAU_FIELD_NUMBER: _ClassVar[int]
     TARGET_ROOFLINE_FIELD_NUMBER: _ClassVar[int]
     BASELINE_FIELD_NUMBER: _ClassVar[int]
+    TUNE_SHARE_FIELD_NUMBER: _ClassVar[int]
+    TUNE_ELITE_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.OperatorSpec
     budget: int
     strategy: str
@@ -46,7 +48,9 @@ class StartSessionRequest(_message.Message):
     plateau: int
     target_roofline: float
     baseline: str
-    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ...) -> None: ...
+    tune_share: float
+    tune_elite: int
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., tune_share: _Optional[float] = ..., tune_elite: _Optional[int] = ...) -> None: ...
 
 class StartSessionResponse(_message.Message):
     __slots__ = ("session",)

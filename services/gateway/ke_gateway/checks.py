@@ -49,6 +49,8 @@ class SearchOptions:
     plateau: int = 0
     target_roofline: float = 0.0
     baseline: str = "eager"
+    tune_share: float = 0.0
+    tune_elite: int = 0
 
 
 def check_search_options(req: spb.StartSessionRequest, search: SearchSettings, budget: int) -> SearchOptions:
@@ -67,9 +69,16 @@ def check_search_options(req: spb.StartSessionRequest, search: SearchSettings, b
     baseline = req.baseline or d.baseline
     if baseline not in BASELINES:
         raise InvalidArgumentError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
+    # Set explicitly (optional fields), so that 0 can turn the tuning stage off.
+    tune_share = req.tune_share if req.HasField("tune_share") else d.tune_share
+    if not 0 <= tune_share < 1:
+        raise InvalidArgumentError(f"tune_share must be a fraction in [0, 1), got {tune_share}")
+    tune_elite = req.tune_elite if req.HasField("tune_elite") else d.tune_elite
+    if tune_elite < 1:
+        raise InvalidArgumentError(f"tune_elite must be at least 1, got {tune_elite}")
     return SearchOptions(seeds=seeds, time_limit_s=req.time_limit_s or d.time_limit_s,
                          plateau=req.plateau or d.plateau, target_roofline=req.target_roofline or d.target_roofline,
-                         baseline=baseline)
+                         baseline=baseline, tune_share=tune_share, tune_elite=tune_elite)
 
 
 def check_start(req: spb.StartSessionRequest, search: SearchSettings, default_hardware: str) -> StartParams:

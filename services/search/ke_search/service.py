@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ke_search import termination
+from ke_search import termination, tune
 from ke_search.noise import fitness_of, promoted
 from ke_search.phases import draft_room, draft_seeds
 from ke_search.priors import NO_PRIORS, SkillPriors
@@ -229,8 +229,10 @@ class SearchService:
                 return
             made = sum(1 for c in st.generated if request_of(c) == msg.request_id)
             rec.exhausted = max(0, rec.count - made)
-            if msg.parent_id not in st.exhausted_parents:
-                st.exhausted_parents.append(msg.parent_id)
+            # Out of launch-config neighbours is not out of children, nor the other way round.
+            out = st.tune_exhausted if rec.tune else st.exhausted_parents
+            if msg.parent_id not in out:
+                out.append(msg.parent_id)
 
         log.info("parent exhausted", extra={"session_id": msg.session_id, "parent_id": msg.parent_id,
                                             "reason": msg.reason})
@@ -357,8 +359,8 @@ class SearchService:
                      for n in nodes if n.parent_id == rec.parent_id]
             req = ev.CandidateRequested(session_id=sid, request_id=rid, parent_id=rec.parent_id, count=rec.count,
                                         hardware=session.hardware, tried=tried,
-                                        repair_attempt=rec.repair_attempt)
-            log.info("requesting candidates", extra={"session_id": sid, "request_id": rid,
+                                        repair_attempt=rec.repair_attempt, tune=rec.tune)
+            log.info("requesting candidates", extra={"session_id": sid, "request_id": rid, "tune": rec.tune,
                                                      "parent_id": rec.parent_id or ROOT, "count": rec.count})
             await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
                                     dedup_id=f"req-{sid}-{rid}")
@@ -385,31 +387,61 @@ class SearchService:
             return
         if self._ask_repairs(st, nodes, want, effects):
             return
-        draft = draft_room(st, draft_seeds(strategy, session.seeds))
+        seeds = draft_seeds(strategy, session.seeds)
+        stage = tune.Stage.of(session)
+        if stage.share > 0 and not st.tuning and stage.structural_left(st, seeds) == 0:
+            if tune.structural_pending(st):
+                return  # a candidate still to come may be a twin, which costs nothing: wait and see
+            self._start_tuning(st, "the structural share of the budget is spent")
+        if st.tuning:
+            ask = self._ask_tuning(st, seen, stage, want, effects)
+            if ask is not tune.Ask.NONE:
+                return
+            # every elite is out of neighbours: the structural search takes the rest
+        draft = draft_room(st, seeds)
         if draft:
             parent: str | None = ROOT
             want = min(want, draft)
         else:
             parent = strategy.select_parent(seen, set(st.exhausted_parents))
         if parent is None:
+            if stage.share > 0 and not st.tuning and st.idle():
+                # stalled, not waiting: nothing out could give the strategy a parent
+                self._start_tuning(st, "the strategy has nothing left to expand")
+                if self._ask_tuning(st, seen, stage, want, effects) is not tune.Ask.NONE:
+                    return
             if st.idle():
                 st.finalizing, st.end_reason = True, termination.EXHAUSTED
             return
+        if stage.share > 0 and not st.tuning:
+            want = min(want, stage.structural_left(st, seeds))  # > 0: else the stage was due above
+        self._ask(st, RequestRecord(parent_id=parent, count=want), effects)
+
+    def _ask(self, st: SearchState, rec: RequestRecord, effects: _Effects) -> None:
         rid = f"r{st.next_request}"
         st.next_request += 1
-        st.requests[rid] = RequestRecord(parent_id=parent, count=want)
-        effects.requests.append(ev.CandidateRequested(session_id=st.session_id, request_id=rid, parent_id=parent,
-                                                      count=want))
+        st.requests[rid] = rec
+        effects.requests.append(ev.CandidateRequested(session_id=st.session_id, request_id=rid,
+                                                      parent_id=rec.parent_id, count=rec.count,
+                                                      repair_attempt=rec.repair_attempt, tune=rec.tune))
+
+    def _start_tuning(self, st: SearchState, why: str) -> None:
+        st.tuning = True
+        log.info("tuning stage started", extra={"session_id": st.session_id, "evaluated": len(st.evaluated),
+                                        "budget": st.budget, "reason": why})
+
+    def _ask_tuning(self, st: SearchState, nodes: list[pb.Node], stage: tune.Stage, want: int,
+                    effects: _Effects) -> tune.Ask:
+        ask, wanted = tune.requests(st, nodes, stage.elite, want)
+        for parent, count in wanted:
+            self._ask(st, RequestRecord(parent_id=parent, count=count, tune=True), effects)
+        return ask
 
     def _ask_repairs(self, st: SearchState, nodes: list[pb.Node], want: int, effects: _Effects) -> bool:
         """Failed repairable candidates are repaired before anything new is explored."""
         due = due_repairs(st, nodes, self._repair_attempts)[:want]
         for parent, attempt in due:
-            rid = f"r{st.next_request}"
-            st.next_request += 1
-            st.requests[rid] = RequestRecord(parent_id=parent, count=1, repair_attempt=attempt)
-            effects.requests.append(ev.CandidateRequested(session_id=st.session_id, request_id=rid,
-                                                          parent_id=parent, count=1, repair_attempt=attempt))
+            self._ask(st, RequestRecord(parent_id=parent, count=1, repair_attempt=attempt), effects)
         return bool(due)
 
     def _retime_elites(self, st: SearchState, strategy: Strategy, nodes: list[pb.Node],
@@ -531,7 +563,9 @@ class SearchService:
             "duplicates": len(st.duplicates),
             "notes": st.notes,
             "options": {"seeds": session.seeds, "time_limit_s": session.time_limit_s, "plateau": session.plateau,
-                        "target_roofline": session.target_roofline, "baseline": session.baseline or "eager"},
+                        "target_roofline": session.target_roofline, "baseline": session.baseline or "eager",
+                        "tune_share": session.tune_share, "tune_elite": session.tune_elite},
+            "tuning": tune.summary(st, nodes),
             "error": session.error,
             "bad_input": session.bad_input,
             "common_failure": session.common_failure,

@@ -24,6 +24,8 @@ class RequestRecord:
     exhausted: int = 0
     # > 0: a repair of the failed parent (see repair.py).
     repair_attempt: int = 0
+    # Launch-config neighbours of the parent, for the tuning stage (see tune.py).
+    tune: bool = False
 
 
 @dataclass
@@ -60,15 +62,23 @@ class SearchState:
     elite_retimes: list[str] = field(default_factory=list)
     # One-line notes for the summary (e.g. the compile baseline was unavailable).
     notes: list[str] = field(default_factory=list)
+    # The tuning stage has started (tune.py), and the elites whose launch-config
+    # neighbours the synthesizer ran out of (apart from ``exhausted_parents``: an elite out
+    # of neighbours may still have structural children, and the other way round).
+    tuning: bool = False
+    tune_exhausted: list[str] = field(default_factory=list)
 
     # -- derived ------------------------------------------------------------------
 
-    def pending(self) -> int:
-        """Candidates asked for but neither generated nor declared exhausted yet."""
+    def pending_by_request(self) -> dict[str, int]:
+        """Per request: candidates asked for but neither generated nor declared exhausted yet."""
         made: dict[str, int] = {}
         for cid in self.generated:
             made[request_of(cid)] = made.get(request_of(cid), 0) + 1
-        return sum(max(0, r.count - r.exhausted - made.get(rid, 0)) for rid, r in self.requests.items())
+        return {rid: max(0, r.count - r.exhausted - made.get(rid, 0)) for rid, r in self.requests.items()}
+
+    def pending(self) -> int:
+        return sum(self.pending_by_request().values())
 
     def inflight(self) -> int:
         return len(set(self.generated) - set(self.evaluated) - set(self.duplicates))

@@ -23,10 +23,16 @@ def session_usage(synth: object, session_id: str) -> dict[str, float]:
     return dict(fn(session_id)) if fn is not None else {}
 
 
+def from_llm(genome: dict[str, str]) -> bool:
+    """A candidate the LLM wrote (its genome records the model, not lowering choices)."""
+    return "llm_model" in genome
+
+
 class Hybrid:
-    """The offline compiler seeds (requests without a parent); every expansion or repair
-    goes to the LLM, whose parent is then the offline compiler's best candidate as soon
-    as the strategy picks it."""
+    """The offline compiler seeds (requests without a parent) and tunes its own candidates'
+    launch configurations (``ProposalRequest.tune``: it knows their knobs exactly); every
+    other expansion or repair goes to the LLM, whose parent is then the offline compiler's
+    best candidate as soon as the strategy picks it."""
 
     name = "offline+llm"
 
@@ -34,7 +40,7 @@ class Hybrid:
         self.offline, self.llm = offline, llm
 
     def propose(self, request: ProposalRequest) -> list[Proposal]:
-        if request.parent is None:
+        if request.parent is None or (request.tune and not from_llm(request.parent.genome)):
             return self.offline.propose(request)
         return self.llm.propose(request)
 
@@ -62,10 +68,10 @@ class WithFallback:
             reason = str(exc)[:300]
             log.warning("llm unavailable; falling back to offline",
                         extra={"session_id": request.session_id, "reason": reason})
-            if request.parent is not None and "llm_model" in request.parent.genome:
+            if request.parent is not None and from_llm(request.parent.genome):
                 # The offline compiler cannot continue an LLM kernel (its genome holds no
                 # lowering choices): it proposes from the reference instead.
-                request = replace(request, parent=None, repair_attempt=0)
+                request = replace(request, parent=None, repair_attempt=0, tune=False)
             return [_mark(p, self.fallback.name, reason) for p in self.fallback.propose(request)]
 
     def observe(self, genome: dict[str, str], status: str, speedup: float) -> None:

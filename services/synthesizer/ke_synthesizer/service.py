@@ -81,6 +81,7 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
                                                                      dict(a.transformation.params)),
                                       status_name(a.status), a.speedup, a.reason) for a in msg.siblings),
         request_id=req.request_id,
+        tune=req.tune,
     )
 
 

@@ -120,6 +120,14 @@ def _sections(request: ProposalRequest, context: PromptContext, kind: str) -> li
         perf = _performance(parent.report)
         if perf and kind == "expansion":
             out.append(Section("performance", "Timing, profile and roofline diagnosis", perf, priority=4))
+        if request.tune and kind == "expansion":
+            # The search's tuning stage: the parent is one of its best; only its launch
+            # configuration is to change (the offline compiler answers these exactly).
+            out.append(Section("tune", "This request tunes the parent's launch configuration",
+                               "Keep the parent's kernels, fusion and arithmetic exactly as they are; change only "
+                               "how they are launched: tile sizes (BLOCK_* constants), num_warps and num_stages. "
+                               "Choose a configuration not listed under the transformations already tried.",
+                               priority=1, required=True))
     if request.siblings:
         lines = [f"- {s.candidate_id} ({s.transformation.name} {_params(s.transformation.params)}): {s.status}"
                  + (f", speedup {s.speedup:.3f}x" if s.status == "correct" else f": {s.reason[:200]}")

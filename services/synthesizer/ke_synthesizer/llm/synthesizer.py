@@ -153,6 +153,8 @@ class LlmSynthesizer:
         params = {"model": model, "template": prompt.template, "repairable": "1", "sample": str(sample)}
         if request.repair_attempt:
             params["repair_attempt"] = str(request.repair_attempt)
+        if request.tune:
+            params["tune"] = "1"  # asked by the search's tuning stage: the lineage says so
         genome = {"synthesizer": "llm", "llm_model": model, "llm_template": prompt.template,
                   "llm_tokens": str(done.tokens), "llm_usd": f"{usd:.6f}",
                   "parent_speedup": str(float(parent.result.get("speedup", 0.0) or 0.0)) if parent else "0"}

@@ -2,7 +2,8 @@
 
 Read through the knowledge port (never from the knowledge service's package): skills of
 the request's hardware and the spec's op family, each an edge of this space
-(``Transformation(name=<knob>, params={"group": ..., "value": ...})``). A reader that
+(``Transformation(name=<knob>, params={"group": ..., "value": ...})``, or a tuning edge
+that changed one knob). A reader that
 fails costs the weights, never the proposal.
 """
 
@@ -13,6 +14,8 @@ import logging
 from kernelevolve.errors import KernelEvolveError
 from kernelevolve.op_family import classify_op_family
 from kernelevolve.ports.knowledge import KnowledgeReader
+
+from .tune import TUNE
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +30,23 @@ def skill_gains(reader: KnowledgeReader, spec_source: str, hardware_kind: str,
         return {}
     out: dict[tuple[str, str], float] = {}
     for h in hints:
-        value = h.params.get("value")
-        if not h.transformation or value is None or h.gain_low <= 1.0:
+        name, value = _edge(h.transformation, h.params)
+        if not name or value is None or h.gain_low <= 1.0:
             continue
         weight = h.gain_low if h.status == "active" else 1.0 + (h.gain_low - 1.0) / 2
-        key = (h.transformation, value)
+        key = (name, value)
         out[key] = max(out.get(key, 0.0), weight)
     return out
+
+
+def _edge(name: str, params: dict[str, str]) -> tuple[str, str | None]:
+    """(knob name, value) of a skill's edge: a knob edge as it is, and a tuning edge that
+    changed one knob (``tune``, ``set=g0.BLOCK_M=128``) as that knob's edge, so a launch
+    configuration the tuning stage found good weighs the same knob and value later."""
+    if name == TUNE:
+        changes = [c for c in params.get("set", "").split(",") if c]
+        if len(changes) != 1 or "=" not in changes[0]:
+            return "", None
+        key, _, value = changes[0].partition("=")
+        return key.split(".", 1)[-1], value
+    return name, params.get("value")

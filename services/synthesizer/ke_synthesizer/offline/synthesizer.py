@@ -34,6 +34,7 @@ from .plan.plan import GroupFailure, Plan
 from .plan.plan_outputs import group_outputs
 from .skills import skill_gains
 from .space import Knob, apply_edge, complete_genome, knobs, skill_weighted
+from .tune import describe, launch_knobs, sweep, taken, transformation
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ class OfflineSynthesizer:
         rng = random.Random(_digest(request))
         if request.parent is None:
             return self._seeds(spec, request, count, rng)
+        if request.tune:
+            return self._tuned(spec, request, count)
         return self._children(spec, request, count, rng)
 
     def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation,
@@ -221,6 +224,43 @@ class OfflineSynthesizer:
             seen.add(_key(full))
             out.append(prop)
         return out
+
+    def _tuned(self, spec: CapturedSpec, request: ProposalRequest, count: int) -> list[Proposal]:
+        """Launch-config neighbours of the parent (``tune.py``): same genome but for launch
+        knobs, each a configuration not tried from it; [] when it has none left."""
+        parent = request.parent
+        assert parent is not None
+        if spec.library_reason or not parent.genome:
+            return []  # the library-call candidate, or a kernel with no lowering choices to vary
+        device = request.hardware_kind
+        base = complete_genome(self._plan(spec, dict(parent.genome), set(), device), dict(parent.genome),
+                               self._by_kind)
+        space, _ = _edges(self, spec, base, device)
+        done = taken(request.tried)
+        out: list[Proposal] = []
+        seen = {_key(base)}
+        refused = 0
+        gains = None if self.knowledge is None else skill_gains(self.knowledge, request.spec_source,
+                                                                request.hardware_kind)
+        for changes in sweep(launch_knobs(space), base, gains):
+            if len(out) >= count or refused > _TUNE_REFUSALS + count:
+                break
+            if frozenset(changes.items()) in done:
+                continue
+            child = {**base, **changes}
+            prop, full = self._proposal(spec, child, transformation(changes), describe(base, changes), device)
+            if full != child or _key(full) in seen:
+                # the plan would not keep this configuration as asked (a cap or an availability
+                # that depends on another knob moved something else): not a launch-only neighbour
+                refused += 1
+                continue
+            seen.add(_key(full))
+            out.append(prop)
+        return out
+
+
+# Lowerings a tuning request may spend on configurations the plan does not keep as asked.
+_TUNE_REFUSALS = 16
 
 
 def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str],
