@@ -181,12 +181,17 @@ def test_the_fixed_limit_alone_times_the_same_candidate_out(tmp_path: Path) -> N
 
 
 def test_the_cap_holds(tmp_path: Path) -> None:
-    with Judge(_options(tmp_path, run_timeout_max_s=2 * RUN_S)) as judge:
-        v = judge.evaluate(SLOW, OK)
+    # A cap above the measure phase's one call and float64 run, below what the spec's
+    # protocol work asks for: the spinner is stopped at the cap.
+    cap = 2.0
+    with Judge(_options(tmp_path, run_timeout_max_s=cap, reference_cost_factor=FACTOR,
+                        enforce_static_policy=False)) as judge:
+        v = judge.evaluate(SLOW, candidate("spin_after_first_call"))
         assert v.status == "timeout", v.reason
         pl = v.evidence["phase_limits"]
-        assert pl["run_s"] == 2 * RUN_S and "run" in pl["capped"]
-        assert f"capped at {2 * RUN_S:g} s" in v.reason
+        assert RUN_S + FACTOR * pl["run_work_s"] > cap  # what it would have been
+        assert pl["run_s"] == cap and "run" in pl["capped"]
+        assert f"capped at {cap:g} s" in v.reason
 
 
 def test_forged_phase_messages_lengthen_nothing(tmp_path: Path) -> None:
@@ -199,3 +204,14 @@ def test_forged_phase_messages_lengthen_nothing(tmp_path: Path) -> None:
         pl = v.evidence["phase_limits"]
         policy = LimitPolicy.from_job_options(judge._job_options())  # noqa: SLF001
         assert pl["run_s"] == round(policy.limits(cost).run_s, 3) < 1e3
+
+
+def test_a_reference_slower_than_the_cap_is_named_as_such(tmp_path: Path) -> None:
+    # The measure phase runs before any candidate code: its timeout says the reference is at fault.
+    with Judge(_options(tmp_path, run_timeout_max_s=1.0)) as judge:
+        v = judge.evaluate(spec_for_tests("hangs"), OK)
+        assert v.status == "timeout", v.reason
+        assert "measuring the reference's cost" in v.reason and "exceeded 1 s" in v.reason
+        assert "too slow for this evaluator" in v.reason
+        assert judge.reference_cost(spec_for_tests("hangs")) is None
+        assert v.evidence["phase_limits"]["basis"] == "reference cost not measured yet"

@@ -135,6 +135,11 @@ class Evaluator:
     def poison(self, like: list[Any]) -> None:
         defenses.poison_allocator(self.device, like, self._output_sizes)
 
+    def _note_output_sizes(self, ref: Any) -> None:
+        if len(self._output_sizes) < 64:
+            self._output_sizes |= {t.numel() * t.element_size() for t in output_checks.leaves(ref)
+                                   if isinstance(t, torch.Tensor)}
+
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
             out = model(*inputs)
@@ -394,9 +399,7 @@ class Evaluator:
                     self._mem.note(inputs, ref_model, ref)
             else:
                 ref, ref_aliases = refs.reference(key, reference)
-            if len(self._output_sizes) < 64:
-                self._output_sizes |= {t.numel() * t.element_size() for t in output_checks.leaves(ref)
-                                       if isinstance(t, torch.Tensor)}
+            self._note_output_sizes(ref)
             bad = output_checks.check_structure(out, ref, cand_spans, strict_strides=opts.strict_strides,
                                                 allow_input_alias=ref_aliases, device_type=dev.type)
             if bad:
@@ -558,6 +561,8 @@ class Evaluator:
         set_precision_flags()
         # What the float64 run's placement reads (as trial 0 notes it in the run phase).
         self._mem.note(inputs, ref_model, out)
+        # Its output's memory is freed now: poisoned before the candidate's first call too.
+        self._note_output_sizes(out)
         del out
         where = self._float64_device(inputs)
         t4 = _clock()
