@@ -30,7 +30,8 @@ FACTOR = 8.0
 
 POLICY = LimitPolicy(compile_timeout_s=10.0, run_timeout_s=20.0, run_timeout_max_s=1000.0, factor=3.0,
                      correctness_trials=5, time_candidates=True, min_timing_trials=3, timing_input_sets=3)
-COST = ReferenceCost(eager_s=2.0, float64_s=5.0, inputs_s=1.0, build_s=0.5, extra_sets=1, float64_on="host")
+COST = ReferenceCost(eager_s=2.0, float64_s=5.0, inputs_s=1.0, build_s=0.5, check_s=0.25, extra_sets=1,
+                     float64_on="host")
 
 
 # -- the arithmetic ---------------------------------------------------------------------------
@@ -39,9 +40,9 @@ def test_the_limits_follow_the_documented_formula() -> None:
     calls = lim.evidence["protocol"]
     # 5 trials + 1 extra set; timing: 2 contestants x (3 warm-up + 3 rounds + 1 past the budget)
     assert calls == {"sets": 6, "reference_calls": 7, "candidate_calls": 10, "timing_calls": 14,
-                     "float64_runs": 6, "input_sets_made": 8}
-    run_work = (7 + 10 + 14) * 2.0 + 6 * 5.0 + 8 * 1.0
-    assert lim.evidence["run_work_s"] == run_work == 100.0
+                     "float64_runs": 6, "checks": 15, "input_sets_made": 8}
+    run_work = (7 + 10 + 14) * 2.0 + 6 * 5.0 + 15 * 0.25 + 8 * 1.0
+    assert lim.evidence["run_work_s"] == run_work == 103.75
     assert lim.run_s == 20.0 + 3.0 * run_work
     assert lim.compile_s == 10.0 + 3.0 * (2 * 0.5 + 1.0 + 2.0)
     assert lim.measure_s == 1000.0
@@ -50,13 +51,13 @@ def test_the_limits_follow_the_documented_formula() -> None:
     assert ev["fixed"] == {"compile_s": 10.0, "run_s": 20.0}
     assert ev["reference_cost"] == COST.to_dict()
     reason = lim.explain("run")
-    assert "exceeded 320 s" in reason and "20 s fixed + 3 x 100 s" in reason
+    assert "exceeded 331.2 s" in reason and "20 s fixed + 3 x 104 s" in reason
 
 
 def test_a_small_spec_keeps_its_fixed_limits_and_the_cap_holds() -> None:
-    tiny = ReferenceCost(eager_s=1e-4, float64_s=1e-3, inputs_s=1e-5, build_s=1e-3, extra_sets=0)
+    tiny = ReferenceCost(eager_s=1e-4, float64_s=1e-3, inputs_s=1e-5, build_s=1e-3, check_s=1e-4, extra_sets=0)
     assert POLICY.limits(tiny).run_s < 20.0 + 0.05
-    huge = ReferenceCost(eager_s=100.0, float64_s=100.0, inputs_s=0.0, build_s=0.0, extra_sets=0)
+    huge = ReferenceCost(eager_s=100.0, float64_s=100.0, inputs_s=0.0, build_s=0.0, check_s=0.0, extra_sets=0)
     lim = POLICY.limits(huge)
     assert (lim.run_s, lim.evidence["capped"]) == (1000.0, ["run"])
     assert "capped at 1000 s" in lim.explain("run")
@@ -81,9 +82,10 @@ def test_only_plausible_costs_are_read_and_merging_keeps_the_smaller() -> None:
     for bad in ({**good, "eager_s": math.nan}, {**good, "float64_s": -1.0}, {**good, "extra_sets": True},
                 {**good, "extra_sets": -1}, {k: v for k, v in good.items() if k != "inputs_s"}, None, [1]):
         assert ReferenceCost.from_dict(bad) is None, bad
-    later = ReferenceCost(eager_s=1.0, float64_s=9.0, inputs_s=1.0, build_s=0.5, extra_sets=1, float64_on="device")
+    later = ReferenceCost(eager_s=1.0, float64_s=9.0, inputs_s=1.0, build_s=0.5, check_s=0.5, extra_sets=1,
+                          float64_on="device")
     merged = COST.merged(later)
-    assert (merged.eager_s, merged.float64_s, merged.float64_on) == (1.0, 5.0, "host")
+    assert (merged.eager_s, merged.float64_s, merged.check_s, merged.float64_on) == (1.0, 5.0, 0.25, "host")
 
 
 def test_phases_move_forward_and_a_cost_comes_only_from_the_end_of_the_measure_phase() -> None:

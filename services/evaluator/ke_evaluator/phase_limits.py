@@ -12,18 +12,19 @@ A phase's limit is its fixed limit plus ``factor`` times the reference work the 
 does in it, capped::
 
     run     = min(cap, run_timeout_s     + factor * (calls * eager_s + float64_runs * float64_s
-                                                      + sets_made * inputs_s))
+                                                      + checks * check_s + sets_made * inputs_s))
     compile = min(cap, compile_timeout_s + factor * (2 * build_s + inputs_s + eager_s))
 
-The fixed part keeps its meaning (the Triton JIT, the profiler, the integrity checks: costs
-that do not grow with the operator, and the timing budget), so a small spec's limits do not
-move. ``calls`` counts the reference's calls and the candidate's (each allowed ``factor``
+The fixed part keeps its meaning (the Triton JIT, the profiler's and the checks' own
+overheads: costs that do not grow with the operator, and the timing budget), so a small
+spec's limits do not move. ``calls`` counts the reference's calls and the candidate's (each allowed ``factor``
 times the reference's seconds) from the options and the spec's number of extra sets alone:
 nothing the candidate controls (its kernel count, its speed) enters a limit.
 
 Only the reference's own seconds enter: measured in the worker in a ``measure`` phase
-before the job imports the candidate (one call on an input set no trial uses, and its
-float64 run), or stored by the Judge from an earlier job of the spec (``Judge.reference_cost``).
+before the job imports the candidate (one call on an input set no trial uses, one
+comparison of its output, its float64 run), or stored by the Judge from an earlier job of
+the spec (``Judge.reference_cost``).
 The parent (``JobLimits``) lets phases move forward only (measure -> compile -> run) and
 takes a cost only where the measure phase ends, so nothing written to the pipe once the
 candidate is loaded can lengthen a limit.
@@ -57,29 +58,34 @@ class ReferenceCost:
     """What the spec's reference costs on this evaluator's device, measured in a worker
     before any candidate code of that job ran."""
 
-    eager_s: float  # one reference call on a main input set (its inputs cloned first, as the protocol does)
+    # one reference call on a main input set as the protocol makes it: its inputs cloned,
+    # the call, a large output moved to the host
+    eager_s: float
     float64_s: float  # the float64 reference on that set (on the device when it fits, else the host)
     inputs_s: float  # making one main input set (get_inputs)
     build_s: float  # building the reference model (get_init_inputs + construct + weights)
+    # one value comparison of an output on the device with the reference's (on the host when
+    # large): at real sizes of memory-bound operators this, not the call, is what costs
+    check_s: float
     extra_sets: int  # the spec's extra shape sets (each counted as a main set: an upper bound)
     float64_on: str = ""  # "device" | "host": where the float64 run was measured
 
     def to_dict(self) -> dict[str, Any]:
         return {"eager_s": round(self.eager_s, 6), "float64_s": round(self.float64_s, 6),
                 "inputs_s": round(self.inputs_s, 6), "build_s": round(self.build_s, 6),
-                "extra_sets": self.extra_sets, "float64_on": self.float64_on}
+                "check_s": round(self.check_s, 6), "extra_sets": self.extra_sets, "float64_on": self.float64_on}
 
     @classmethod
     def from_dict(cls, d: Any) -> ReferenceCost | None:
         """The cost in ``d``, or None when it is missing or not a plausible measurement."""
         if not isinstance(d, dict):
             return None
-        secs = [_seconds(d.get(k)) for k in ("eager_s", "float64_s", "inputs_s", "build_s")]
+        secs = [_seconds(d.get(k)) for k in ("eager_s", "float64_s", "inputs_s", "build_s", "check_s")]
         extra = d.get("extra_sets")
         if any(s is None for s in secs) or not isinstance(extra, int) or isinstance(extra, bool) or extra < 0:
             return None
-        eager, f64, inputs, build = (float(s or 0.0) for s in secs)
-        return cls(eager, f64, inputs, build, extra, str(d.get("float64_on", ""))[:16])
+        eager, f64, inputs, build, check = (float(s or 0.0) for s in secs)
+        return cls(eager, f64, inputs, build, check, extra, str(d.get("float64_on", ""))[:16])
 
     def merged(self, other: ReferenceCost) -> ReferenceCost:
         """The smaller of two measurements, per part: a later measurement can only tighten a
@@ -87,7 +93,7 @@ class ReferenceCost:
         does not stick."""
         return ReferenceCost(min(self.eager_s, other.eager_s), min(self.float64_s, other.float64_s),
                              min(self.inputs_s, other.inputs_s), min(self.build_s, other.build_s),
-                             max(self.extra_sets, other.extra_sets),
+                             min(self.check_s, other.check_s), max(self.extra_sets, other.extra_sets),
                              self.float64_on if self.float64_s <= other.float64_s else other.float64_on)
 
 
@@ -160,17 +166,18 @@ class LimitPolicy:
     def protocol(self, extra_sets: int) -> dict[str, int]:
         """Calls of the run phase that scale with the operator (``worker/evaluation.py``):
         per correctness set a reference call, a candidate call, a float64 run (at most:
-        it runs where the tolerance policy needs it) and the set itself; the repeat after
-        the reference, the kernel-dependency probe, the arithmetic audit's two calls and
-        the library profile (candidate), the FLOP count (reference); the timing's warm-up
-        (one round per set) and its rounds up to the minimum plus the one that crosses the
-        budget, each contestant once per round."""
+        it runs where the tolerance policy needs it), two comparisons (eager, float64) and
+        the set itself; the repeat after the reference, the kernel-dependency probe, the
+        arithmetic audit's two calls and the library profile (candidate), three of them
+        compared; the FLOP count (reference); the timing's warm-up (one round per set) and
+        its rounds up to the minimum plus the one that crosses the budget, each contestant
+        once per round."""
         sets = max(1, self.correctness_trials) + extra_sets
         contestants = 2 + (1 if self.compile_baseline else 0)
         timing_sets = max(1, self.timing_input_sets) if self.time_candidates else 0
         rounds = timing_sets + max(1, self.min_timing_trials) + 1 if self.time_candidates else 0
         return {"sets": sets, "reference_calls": sets + 1, "candidate_calls": sets + 4,
-                "timing_calls": contestants * rounds, "float64_runs": sets,
+                "timing_calls": contestants * rounds, "float64_runs": sets, "checks": 2 * sets + 3,
                 "input_sets_made": sets - 1 + timing_sets}
 
     def upper_bounds(self) -> tuple[float, float]:
@@ -191,7 +198,7 @@ class LimitPolicy:
         calls = self.protocol(cost.extra_sets)
         n_calls = calls["reference_calls"] + calls["candidate_calls"] + calls["timing_calls"]
         run_work = (n_calls * cost.eager_s + calls["float64_runs"] * cost.float64_s
-                    + calls["input_sets_made"] * cost.inputs_s)
+                    + calls["checks"] * cost.check_s + calls["input_sets_made"] * cost.inputs_s)
         compile_work = 2 * cost.build_s + cost.inputs_s + cost.eager_s
         capped: list[str] = []
 

@@ -546,9 +546,10 @@ class Evaluator:
     def _measure_reference(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, seed: int,
                            build_s: float) -> ReferenceCost:
         """The reference's own cost, as the run phase will pay it: one input set made, one
-        call on clones of it, its float64 run (``phase_limits``). Runs before the job
-        imports the candidate, on a set no trial uses, and never from the reference cache;
-        its memory is gone before trial 0's set is made."""
+        call on clones of it (a large output moved to the host), one comparison of an
+        output with it, its float64 run (``phase_limits``). Runs before the job imports the
+        candidate, on a set no trial uses, and never from the reference cache; its memory is
+        gone before trial 0's set is made."""
         t0 = _clock()
         inputs = spec.inputs(seed + _MEASURE_SEED, self.device)
         self.backend.synchronize()
@@ -557,22 +558,27 @@ class Evaluator:
         t2 = _clock()
         with self._mem.reference():
             out = self._call(ref_model, output_checks.clone_tree(inputs))
+        ref = memory.to_host(out, self.backend)
         t3 = _clock()
         set_precision_flags()
+        # A candidate's output on the device against the reference's, as every set compares.
+        tolerance.compare_values(out, ref, spec.tolerance)
+        t4 = _clock()
         # What the float64 run's placement reads (as trial 0 notes it in the run phase).
         self._mem.note(inputs, ref_model, out)
         # Its output's memory is freed now: poisoned before the candidate's first call too.
         self._note_output_sizes(out)
-        del out
+        del out, ref
         where = self._float64_device(inputs)
-        t4 = _clock()
+        t5 = _clock()
         out64 = self._float64_reference(ref_model, inputs)
         self.backend.synchronize()
-        t5 = _clock()
+        t6 = _clock()
         set_precision_flags()
         del out64, inputs
-        return ReferenceCost(eager_s=t3 - t2, float64_s=t5 - t4, inputs_s=t1 - t0, build_s=build_s,
-                             extra_sets=extra_sets, float64_on="host" if where.type == "cpu" else "device")
+        return ReferenceCost(eager_s=t3 - t2, float64_s=t6 - t5, inputs_s=t1 - t0, build_s=build_s,
+                             check_s=t4 - t3, extra_sets=extra_sets,
+                             float64_on="host" if where.type == "cpu" else "device")
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
