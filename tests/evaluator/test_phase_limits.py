@@ -208,8 +208,8 @@ def test_forged_phase_messages_lengthen_nothing(tmp_path: Path) -> None:
         assert pl["run_s"] == round(policy.limits(cost).run_s, 3) < 1e3
 
 
-def test_a_reference_slower_than_the_cap_is_named_as_such(tmp_path: Path) -> None:
-    # The measure phase runs before any candidate code: its timeout says the reference is at fault.
+def test_a_reference_at_fault_in_the_measure_phase_is_named_as_such(tmp_path: Path) -> None:
+    # The measure phase runs before any candidate code: its failures say the reference is at fault.
     with Judge(_options(tmp_path, run_timeout_max_s=1.0)) as judge:
         v = judge.evaluate(spec_for_tests("hangs"), OK)
         assert v.status == "timeout", v.reason
@@ -217,3 +217,6 @@ def test_a_reference_slower_than_the_cap_is_named_as_such(tmp_path: Path) -> Non
         assert "too slow for this evaluator" in v.reason
         assert judge.reference_cost(spec_for_tests("hangs")) is None
         assert v.evidence["phase_limits"]["basis"] == "reference cost not measured yet"
+        raised = judge.evaluate(spec_for_tests("raises"), OK)
+        assert raised.status == "runtime_error", raised.reason
+        assert raised.reason.startswith("the reference raised while its cost was measured, before any candidate")

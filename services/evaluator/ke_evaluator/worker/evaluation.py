@@ -259,7 +259,13 @@ class Evaluator:
         build_s = _clock() - t_build
         refs = self._refs = self._references(opts, spec, init, cacheable)
         if opts.measure_reference_cost:
-            cost = self._measure_reference(spec, ref_model, opts.seed, build_s)
+            try:
+                cost = self._measure_reference(spec, ref_model, opts.seed, build_s)
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the spec's fault, said so (a device OOM stays recognisable)
+                raise Outcome("runtime_error", "the reference raised while its cost was measured, before any "
+                                               f"candidate code ran: {exc_summary(exc)}") from None
             lap("measure")
             phase("compile", cost)
         before = snapshot()
