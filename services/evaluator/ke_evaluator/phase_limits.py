@@ -39,8 +39,8 @@ from typing import Any
 PHASES = ("measure", "compile", "run")
 
 # What each phase's limit covers, for a timeout's reason.
-_WHAT = {"measure": "measuring the reference's cost (one reference call and its float64 run, before any "
-                    "candidate code ran)",
+_WHAT = {"measure": "measuring the reference's cost (one reference call, one comparison and its float64 run, "
+                    "before any candidate code ran)",
          "compile": "compile phase (import + construct + first call)",
          "run": "run phase (correctness + timing)"}
 
