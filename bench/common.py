@@ -292,8 +292,9 @@ def spec_source(name: str) -> tuple[str, bool]:
 
 def verdict_row(judge: Any, spec: str, source: str, cand_source: str) -> dict[str, Any]:
     """The judge's verdict on one candidate as a result row (status, reason, speedup, the
-    candidate's median, the worker's stage seconds, wall seconds, max error); an unusable
-    spec at this size is a finding (``spec_error``), not the end of the benchmark."""
+    candidate's median, the worker's stage seconds, wall seconds, max error, the phase
+    limits it ran under and the reference cost they came from); an unusable spec at this
+    size is a finding (``spec_error``), not the end of the benchmark."""
     from kernelevolve.errors import KernelEvolveError
 
     try:
@@ -303,7 +304,7 @@ def verdict_row(judge: Any, spec: str, source: str, cand_source: str) -> dict[st
     t = v.candidate_timing
     return {"status": v.status, "reason": v.reason[:600], "speedup": v.speedup,
             "candidate_ms": t.median_ms if t else None, "stage_s": v.evidence.get("stage_s"),
-            "wall_s": v.evidence.get("wall_s"),
+            "wall_s": v.evidence.get("wall_s"), "phase_limits": v.evidence.get("phase_limits"),
             "max_abs_error": v.correctness.max_abs_error if v.correctness else None,
             **job_memory(v.evidence.get("memory") or {}),
             "evidence_keys": sorted(v.evidence)}

@@ -162,6 +162,13 @@ class EvaluatorSettings:
     hardware_kind: str = "auto"
     compile_timeout_s: float = 120.0
     run_timeout_s: float = 120.0
+    # The limits of a job grow with its spec's measured reference cost: by this factor
+    # times the reference's seconds of the protocol's work (a candidate may be that many
+    # times slower than the reference), up to run_timeout_max_s. 0: fixed limits. At real
+    # sizes the protocol outlasted 120 s for the reference alone (ke_evaluator README,
+    # "Phase limits").
+    run_timeout_max_s: float = 1800.0
+    reference_cost_factor: float = 4.0
     correctness_trials: int = 5
     scratch_dir: str = ""
     # Candidates judged at once on this evaluator's device: the Judge keeps this many

@@ -99,7 +99,9 @@ def _spec(name: str) -> str:
 def test_every_candidate_file_is_covered_and_documented() -> None:
     paths = list(CANDIDATES.glob("*.py")) + list(CANDIDATES.glob("*.txt"))
     files = {p.stem for p in paths}
-    covered = {c for c, *_ in FULL_POLICY} | {"hang_first_call", "hang_later_call"}
+    # the hangs below; the spinner and the forger in test_phase_limits.py
+    covered = {c for c, *_ in FULL_POLICY} | {"hang_first_call", "hang_later_call", "spin_after_first_call",
+                                               "forge_phase_messages"}
     assert files == covered
     for p in paths:
         first = p.read_text().splitlines()[0]

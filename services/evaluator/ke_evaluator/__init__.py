@@ -6,6 +6,6 @@ Public surface for other packages: ``kernelevolve.ports.verdict`` (result types)
 
 Two sides: ``judge/`` runs in the caller's process, ``worker/`` inside each sandboxed
 worker process (``python -m ke_evaluator.worker``), which imports only torch, triton, numpy
-and the stdlib; ``wire`` and ``device_lock`` are shared by both, and
+and the stdlib; ``wire``, ``device_lock`` and ``phase_limits`` are shared by both, and
 ``kernelevolve.ports.verdict`` (stdlib only) by all three.
 """

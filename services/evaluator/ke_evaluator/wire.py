@@ -8,10 +8,12 @@ Parent -> worker ("op"):
   {"op": "validate_spec", "job_id", "spec_source", "spec_name", "options"}
   {"op": "shutdown"}
   "options" is flat, ``{field: value}`` of ``worker.evaluation.JobOptions`` plus the phase
-  timeouts (``Judge._job_options`` builds it from the nested ``EvalOptions``).
+  limits' options and the spec's stored "reference_cost" (``Judge._job_options`` builds it
+  from the nested ``EvalOptions``).
 Worker -> parent ("type"):
   {"type": "ready", "fingerprint": {...}, "sandbox": {...}}
-  {"type": "phase", "job_id", "phase": "compile" | "run"}   # restarts the parent's clock
+  {"type": "phase", "job_id", "phase": "measure" | "compile" | "run"}  # restarts the parent's clock
+      # (forward only; the message that ends "measure" carries "reference_cost": phase_limits)
   {"type": "lock_wait", "mode": "shared" | "exclusive"}     # waiting for the device lock: clock paused
   {"type": "lock_held", "mode", "waited_s"}                 # got it: the clock runs on
   {"type": "result", "job_id", "payload": {...}}            # Verdict.to_dict() or SpecCheck fields

@@ -43,6 +43,7 @@ from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, Invalid
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 
 from .. import backends, device_lock, resource_limits
+from ..phase_limits import JobLimits, LimitPolicy, ReferenceCost
 from . import gpus, static_policy
 from .memory_admission import DeviceMemory, Footprint, MemoryAdmission, Ticket, TorchDeviceMemory, gib, requested_bytes
 from .options import EvalOptions, resolve_device
@@ -101,13 +102,17 @@ class Judge:
         n = o.parallel_workers
         lock_wait = o.pool.lock_wait_timeout_s
         if lock_wait is None:
-            lock_wait = (o.compile_timeout_s + o.run_timeout_s + o.sandbox.startup_timeout_s) * max(1, n)
+            longest = LimitPolicy.from_job_options(self._job_options()).upper_bounds()
+            lock_wait = (sum(longest) + o.sandbox.startup_timeout_s) * max(1, n)
         p = o.pool
         early = p.spare_worker and (p.spare_from_start if p.spare_from_start is not None else self.backend.accelerated)
         self._pool = WorkerPool([Slot(i, functools.partial(self._spawn, self.pins[i]), o, lock_wait,
                                        spare_early=early) for i in range(n)])
         # Memory admission per GPU, and each spec's measured footprint (by spec digest).
         self._footprints: dict[str, Footprint] = {}
+        # Each spec's reference cost (by spec digest): measured by its first job, before
+        # that job's candidate was loaded; the phase limits of its later jobs grow with it.
+        self._costs: dict[str, ReferenceCost] = {}
         self._admission: dict[str | None, MemoryAdmission] = {}
         if device_memory is None and self.backend.accelerated and o.pool.memory_admission:
             device_memory = TorchDeviceMemory(backend=self.backend)
@@ -144,24 +149,50 @@ class Judge:
         with self._state:
             return self._footprints.get(key)
 
+    def reference_cost(self, spec_source: str) -> ReferenceCost | None:
+        """The spec's reference cost as measured by an earlier evaluation on this Judge."""
+        with self._state:
+            return self._costs.get(hashlib.sha256(spec_source.encode()).hexdigest())
+
+    def _job_limits(self, sha: str, options: dict[str, Any]) -> JobLimits:
+        """The phase limits of a job of spec ``sha`` (``phase_limits``); sets in ``options``
+        the stored cost the worker's own CPU-time backstop follows, or asks the worker to
+        measure it first."""
+        policy = LimitPolicy.from_job_options(options)
+        with self._state:
+            cost = self._costs.get(sha)
+        limits = JobLimits(policy, cost, measure=cost is None,
+                           cost_source="measured by an earlier job of the spec, before its candidate was loaded")
+        options["reference_cost"] = cost.to_dict() if cost is not None else None
+        options["measure_reference_cost"] = limits.measure
+        return limits
+
+    def _learn_cost(self, sha: str, limits: JobLimits) -> None:
+        """Keep a cost a job measured (the smaller of it and any stored: ``ReferenceCost.merged``)."""
+        if limits.measured is None:
+            return
+        with self._state:
+            old = self._costs.get(sha)
+            self._costs[sha] = limits.measured if old is None else old.merged(limits.measured)
+
     def _footprint_key(self, sha: str, compile_baseline: bool) -> str:
         # A job that also compiles the reference has a footprint of its own (Inductor's
         # buffers and the compiled baseline's timing beside the eager one).
         return sha + (":compile" if compile_baseline or self.opts.timing.compile_baseline else "")
 
-    def _send(self, slot: Slot, msg: dict[str, Any], sha: str,
+    def _send(self, slot: Slot, msg: dict[str, Any], sha: str, limits: JobLimits,
               alone: bool = False) -> tuple[_Reply, WorkerProcess, Ticket | None]:
         """Send a job once the slot's GPU has memory for it (admission waits happen before
         the job reaches the worker: never on its phase clocks)."""
         adm = self.admission(slot.index)
         ticket: Ticket | None = None
         if adm is None:
-            reply, worker = slot.send(msg)
+            reply, worker = slot.send(msg, limits)
         else:
             with self._state:
                 fp = self._footprints.get(sha)
             with adm.admit(fp.need_bytes if fp is not None else None, alone=alone) as ticket:
-                reply, worker = slot.send(msg)
+                reply, worker = slot.send(msg, limits)
         if reply.kind == "unavailable":
             raise DeviceUnavailable(reply.reason)
         return reply, worker, ticket
@@ -230,6 +261,7 @@ class Judge:
         return {
             "device": self.device, "correctness_trials": o.correctness_trials,
             "compile_timeout_s": o.compile_timeout_s, "run_timeout_s": o.run_timeout_s,
+            "run_timeout_max_s": o.run_timeout_max_s, "reference_cost_factor": o.reference_cost_factor,
             "time_candidates": o.time_candidates, "seed": o.seed,
             "reference_cache_bytes": c.limit_bytes,
             # per worker, of the free memory of its own device
@@ -269,9 +301,12 @@ class Judge:
         if pre:
             return SpecCheck(ok=False, reason=pre)
         with self._pool.lease() as slot:
+            options = self._job_options()
             msg = {"op": "validate_spec", "job_id": uuid.uuid4().hex, "spec_source": spec_source,
-                   "spec_name": spec_name, "options": self._job_options()}
-            reply, worker, _ = self._send(slot, msg, hashlib.sha256(spec_source.encode()).hexdigest())
+                   "spec_name": spec_name, "options": options}
+            # Validation runs the reference a few times and never its float64 run: fixed limits.
+            limits = JobLimits(LimitPolicy.from_job_options(options))
+            reply, worker, _ = self._send(slot, msg, hashlib.sha256(spec_source.encode()).hexdigest(), limits)
             self._note_worker(slot)
             if reply.kind != "result":
                 slot.replace()
@@ -324,14 +359,15 @@ class Judge:
         affinity = hashlib.sha256(spec_source.encode()).hexdigest()  # the worker whose cache has the spec
         with self._pool.lease(affinity) as slot:
             seed_opts = self._seed_options(affinity, slot)
+            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {})}
+            limits = self._job_limits(affinity, options)
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
-                   "candidate_source": candidate_source, "candidate_id": candidate_id,
-                   "options": {**self._job_options(), **seed_opts,
-                               **({"compile_baseline": True} if compile_baseline else {})}}
+                   "candidate_source": candidate_source, "candidate_id": candidate_id, "options": options}
             if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
                 slot.replace()
             fp_key = self._footprint_key(affinity, compile_baseline)
-            reply, worker, ticket = self._send(slot, msg, fp_key)
+            reply, worker, ticket = self._send(slot, msg, fp_key, limits)
+            self._learn_cost(affinity, limits)
             first: dict[str, Any] | None = None
             if ticket is not None and ticket.shared and _out_of_memory(reply):
                 # Out of memory while other jobs shared the GPU: not the candidate's verdict.
@@ -339,7 +375,9 @@ class Judge:
                 first = {"reason": str(reply.payload.get("reason", ""))[:300], "admission": ticket.evidence()}
                 log.info("candidate %s ran out of memory beside other jobs; re-running it alone", candidate_id)
                 slot.replace()
-                reply, worker, ticket = self._send(slot, msg, fp_key, alone=True)
+                limits = self._job_limits(affinity, options)  # measured by the first attempt, if it got that far
+                reply, worker, ticket = self._send(slot, msg, fp_key, limits, alone=True)
+                self._learn_cost(affinity, limits)
             self._note_worker(slot)
             if reply.kind == "result" and "spec_error" in reply.payload:
                 slot.replace()
@@ -360,6 +398,8 @@ class Judge:
                 v.warnings.append("CPU run in the Triton interpreter: timings say nothing about GPU speed")
             v.evidence["worker"] = {"pid": worker.proc.pid, "job_index": worker.jobs, "slot": slot.index,
                                    "gpu": self._gpu_of(slot.index)}
+            # The limits this job ran under and why (the parent's, whatever the worker said).
+            v.evidence["phase_limits"] = limits.evidence()
             if ticket is not None:
                 self._note_memory(v, reply, fp_key, ticket, first)
                 adm = self.admission(slot.index)

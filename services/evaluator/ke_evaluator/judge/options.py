@@ -43,6 +43,11 @@ class EvalOptions:
     correctness_trials: int = 5
     compile_timeout_s: float = 120.0  # import + construct + first call (Triton JIT compile)
     run_timeout_s: float = 120.0  # correctness + integrity checks + timing
+    # Both limits grow with the spec's measured reference cost (``phase_limits``): by this
+    # factor times the reference's seconds of protocol work, up to ``run_timeout_max_s``.
+    # 0: fixed limits, nothing measured.
+    run_timeout_max_s: float = 1800.0
+    reference_cost_factor: float = 4.0
     time_candidates: bool = True
     scratch_dir: str | os.PathLike[str] | None = None  # root of worker scratch dirs; a temp dir when None
     # Base seed of inputs and weights. None: derived per evaluation from a secret per-Judge
@@ -81,6 +86,10 @@ class EvalOptions:
             raise InvalidArgumentError("correctness_trials must be >= 1")
         if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0:
             raise InvalidArgumentError("timeouts must be positive")
+        if self.run_timeout_max_s < self.run_timeout_s:
+            raise InvalidArgumentError("run_timeout_max_s must be >= run_timeout_s")
+        if not self.reference_cost_factor >= 0:
+            raise InvalidArgumentError("reference_cost_factor must be >= 0 (0: fixed limits)")
         for name in ("min_trials", "max_trials"):
             val = getattr(self.timing, name)
             if val is not None and val < 1:
@@ -105,6 +114,8 @@ def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> Eval
         correctness_trials=settings.correctness_trials,
         compile_timeout_s=settings.compile_timeout_s,
         run_timeout_s=settings.run_timeout_s,
+        run_timeout_max_s=settings.run_timeout_max_s,
+        reference_cost_factor=settings.reference_cost_factor,
         scratch_dir=settings.scratch_dir or None,
         parallel_workers=max(1, settings.parallel_workers),
         timing=settings.timing,

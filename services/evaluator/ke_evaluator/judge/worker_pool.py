@@ -1,11 +1,11 @@
 """Worker processes of a ``Judge`` and the pool that shares them between callers.
 
 ``WorkerProcess``: one sandboxed child (``python -m ke_evaluator.worker``) and its pipes;
-the phase clocks (compile / run timeouts) run here, paused while the worker waits for the
-device lock (``device_lock.py``): a wait is not the candidate's time, and the holder it waits
-for is bounded by its own timeouts. A wait longer than ``lock_wait_timeout`` (default: the
-sum of every other worker's limits, so unreachable unless something is broken) ends the
-job as a timeout.
+the phase clocks (measure / compile / run limits: ``phase_limits.JobLimits``) run here,
+paused while the worker waits for the device lock (``device_lock.py``): a wait is not the
+candidate's time, and the holder it waits for is bounded by its own limits. A wait longer
+than ``lock_wait_timeout`` (default: the sum of every other worker's longest limits, so
+unreachable unless something is broken) ends the job as a timeout.
 
 ``Slot``: one place in the pool: its warm worker, the pre-started spare that replaces it
 after a failure, and the spec/seed its worker's reference cache holds (affinity).
@@ -35,6 +35,7 @@ from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.ports import verdict as _verdict
 
 from .. import backends, wire
+from ..phase_limits import JobLimits
 from . import worker_environment
 from .options import EvalOptions
 
@@ -226,8 +227,9 @@ class WorkerProcess:
             desc = f"worker exited with code {code} without a result"
         return desc + (f"; log tail:\n{tail[-800:]}" if tail else "")
 
-    def request(self, msg: dict[str, Any], compile_timeout: float, run_timeout: float,
-                lock_wait_timeout: float = 0.0) -> _Reply:
+    def request(self, msg: dict[str, Any], limits: JobLimits, lock_wait_timeout: float = 0.0) -> _Reply:
+        """Send a job and wait for its result, each phase under ``limits`` (which may learn
+        the reference's cost from the job's measure phase on the way)."""
         # Keep the log far below RLIMIT_FSIZE: a chatty earlier candidate must not get a later
         # one killed by SIGXFSZ. The worker's descriptor is O_APPEND, so truncation is safe.
         try:
@@ -240,8 +242,7 @@ class WorkerProcess:
         except OSError as exc:
             return _Reply("crashed", reason=f"worker pipe broken: {exc}; {self._exit_description()}")
         self.jobs += 1
-        phase = "compile"
-        clock = _PhaseClock(compile_timeout, lock_wait_timeout)
+        clock = _PhaseClock(limits.seconds(), lock_wait_timeout)
         while True:
             try:
                 reply = self.reader.read(clock.deadline)
@@ -249,10 +250,7 @@ class WorkerProcess:
                 if clock.paused is not None:
                     return _Reply("timeout", reason=f"waited more than {lock_wait_timeout:g} s for the device lock "
                                                     "(held by other workers); worker process group killed")
-                limit = compile_timeout if phase == "compile" else run_timeout
-                what = ("compile phase (import + construct + first call)" if phase == "compile"
-                        else "run phase (correctness + timing)")
-                return _Reply("timeout", reason=f"{what} exceeded {limit:g} s; worker process group killed")
+                return _Reply("timeout", reason=f"{limits.explain()}; worker process group killed")
             except wire.ChannelClosed:
                 return _Reply("crashed", reason=self._exit_description())
             except ValueError as exc:
@@ -261,8 +259,8 @@ class WorkerProcess:
             if clock.observe(reply):
                 continue
             if kind == "phase":
-                phase = reply.get("phase", phase)
-                clock.restart(compile_timeout if phase == "compile" else run_timeout)
+                if limits.enter(reply):
+                    clock.restart(limits.seconds())
             elif kind == "result":
                 return _Reply("result", payload=reply.get("payload", {}))
 
@@ -349,7 +347,7 @@ class Slot:
             self.sandbox_info = dict(worker.ready.get("sandbox", {}))
         return why
 
-    def send(self, msg: dict[str, Any]) -> tuple[_Reply, WorkerProcess]:
+    def send(self, msg: dict[str, Any], limits: JobLimits) -> tuple[_Reply, WorkerProcess]:
         worker = self.ensure()
         why = self.wait_ready()
         if why:
@@ -363,7 +361,7 @@ class Slot:
                 if worker.startup_failed:
                     return _Reply("unavailable", reason=f"evaluation worker failed to start: {why}"), worker
                 return _Reply("crashed", reason=f"evaluation worker failed to start: {why}"), worker
-        reply = worker.request(msg, self.opts.compile_timeout_s, self.opts.run_timeout_s, self.lock_wait_timeout)
+        reply = worker.request(msg, limits, self.lock_wait_timeout)
         return reply, worker
 
     def interrupt(self) -> None:

@@ -1,6 +1,9 @@
 """Judging one candidate inside the worker: compile, correctness, integrity, timing.
 
 Order of events matters for the defenses (see README.md):
+  measure  (a spec's first job on a Judge) the reference's own cost: one call on an input
+           set no trial uses and its float64 run, before the candidate is imported
+           (phase_limits: the later phases' limits grow with it);
   compile  import the candidate, construct both models (same seed, weights copied),
            first candidate call on input set 0 (Triton JIT compile happens here);
   run      per trial: seeded inputs (cached per spec and seed, see reference_cache.py) ->
@@ -27,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -35,6 +38,7 @@ from kernelevolve.ports.verdict import Correctness, Diagnosis, KernelInfo, Timin
 
 from ..backends import DeviceBackend, for_torch_device
 from ..device_lock import DeviceLock, Mode
+from ..phase_limits import ReferenceCost
 from . import (
     defenses,
     diagnosis,
@@ -51,7 +55,18 @@ from .compile_release import CompileRelease
 from .defenses import Outcome, exc_summary
 from .global_state import GlobalState, set_precision_flags, snapshot, state_violations
 
-PhaseFn = Callable[[str], None]
+
+class PhaseFn(Protocol):
+    """Reports a phase to the parent; ``cost`` ends the measure phase (``process._Phases``)."""
+
+    def __call__(self, name: str, cost: ReferenceCost | None = None) -> None: ...
+
+
+# Bound before any candidate code runs (a candidate cannot swap it for the measure phase).
+_clock = time.perf_counter
+# Seed offset of the measure phase's input set: no trial, extra or timing set uses it, so
+# the reference's answer it leaves in freed memory is for inputs the candidate never gets.
+_MEASURE_SEED = 7000
 
 
 @dataclass
@@ -81,6 +96,8 @@ class JobOptions:
     profile_library_time: bool = True
     compile_baseline: bool = False
     strict_strides: bool = True
+    # The Judge has no reference cost for the spec yet: measure it first (phase "measure").
+    measure_reference_cost: bool = False
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobOptions:
@@ -117,6 +134,11 @@ class Evaluator:
     # -- helpers ---------------------------------------------------------------------------
     def poison(self, like: list[Any]) -> None:
         defenses.poison_allocator(self.device, like, self._output_sizes)
+
+    def _note_output_sizes(self, ref: Any) -> None:
+        if len(self._output_sizes) < 64:
+            self._output_sizes |= {t.numel() * t.element_size() for t in output_checks.leaves(ref)
+                                   if isinstance(t, torch.Tensor)}
 
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
@@ -228,14 +250,26 @@ class Evaluator:
         else:
             v.evidence["seed_source"] = "fixed" if cacheable else "random"
             v.evidence["seed"] = opts.seed
-        phase("compile")
+        phase("measure" if opts.measure_reference_cost else "compile")
         self._hold("shared")
         set_precision_flags()
-        before = snapshot()
-        self._before = before
+        t_build = _clock()
         init = spec.init_inputs()
         ref_model = loading.build_model(spec.Model, init, opts.seed, dev)
+        build_s = _clock() - t_build
         refs = self._refs = self._references(opts, spec, init, cacheable)
+        if opts.measure_reference_cost:
+            try:
+                cost = self._measure_reference(spec, ref_model, opts.seed, build_s)
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the spec's fault, said so (a device OOM stays recognisable)
+                raise Outcome("runtime_error", "the reference raised while its cost was measured, before any "
+                                               f"candidate code ran: {exc_summary(exc)}") from None
+            lap("measure")
+            phase("compile", cost)
+        before = snapshot()
+        self._before = before
 
         # ---- compile: import + construct + first call ---------------------------------------
         mod_name = f"_ke_candidate_{os.getpid()}_{self.counter}"
@@ -371,9 +405,7 @@ class Evaluator:
                     self._mem.note(inputs, ref_model, ref)
             else:
                 ref, ref_aliases = refs.reference(key, reference)
-            if len(self._output_sizes) < 64:
-                self._output_sizes |= {t.numel() * t.element_size() for t in output_checks.leaves(ref)
-                                       if isinstance(t, torch.Tensor)}
+            self._note_output_sizes(ref)
             bad = output_checks.check_structure(out, ref, cand_spans, strict_strides=opts.strict_strides,
                                                 allow_input_alias=ref_aliases, device_type=dev.type)
             if bad:
@@ -503,14 +535,56 @@ class Evaluator:
                        if corr.error_ratio is not None and "error vs float64" not in corr.bound else "")
                     + f"; bound: {corr.bound})")
 
-    def _float64_reference(self, ref_model: torch.nn.Module, inputs: list[Any]) -> Any:
-        """The reference re-run in float64 (tolerance.py, rules 2 and 3). On the device when
-        its float64 copies fit beside what the job holds (the inputs and the reference's
-        peak, widened to 8 bytes an element), else on the host; a large result waits on the
-        host, where the comparison reads it chunk by chunk."""
+    def _float64_device(self, inputs: list[Any]) -> torch.device:
+        """Where the float64 reference runs: on the device when its float64 copies fit beside
+        what the job holds (the inputs and the reference's peak, widened to 8 bytes an
+        element), else on the host."""
         on_device = memory.float64_fits(self._mem.parts, inputs, self.device, self.backend)
-        out = reference_cache.float64_reference(ref_model, inputs, self.device if on_device else torch.device("cpu"))
+        return self.device if on_device else torch.device("cpu")
+
+    def _float64_reference(self, ref_model: torch.nn.Module, inputs: list[Any]) -> Any:
+        """The reference re-run in float64 (tolerance.py, rules 2 and 3), where
+        ``_float64_device`` says; a large result waits on the host, where the comparison
+        reads it chunk by chunk."""
+        out = reference_cache.float64_reference(ref_model, inputs, self._float64_device(inputs))
         return memory.to_host(out, self.backend)
+
+    def _measure_reference(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, seed: int,
+                           build_s: float) -> ReferenceCost:
+        """The reference's own cost, as the run phase will pay it: one input set made, one
+        call on clones of it (a large output moved to the host), one comparison of an
+        output with it, its float64 run (``phase_limits``). Runs before the job imports the
+        candidate, on a set no trial uses, and never from the reference cache; its memory is
+        gone before trial 0's set is made."""
+        t0 = _clock()
+        inputs = spec.inputs(seed + _MEASURE_SEED, self.device)
+        self.backend.synchronize()
+        t1 = _clock()
+        extra_sets = len(spec.extra_inputs(seed + _MEASURE_SEED + 1, self.device))
+        t2 = _clock()
+        with self._mem.reference():
+            out = self._call(ref_model, output_checks.clone_tree(inputs))
+        ref = memory.to_host(out, self.backend)
+        t3 = _clock()
+        set_precision_flags()
+        # A candidate's output on the device against the reference's, as every set compares.
+        tolerance.compare_values(out, ref, spec.tolerance)
+        t4 = _clock()
+        # What the float64 run's placement reads (as trial 0 notes it in the run phase).
+        self._mem.note(inputs, ref_model, out)
+        # Its output's memory is freed now: poisoned before the candidate's first call too.
+        self._note_output_sizes(out)
+        del out, ref
+        where = self._float64_device(inputs)
+        t5 = _clock()
+        out64 = self._float64_reference(ref_model, inputs)
+        self.backend.synchronize()
+        t6 = _clock()
+        set_precision_flags()
+        del out64, inputs
+        return ReferenceCost(eager_s=t3 - t2, float64_s=t6 - t5, inputs_s=t1 - t0, build_s=build_s,
+                             check_s=t4 - t3, extra_sets=extra_sets,
+                             float64_on="host" if where.type == "cpu" else "device")
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:

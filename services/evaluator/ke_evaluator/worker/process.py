@@ -17,7 +17,10 @@ import signal
 import sys
 import time
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..phase_limits import ReferenceCost
 
 
 class _StepClock:
@@ -53,6 +56,32 @@ def _fingerprint(device: Any, backend: Any) -> dict[str, str]:
         fp["backend"] = backend.name  # e.g. rocm: torch's device type says "cuda"
     fp.update(backend.fingerprint(device))
     return fp
+
+
+class _Phases:
+    """Tells the parent where a job is (it restarts its phase clock) and keeps this worker's
+    CPU-time backstop (``isolation.set_cpu_budget``) in step with the same limits
+    (``phase_limits``): the job's stored reference cost, or the one its measure phase found."""
+
+    def __init__(self, out_fd: int, job_id: str, options: dict[str, Any]) -> None:
+        from .. import phase_limits
+
+        self.out_fd = out_fd
+        self.job_id = job_id
+        self.policy = phase_limits.LimitPolicy.from_job_options(options)
+        self.cost = phase_limits.ReferenceCost.from_dict(options.get("reference_cost"))
+
+    def __call__(self, name: str, cost: ReferenceCost | None = None) -> None:
+        from .. import wire
+        from . import isolation
+
+        msg: dict[str, Any] = {"type": "phase", "job_id": self.job_id, "phase": name}
+        if cost is not None:  # the measure phase's result, reported as it ends
+            self.cost = cost
+            msg["reference_cost"] = cost.to_dict()
+        limit = self.policy.limits(self.cost).seconds(name)
+        isolation.set_cpu_budget(limit * max(1, os.cpu_count() or 1) + 5)
+        wire.write_message(self.out_fd, msg)
 
 
 def _sleep_unlocked(lock: Any, seconds: float) -> None:
@@ -190,13 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         if op == "shutdown":
             return 0
         job_id = msg.get("job_id", "")
-
-        def phase(name: str, _job_id: str = job_id, _msg: dict[str, Any] = msg) -> None:
-            if name == "run" or name == "compile":
-                opts = _msg.get("options", {})
-                budget = float(opts.get("compile_timeout_s" if name == "compile" else "run_timeout_s", 120.0))
-                isolation.set_cpu_budget(budget * max(1, os.cpu_count() or 1) + 5)
-            wire.write_message(out_fd, {"type": "phase", "job_id": _job_id, "phase": name})
+        phase = _Phases(out_fd, job_id, msg.get("options", {}))
 
         if op == "evaluate":
             payload = evaluator.evaluate(msg, phase)
