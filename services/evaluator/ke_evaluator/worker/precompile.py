@@ -199,5 +199,17 @@ def dry_run(source: str, module_name: str, directory: str, model_cls_name: str, 
         out.warmed = sum(recorder.warmed.values())
         return out
     finally:
-        sys.modules.pop(module_name, None)
+        _forget(module_name)
         out.seconds = clock() - start
+
+
+def _forget(module_name: str) -> None:
+    """The dry run's module and Triton's registry entries of its kernels (kept per process
+    otherwise: one set per job)."""
+    sys.modules.pop(module_name, None)
+    try:
+        from triton.runtime.jit import _triton_jit_function_registry as registry
+    except ImportError:
+        return
+    for key in [k for k in registry if k.startswith(f"{module_name}:")]:
+        del registry[key]
