@@ -269,3 +269,50 @@ def test_the_fake_shape_rule_matches_the_loop(cls: type[nn.Module], shape: tuple
     assert [tuple(t.shape) for t in pytree.tree_leaves(fake)] == [tuple(t.shape) for t in pytree.tree_leaves(real)]
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         assert fake_output(loop, (mode.from_tensor(torch.randn(*shape[:-1], 6)),)) is None  # wrong features
+
+
+_STACKED_CONSTANT = """
+import torch
+import torch.nn as nn
+
+STEPS = 6
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell1 = nn.GRUCell(7, 20)
+        self.cell2 = nn.GRUCell(20, 20)
+
+    def forward(self, x):
+        h1 = h2 = x.new_zeros(x.size(0), 20)
+        outs = []
+        for t in range(STEPS):
+            h1 = self.cell1(x[:, t], h1)
+            h2 = self.cell2(h1, h2)
+            outs.append(h2)
+        return torch.stack(outs, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(3, STEPS, 7)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_stacked_cells_over_a_constant_number_of_steps_stay_a_symbolic_graph() -> None:
+    """A loop over a constant count traces symbolically (no shape question): its chains,
+    the second cell's over the first one's steps included, keep the graph from the
+    dispatcher-level trace, and both become loop nodes (the slice of the first T steps
+    keeps the graph general)."""
+    synth = OfflineSynthesizer()
+    spec = synth.captured(_STACKED_CONSTANT, "stacked")
+    assert spec.tracer == "symbolic" and spec.rewrites.get("cell_loops") == 2, (spec.tracer, spec.rewrites)
+    (prop,) = synth.propose(ProposalRequest(spec_source=_STACKED_CONSTANT, spec_name="stacked", count=1))
+    assert _forward(prop.source).count("= launch_rnn_gru_") == 2
+    (result,) = run_in_subprocess([{"id": "stacked", "spec_source": _STACKED_CONSTANT,
+                                    "candidate_source": prop.source, "seeds": [1, 2]}])
+    assert result["ok"], result

@@ -60,8 +60,17 @@ class _Chain:
     c: list[list[torch.fx.Node]] = field(default_factory=list)  # per step (LSTM): its c
 
 
-def _step_input(node: Any, k: int) -> tuple[torch.fx.Node, int, torch.fx.Node | None] | None:
+# a node that is step k of a sequence found before the graph is rewritten: (an identity
+# of the sequence, its time dim, k)
+Stepped = dict[torch.fx.Node, tuple[torch.fx.Node, int, int]]
+
+
+def _step_input(node: Any, k: int, stepped: Stepped | None = None
+                ) -> tuple[torch.fx.Node, int, torch.fx.Node | None] | None:
     """(X, time dim, the unbind node or None) when ``node`` is step ``k`` of a sequence."""
+    if stepped and node in stepped:
+        seq, seq_dim, at = stepped[node]
+        return (seq, seq_dim, None) if at == k else None
     if not (isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target is operator.getitem):
         return None
     base, idx = node.args
@@ -108,7 +117,7 @@ def _reads_state(arg: Any, h: list[torch.fx.Node], c: list[torch.fx.Node], lstm:
     return arg in h
 
 
-def _chains(gm: torch.fx.GraphModule) -> list[_Chain]:
+def _chains(gm: torch.fx.GraphModule, stepped: Stepped | None = None) -> list[_Chain]:
     """Every chain of calls of one cell (see the module's doc), longest first found."""
     chains: list[_Chain] = []
     taken: set[torch.fx.Node] = set()
@@ -118,16 +127,16 @@ def _chains(gm: torch.fx.GraphModule) -> list[_Chain]:
         mode = cell_mode(gm.get_submodule(str(node.target)))
         if mode is None or set(node.kwargs) - {"hx"} or (len(node.args) > 1 and node.kwargs):
             continue
-        chain = _follow(node, mode)
+        chain = _follow(node, mode, stepped)
         if chain is not None:
             chains.append(chain)
             taken.update(chain.steps)
     return chains
 
 
-def _follow(first: torch.fx.Node, mode: str) -> _Chain | None:
+def _follow(first: torch.fx.Node, mode: str, stepped: Stepped | None = None) -> _Chain | None:
     lstm = mode == "lstm"
-    got = _step_input(first.args[0], 0)
+    got = _step_input(first.args[0], 0, stepped)
     hx0 = _state_arg(first)
     if lstm:
         state_ok = hx0 is None or (isinstance(hx0, (tuple, list)) and len(hx0) == 2
@@ -152,7 +161,7 @@ def _follow(first: torch.fx.Node, mode: str) -> _Chain | None:
         step = nxt[0]
         if any(u is not step for u in nxt) or not _reads_state(_state_arg(step), parts[0], parts[1], lstm):
             return None  # a state read by two later calls: not one recurrence
-        got = _step_input(step.args[0], len(chain.steps))
+        got = _step_input(step.args[0], len(chain.steps), stepped)
         if got is None or got != (chain.source, chain.time_dim, chain.via_unbind):
             break  # the next call reads something else: the chain ends here
         call = step
@@ -165,8 +174,20 @@ def _follow(first: torch.fx.Node, mode: str) -> _Chain | None:
 
 
 def chained_cells(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-    """The cell calls inside chains ``roll_cell_loops`` rolls (when the shapes agree)."""
-    return {node for chain in _chains(gm) for node in chain.steps}
+    """The cell calls inside chains ``roll_cell_loops`` rolls (when the shapes agree),
+    before any is rolled: a cell stacked on another in the same loop reads the first one's
+    step ``k`` ``h`` at its step ``k`` (rolled in a second pass, once the first loop's
+    output is a sequence)."""
+    found: set[torch.fx.Node] = set()
+    stepped: Stepped = {}
+    while True:
+        new = [c for c in _chains(gm, stepped) if c.steps[0] not in found]
+        if not new:
+            return found
+        for chain in new:
+            found.update(chain.steps)
+            for k, hs in enumerate(chain.h):
+                stepped.update({nd: (chain.steps[0], chain.time_dim, k) for nd in hs})
 
 
 def roll_cell_loops(gm: torch.fx.GraphModule, specialised: bool) -> int:
