@@ -1,4 +1,4 @@
-"""GRU encoder written with ``nn.GRUCell`` over a time-major sequence: the initial state is an input, ``for x_t in x.unbind(0)`` steps the cell, and the forward returns every step's state stacked (time first) and the last one."""
+"""GRU encoder with ``nn.GRUCell`` stepped over ``x.unbind(0)`` (time major, h0 given): all states and the last."""
 
 import torch
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""Hand-written LSTM over time with ``nn.LSTMCell``: ``for t in range(x.size(1))`` calls the cell on ``x[:, t]``, threads ``(h, c)`` from step to step and stacks every step's ``h`` (batch first); a linear head reads the last state."""
+"""LSTM with ``nn.LSTMCell`` over ``x[:, t]``: every step's ``h`` stacked (batch first), a head on the last."""
 
 import torch
 import torch.nn as nn
