@@ -206,3 +206,25 @@ def test_every_release_drains_first(lock_dir: str) -> None:
     me.release()
     assert me.mode is None and can_take(lock_dir, "exclusive")
     me.close()
+
+
+def test_a_dry_run_keeps_the_lock_while_candidate_code_runs(lock_dir: str) -> None:
+    """precompile.py's dry run: compiles submitted to a pool return at once and candidate
+    code goes on, so the per-compile release is paused; the lock is let go only around the
+    wait for the pool (``Evaluator._unlocked``), and is SHARED again after."""
+    from ke_evaluator.worker.compile_release import CompileRelease
+
+    me = DeviceLock(lock_dir)
+    release = CompileRelease(me)
+    me.acquire("shared")
+    with release.pause():
+        assert release.before(key="k") is None  # Triton compiles (submits) ...
+        assert me.mode == "shared" and not can_take(lock_dir, "exclusive")  # ... and the lock stays
+        release.after(key="k")  # the pool's finalisation: nothing to take back
+        assert me.mode == "shared"
+    assert release.released == 0
+    assert release.before(key="k2") is None  # after the dry run, compiles release as before
+    assert me.mode is None
+    release.after(key="k2")
+    assert me.mode == "shared" and release.released == 1
+    me.close()

@@ -172,3 +172,19 @@ def test_a_candidate_larger_than_the_device_alone_says_what_it_needs(gpu_judge: 
     v = gpu_judge.evaluate(example(RELU), src, candidate_id="too-big")
     assert v.status == "runtime_error"
     assert "needs about" in v.reason and "the device has" in v.reason, v.reason
+
+
+def test_a_whole_models_kernels_are_compiled_by_the_dry_run_first(gpu_judge: Judge) -> None:
+    """The compile phase's dry run (worker/precompile.py, on by default on GPU) reaches every
+    kernel the first call launches, on fake tensors and a thread pool; the verdict is the
+    first real call's."""
+    from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ProposalRequest
+
+    src = example("model_lstm_cell_loop")
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="lstm_cells", count=1))
+    v = gpu_judge.evaluate(src, prop.source, candidate_id="lstm_cells")
+    assert v.status == "correct", v.reason
+    dry = v.evidence["precompile"]
+    assert dry["status"] == "done" and not dry.get("reason"), dry  # asynchronous compile available
+    assert set(dry["kernels"]) == set(v.evidence["kernel_launches"]), dry

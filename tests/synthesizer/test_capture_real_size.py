@@ -169,7 +169,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
-# a hand-written loop over time steps of a cell: unrolled by the trace
+# a hand-written loop over a constant number of time steps of a cell: one loop node
 RECURRENT = _RECURRENT.format(init="self.cell = nn.GRUCell(features, 32)", body="""h = x.new_zeros(x.shape[0], 32)
         outs = []
         for t in range(steps):
@@ -179,18 +179,20 @@ RECURRENT = _RECURRENT.format(init="self.cell = nn.GRUCell(features, 32)", body=
 LAYER = _RECURRENT.format(init="self.rnn = nn.GRU(features, 32, batch_first=True)", body="return self.rnn(x)[0]")
 
 
-def test_recurrent_cell_loop_traced_at_real_shapes() -> None:
-    """A recurrent cell in a Python loop goes to the dispatcher-level trace (specialised):
-    traced on fake tensors at the real batch, verified by the same trace of the shrunk spec."""
+def test_recurrent_cell_loop_is_one_node_at_real_shapes() -> None:
+    """A recurrent cell in a Python loop over a constant number of steps: the symbolic
+    graph's calls of the cell become one loop node (frontend/cell_loops.py; before, the
+    dispatcher-level trace unrolled them), whose outputs on fake tensors come from sizes
+    (CellLoop.fake_output), lowered by the recurrent family at the real batch."""
     spec = capture(RECURRENT, "gru_large")
     assert spec.fake_mode is not None
-    assert spec.tracer == "aten"
-    assert spec.specialized_shapes == [(8192, 3, 256)]
+    assert spec.tracer == "symbolic" and spec.rewrites.get("cell_loops") == 1
     nodes = list(spec.gm.graph.nodes)
     assert shape_of(nodes[0]) == (8192, 3, 256)
     assert shape_of(nodes[-1].args[0]) == (8192, 3, 32)
-    _, _, fallbacks = OfflineSynthesizer().lower(spec, {})
-    assert len(fallbacks) < 5
+    source, _, fallbacks = OfflineSynthesizer().lower(spec, {})
+    assert "= launch_rnn_gru_" in source
+    assert not [f for f in fallbacks if "cell" in str(f)], fallbacks
 
 
 def test_recurrent_layer_stays_one_symbolic_node_at_real_size() -> None:

@@ -271,7 +271,7 @@ class Judge:
             "timing_ci_target": t.ci_target, "timing_budget_s": t.budget_s, "timing_input_sets": t.input_sets,
             "compile_baseline": t.compile_baseline, "error_budget_factor": o.error_budget_factor,
             "check_kernel_dependency": o.check_kernel_dependency, "profile_library_time": o.profile_library_time,
-            "strict_strides": o.strict_strides,
+            "strict_strides": o.strict_strides, "precompile": o.precompile,
         }
 
     def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:

@@ -63,6 +63,9 @@ class EvalOptions:
     # Output strides must equal the reference's (a contiguous answer to a non-contiguous
     # reference is accepted). False: a stride mismatch is only a warning.
     strict_strides: bool = True
+    # Compile the candidate's kernels side by side before its first call, from a dry run on
+    # meta tensors inside the compile phase (worker/precompile.py): auto = on GPU only, on, off
+    precompile: str = "auto"
     # The AST policy (static_policy). Turning it off leaves only the runtime defenses:
     # meant for testing those layers, never for production (so not in the settings).
     enforce_static_policy: bool = True
@@ -84,6 +87,8 @@ class EvalOptions:
         """Raises ``InvalidArgumentError`` for options no Judge can run with."""
         if self.correctness_trials < 1:
             raise InvalidArgumentError("correctness_trials must be >= 1")
+        if self.precompile not in ("auto", "on", "off"):
+            raise InvalidArgumentError("precompile must be auto, on or off")
         if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0:
             raise InvalidArgumentError("timeouts must be positive")
         if self.run_timeout_max_s < self.run_timeout_s:

@@ -19,6 +19,8 @@ Worker side: triton only.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from ..device_lock import DeviceLock
@@ -31,9 +33,20 @@ class CompileRelease:
         self.lock = lock
         self.released = 0
         self._mine = False  # this compile released the lock and must take it back
+        self.paused = False  # a dry run (precompile.py): candidate code runs between compiles
+
+    @contextlib.contextmanager
+    def pause(self) -> Iterator[None]:
+        """No release while a dry run submits compiles to a pool: each submission returns at
+        once and the candidate's code goes on, which must not run unlocked."""
+        self.paused = True
+        try:
+            yield
+        finally:
+            self.paused = False
 
     def before(self, **_: Any) -> None:
-        self._mine = self.lock.mode == "shared"
+        self._mine = self.lock.mode == "shared" and not self.paused
         if self._mine:
             self.lock.release()
             self.released += 1

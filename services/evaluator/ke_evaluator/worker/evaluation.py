@@ -23,11 +23,12 @@ Worker side: torch + triton only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -47,6 +48,7 @@ from . import (
     loading,
     memory,
     output_checks,
+    precompile,
     reference_cache,
     timing,
     tolerance,
@@ -98,6 +100,9 @@ class JobOptions:
     strict_strides: bool = True
     # The Judge has no reference cost for the spec yet: measure it first (phase "measure").
     measure_reference_cost: bool = False
+    # A dry run that compiles the candidate's kernels side by side before its first call
+    # (precompile.py): auto = on GPU only (the interpreter compiles nothing), on, off
+    precompile: str = "auto"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobOptions:
@@ -162,6 +167,29 @@ class Evaluator:
             self.lock.release()
         else:
             self.lock.acquire(mode)
+
+    def _precompile(self, opts: JobOptions, source: str, module_name: str, directory: str, init: list[Any],
+                    inputs: list[Any]) -> dict[str, Any]:
+        why = precompile.wanted(opts.precompile, self.backend.accelerated)
+        if why:
+            return precompile.DryRun(reason=why).evidence()
+        paused = self.compile_release.pause if self.compile_release is not None else contextlib.nullcontext
+        return precompile.dry_run(source, module_name, directory, "ModelNew", init, inputs,
+                                  device=self.device, accelerated=self.backend.accelerated, call=self._call,
+                                  unlocked=self._unlocked,
+                                  paused=paused).evidence()
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """The SHARED lock let go (drained first) while no candidate code runs."""
+        held = self.lock is not None and self.lock.mode == "shared"
+        if held:
+            self._hold(None)
+        try:
+            yield
+        finally:
+            if held:
+                self._hold("shared")
 
     def _step_aside(self) -> None:
         """Between two steps of the SHARED phase: a waiting timing phase goes first (the
@@ -320,6 +348,10 @@ class Evaluator:
             graph_seen[1] += recorder.replayed_launches
             return out
 
+        # the candidate's kernels compiled side by side into Triton's cache, from a second
+        # import run on fake tensors; the first call below is still what is judged
+        v.evidence["precompile"] = self._precompile(opts, job["candidate_source"], f"{mod_name}_dry", jobdir,
+                                                    init, inputs0)
         first_in = output_checks.clone_tree(inputs0)
         first_out = run_candidate(first_in, "first call")
         kernel_launches = {k: s.launches for k, s in recorder.own.items()}

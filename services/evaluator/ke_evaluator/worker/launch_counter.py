@@ -12,7 +12,8 @@ Suppression mode replaces each candidate launch by a NaN-fill of the tensor argu
 that are not protected (inputs and parameters): the outputs the kernel would have written.
 If the candidate's result still matches the reference, the kernels did no needed work.
 Audit mode hands every candidate launch to ``arithmetic_audit`` (what it writes, against
-what it was given).
+what it was given). Warm-up mode (``precompile``'s dry run) compiles each own launch
+without launching it.
 Worker side: imports torch and triton only.
 """
 
@@ -46,6 +47,10 @@ class LaunchRecorder:
     # they stand for (graph_ledger.py)
     graph_replays: int = 0
     replayed_launches: int = 0
+    # a dry run (precompile.py): own launches become Triton warm-ups (compiled, never
+    # launched), counted here by kernel; any other launch raises (its tensors may be meta)
+    warm_up: bool = False
+    warmed: dict[str, int] = field(default_factory=dict)
 
     def total_own(self) -> int:
         return sum(k.launches for k in self.own.values())
@@ -121,6 +126,11 @@ def _wrap(cls: type) -> None:
         mod = getattr(fn, "__module__", None)
         name = getattr(fn, "__name__", type(self).__name__)
         mine = rec.module_name is not None and mod == rec.module_name
+        if rec.warm_up:
+            if not mine:
+                raise RuntimeError(f"dry run: launch of {mod}.{name}, not a kernel of the candidate")
+            rec.warmed[name] = rec.warmed.get(name, 0) + 1
+            return orig(self, *args, **{**kwargs, "warmup": True})
         cap = current_capture()
         if cap is not None:  # recorded into a CUDA graph, not executed: counted when it replays
             book = cap.own if mine else cap.foreign

@@ -112,10 +112,11 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None,
         # scalar total of per-row values: atomic adds in the row kernel, or a kernel of its own
         choices: tuple[str, ...] = ("atomic", "separate") if key.startswith("total.") else ("fused", "separate")
         out.append(Knob(key, key.split(".")[0], anchor, choices))
+    offered = library_offered(plan) if plan.impl_knobs else set()
     for key, anchor in sorted(plan.impl_knobs.items()):
         # a conv / matmul as its Triton kernel or as a library call with Triton neighbours;
         # not offered where the candidate would be left without a Triton kernel
-        if library_offered(plan, anchor):
+        if anchor in offered:
             default = plan.impl_defaults.get(key, IMPL_CHOICES[0])  # the seed policy's (impl_policy.py)
             out.append(Knob(key, "impl", anchor, (default,) + tuple(c for c in IMPL_CHOICES if c != default)))
     if len(plan.groups) >= cuda_graph.MIN_KERNELS and (cuda_graph.SEARCHED or cuda_graph.KNOB in genome):

@@ -16,7 +16,12 @@ data flow is a loop's:
 - a name every step reads is loop-invariant;
 - a name that step ``i`` reads and that was bound before the run as ``B[c + i]`` (the
   ``unbind`` of all steps' input projections) is read as ``B[c + _step]`` in the loop
-  (and its ``unbind`` item line dropped when nothing else reads it).
+  (and its ``unbind`` item line dropped when nothing else reads it);
+- an integer literal is the same in every step, or ``c + i`` (``c - i``) in step ``i``:
+  a hand-written loop over time steps reads ``x[:, t]``, which the shape-specialised
+  trace writes ``x[(slice(None, None, None), 3)]``; the loop writes ``(c + _step)``. Only
+  in a run that carries a state (a recurrence): consecutive items of one tuple
+  (``t_chunk[0]``, ``t_chunk[1]``, ...) stay as they are.
 
 Values of the last step read after the run are aliased after the loop; values of every
 step (the per-step outputs a later ``stack`` collects) are appended to a list in the
@@ -34,6 +39,9 @@ from dataclasses import dataclass
 MIN_STEPS = 3  # shorter runs stay unrolled: a loop saves nothing there
 MAX_BLOCK = 64  # statements per step searched for
 _TOKEN = re.compile(r"\bt_\w+\b")
+# an integer literal: not part of a name, a float, an exponent or a string ('3' of
+# ``self._modules['3']`` names a submodule: the strings alternative matches it whole)
+_NUMBER = re.compile(r"'[^']*'|\"[^\"]*\"|(?<![\w.\x00])(?<![eE][-+])(\d+)(?![\w.])")
 _ITEM = re.compile(r"^(t_\w+) = (t_\w+)\[(\d+)\]$")
 
 
@@ -43,14 +51,17 @@ class _Line:
     template: str
     defs: tuple[str, ...]
     reads: tuple[str, ...]  # every token after the assignment, in order, repeats kept
+    numbers: tuple[int, ...] = ()  # the integer literals after the assignment, in order
 
 
 def _parse(code: str) -> _Line:
     lhs, sep, rhs = code.partition(" = ")
     if not sep or "\n" in code or not all(_TOKEN.fullmatch(p.strip()) for p in lhs.split(",")):
         return _Line(code, "\x01" + code, (), tuple(_TOKEN.findall(code)))  # never rolled
-    return _Line(code, _TOKEN.sub("\x00", lhs) + " = " + _TOKEN.sub("\x00", rhs),
-                 tuple(p.strip() for p in lhs.split(",")), tuple(_TOKEN.findall(rhs)))
+    rhs_t = _TOKEN.sub("\x00", rhs)
+    template = _TOKEN.sub("\x00", lhs) + " = " + _NUMBER.sub(lambda m: "\x02" if m.group(1) else m.group(0), rhs_t)
+    return _Line(code, template, tuple(p.strip() for p in lhs.split(",")), tuple(_TOKEN.findall(rhs)),
+                 tuple(int(m.group(1)) for m in _NUMBER.finditer(rhs_t) if m.group(1)))
 
 
 @dataclass
@@ -61,6 +72,7 @@ class _Run:
     init: dict[str, str]  # loop local -> value before the run (carried values)
     indexed: dict[tuple[int, int], tuple[str, int, int]]  # (line, read) -> (base, offset, +-1)
     carried: dict[tuple[int, int], str]  # (line, read) -> the loop local it reads
+    numbers: dict[tuple[int, int], tuple[int, int]]  # (line, literal) -> (first step's value, +-1) or (value, 0)
 
 
 def roll(codes: list[str]) -> list[str]:
@@ -124,11 +136,18 @@ def _dataflow(lines: list[_Line], s: int, size: int, steps: int, defined_at: dic
     init: dict[str, str] = {}
     indexed: dict[tuple[int, int], tuple[str, int, int]] = {}
     carried: dict[tuple[int, int], str] = {}
+    numbers: dict[tuple[int, int], tuple[int, int]] = {}
     for j in range(size):
         first = lines[s + j]
         if any(len(lines[s + k * size + j].defs) != len(first.defs) or
                len(lines[s + k * size + j].reads) != len(first.reads) for k in range(steps)):
             return None
+        for q, v0 in enumerate(first.numbers):
+            values = [lines[s + k * size + j].numbers[q] for k in range(steps)]
+            sign = next((d for d in (0, 1, -1) if all(v == v0 + d * k for k, v in enumerate(values))), None)
+            if sign is None:
+                return None
+            numbers[(j, q)] = (v0, sign)
         for r, name0 in enumerate(first.reads):
             names = [lines[s + k * size + j].reads[r] for k in range(steps)]
             where = [pos.get(nm) for nm in names]
@@ -156,7 +175,9 @@ def _dataflow(lines: list[_Line], s: int, size: int, steps: int, defined_at: dic
                     return None
                 continue
             return None
-    return _Run(s, size, steps, init, indexed, carried)
+    if not carried and any(sign for _, sign in numbers.values()):
+        return None  # literals that count the steps but no state carried: items of one tuple, not a recurrence
+    return _Run(s, size, steps, init, indexed, carried, numbers)
 
 
 def _emit(lines: list[_Line], run: _Run, n_loop: int, codes: list[str]) -> list[str]:
@@ -193,7 +214,10 @@ def _emit(lines: list[_Line], run: _Run, n_loop: int, codes: list[str]) -> list[
             else:
                 names.append(run.carried.get((j, r), name0))
         pieces = ln.template.split("\x00")
-        out.append("    " + pieces[0] + "".join(nm + piece for nm, piece in zip(names, pieces[1:], strict=True)))
+        code = pieces[0] + "".join(nm + piece for nm, piece in zip(names, pieces[1:], strict=True))
+        chunks = code.split("\x02")
+        literals = [_literal(*run.numbers[(j, q)], step) for q in range(len(ln.numbers))]
+        out.append("    " + chunks[0] + "".join(lit + c for lit, c in zip(literals, chunks[1:], strict=True)))
         for q, d0 in enumerate(ln.defs):
             if (j, q) in lists:
                 out.append(f"    {lists[(j, q)]}.append({d0})")
@@ -211,6 +235,15 @@ def _emit(lines: list[_Line], run: _Run, n_loop: int, codes: list[str]) -> list[
         if not fixed or any(re.search(rf"\b{d}\b", codes[c]) for d in per_step[:-1] for c in range(end, len(codes))):
             out.append(f"{seq} = {lst}")  # read one by one
     return out
+
+
+def _literal(first: int, sign: int, step: str) -> str:
+    """An integer literal of the loop body: the same in every step, or the step's own."""
+    if sign == 0:
+        return str(first)
+    if sign > 0:
+        return f"({step} + {first})" if first else step
+    return f"({first} - {step})"
 
 
 def _drop_unread_items(codes: list[str]) -> list[str]:

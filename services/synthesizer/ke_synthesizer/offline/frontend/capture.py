@@ -30,6 +30,7 @@ from kernelevolve.spec_shrink import ShrinkBudget
 
 from .aten_capture import aten_trace
 from .captured import CapturedSpec
+from .cell_loops import chained_cells, roll_cell_loops
 from .decompose import decompose, fuse_attention
 from .fx_meta import propagate_shapes
 from .model_source import model_source
@@ -174,11 +175,13 @@ def _shapes(inputs: list[Any]) -> list[tuple[int, ...]]:
 def _has_decomposed_module(gm: torch.fx.GraphModule) -> bool:
     """A library module the dispatcher-level trace should decompose; a recurrent layer the
     recurrent family loops over time (``loop_mode``, called with its input and at most the
-    initial state, positionally) stays one node of the symbolic graph."""
+    initial state, positionally) stays one node of the symbolic graph, and so do the calls
+    of a cell over a sequence's time steps (``cell_loops``: one loop node after capture)."""
+    chained = chained_cells(gm)
     for n in gm.graph.nodes:
         if n.op == "call_module":
             mod = gm.get_submodule(str(n.target))
-            looped = loop_mode(mod) is not None and 1 <= len(n.args) <= 2 and not n.kwargs
+            looped = (loop_mode(mod) is not None and 1 <= len(n.args) <= 2 and not n.kwargs) or n in chained
             if isinstance(mod, _DECOMPOSED) and not looped:
                 return True
     return False
@@ -424,6 +427,16 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
             propagate_shapes(gm, _clones(inputs, run.context), run.context)
         except Exception as exc:  # _trace checked every graph it returns: not expected
             raise InvalidSpecError(f"spec {name!r}: captured forward raised: {exc}") from exc
+    rolled = 0
+    while traced is not None:
+        # calls of one cell over the time steps as one loop node (cell_loops.py): the graph
+        # ran as traced; the loop node calls the same cell step by step. Again after shapes
+        # are known: a second cell stacked in the same loop reads the first loop's steps.
+        count = roll_cell_loops(gm, specialised=how != "symbolic")
+        if not count:
+            break
+        rolled += count
+        propagate_shapes(gm, _clones(inputs, run.context), run.context, new_only=fake is not None)
     pieces = model_source(source, keep_forward=traced is None)
     params = [n.target for n in gm.graph.nodes if n.op == "placeholder"] if traced is not None else \
         _forward_params(model)
@@ -444,6 +457,8 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
         library_reason=reason,
         fake_mode=fake,
     )
+    if rolled:
+        spec.rewrites["cell_loops"] = rolled
     if decomposed and traced is not None:
         try:
             spec.rewrites["decomposed"] = decompose(spec)

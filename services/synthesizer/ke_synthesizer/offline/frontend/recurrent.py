@@ -6,7 +6,8 @@ plan and code generation then walk (616 s to lower a 3-layer bidirectional GRU o
 steps, 156 s for a 4-layer bidirectional LSTM of 512, bench/capture_real_size.py on 2
 cores). A module this predicate accepts stays one ``call_module`` node of the symbolic
 graph, whatever the sequence length, and the recurrent family lowers it to a loop over
-time that launches the same kernels at every step.
+time that launches the same kernels at every step. ``CellLoop`` is the same recurrence
+written as a Python loop calling one ``nn.LSTMCell`` / ``nn.GRUCell`` / ``nn.RNNCell``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,64 @@ def loop_mode(mod: nn.Module) -> str | None:
     return mode
 
 
+def cell_mode(mod: nn.Module) -> str | None:
+    """``lstm``, ``gru``, ``rnn_tanh`` or ``rnn_relu`` for a cell the recurrent step kernel
+    computes (exact type: a subclass may override forward); None otherwise."""
+    if type(mod) is nn.LSTMCell:
+        mode = "lstm"
+    elif type(mod) is nn.GRUCell:
+        mode = "gru"
+    elif type(mod) is nn.RNNCell:
+        mode = {"tanh": "rnn_tanh", "relu": "rnn_relu"}.get(str(mod.nonlinearity), "")
+    else:
+        return None
+    if not mode or hasattr(mod, "parametrizations"):
+        return None
+    dtypes = {p.dtype for p in mod.parameters()}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in _FLOATS:
+        return None
+    return mode
+
+
+class CellLoop(nn.Module):
+    """The calls of ``cell`` over the time steps of a sequence, one node of a graph
+    (``cell_loops.py`` finds them): step ``t`` of ``x`` along ``time_dim``, the state
+    carried from step to step; the outputs are the recurrent family's launcher's, the
+    states ``[1, B, H]`` as a one-layer ``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` returns them."""
+
+    cell: nn.Module  # set past nn.Module.__setattr__: not a submodule
+
+    def __init__(self, cell: nn.Module, path: str, time_dim: int) -> None:
+        super().__init__()
+        object.__setattr__(self, "cell", cell)  # not a submodule: its parameters stay the model's alone
+        self.path = path  # the cell's path in the model (what the candidate reads)
+        self.time_dim = time_dim
+        self.mode = cell_mode(cell) or ""
+        self.hidden = int(cell.hidden_size)  # type: ignore[arg-type]
+
+    def forward(self, x: torch.Tensor, hx: Any = None) -> Any:
+        lstm = self.mode == "lstm"
+        state: Any = None if hx is None else (hx[0][0], hx[1][0]) if lstm else hx[0]
+        outs = []
+        for xt in x.unbind(self.time_dim):
+            state = self.cell(xt, state)
+            outs.append(state[0] if lstm else state)
+        out = torch.stack(outs, self.time_dim)
+        if lstm:
+            return out, (state[0].unsqueeze(0), state[1].unsqueeze(0))
+        return out, state.unsqueeze(0)
+
+    def fake_output(self, x: torch.Tensor) -> Any:
+        """The outputs from sizes alone (a spec captured on fake tensors), or None."""
+        if x.dim() not in (2, 3) or (x.dim() == 2 and self.time_dim != 0) or \
+                x.shape[-1] != getattr(self.cell, "input_size", None):
+            return None  # running it raises torch's own error
+        batch = () if x.dim() == 2 else (x.shape[1 - self.time_dim],)
+        out = x.new_empty(x.shape[:-1] + (self.hidden,))
+        state = x.new_empty((1, *batch, self.hidden))
+        return (out, (state, x.new_empty(state.shape))) if self.mode == "lstm" else (out, state)
+
+
 def fake_output(mod: nn.Module, args: tuple[Any, ...]) -> Any:
     """What a loopable module returns on fake inputs, made without running it, or None.
 
@@ -52,6 +111,8 @@ def fake_output(mod: nn.Module, args: tuple[Any, ...]) -> Any:
     graph holding the layer would still grow with the sequence. The shapes follow from the
     module's sizes; arguments the module would refuse (wrong feature or state sizes) get
     None, so running it raises torch's own error."""
+    if isinstance(mod, CellLoop) and args and len(args) <= 2 and isinstance(args[0], FakeTensor):
+        return mod.fake_output(args[0])
     if loop_mode(mod) is None or not args or len(args) > 2 or not isinstance(args[0], FakeTensor):
         return None
     assert isinstance(mod, nn.RNNBase)

@@ -33,7 +33,7 @@ from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.precision import dot_precision, dot_precisions
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
-from ...frontend.recurrent import loop_mode
+from ...frontend.recurrent import CellLoop, loop_mode
 from ...plan.plan import Group, Plan, PlanContext
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 
@@ -260,7 +260,9 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
         *(_persistent_grid(dirs) if persistent else
           ["    bb = min(64, max(16, _pow2(B)))",
            f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})"]),
-        "    weights = mod.all_weights",
+        "    weights = mod.all_weights" if not e.get("cell") else
+        f"    weights = [[mod.weight_ih, mod.weight_hh, {'mod.bias_ih, mod.bias_hh' if bias else 'None, None'}]]"
+        "  # a cell's, looped over time",
         "    inp = x.contiguous()",
         "    xrt, xrb = (1, T) if bf else (B, 1)  # row of (time step, batch) in the layer input",
         f"    for layer in range({layers}):",
@@ -326,6 +328,8 @@ class RecurrentFamily(KernelFamily):
         if op is not None or node.op != "call_module":
             return None
         mod = ctx.gm.get_submodule(str(node.target))
+        if isinstance(mod, CellLoop):  # calls of a cell over the time steps (frontend/cell_loops.py)
+            return self._cell_loop(node, mod, ctx)
         mode = loop_mode(mod)
         if mode is None or not isinstance(mod, nn.RNNBase) or not node.args or len(node.args) > 2 or node.kwargs:
             return None
@@ -347,6 +351,19 @@ class RecurrentFamily(KernelFamily):
         fits = persistent_fits(group.ops[group.members[0]].extra)
         return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
                 if fits or name != "persistent"]
+
+    def _cell_loop(self, node: torch.fx.Node, loop: CellLoop, ctx: PlanContext) -> Recognised | None:
+        """One layer, one direction: the cell's weights, batch first when the loop indexed
+        ``x[:, t]``; the launcher reads the cell's module (its path in the model)."""
+        x = node.args[0]
+        shape = shape_of(x)
+        if not loop.mode or len(node.args) != 2 or node.kwargs or shape is None or len(shape) not in (2, 3) \
+                or dtype_of(x) != next(loop.cell.parameters()).dtype or (len(shape) == 2 and loop.time_dim):
+            return None
+        extra = {"mode": loop.mode, "layers": 1, "dirs": 1, "hidden": loop.hidden, "batch_first": loop.time_dim == 1,
+                 "bias": bool(getattr(loop.cell, "bias", True)), "path": loop.path, "cell": True}
+        allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
+        return NormOp("recurrent", {"input": x, "hx": node.args[1]}, extra=extra), {"allowed": allowed}
 
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         e = group.ops[group.members[0]].extra
