@@ -64,8 +64,10 @@ class EvalOptions:
     # reference is accepted). False: a stride mismatch is only a warning.
     strict_strides: bool = True
     # Compile the candidate's kernels side by side before its first call, from a dry run on
-    # meta tensors inside the compile phase (worker/precompile.py): auto = on GPU only, on, off
-    precompile: str = "auto"
+    # fake tensors inside the compile phase (worker/precompile.py): auto = on GPU only, on, off.
+    # Off by default until bench/precompile.py has timed it on a GPU: a dry run that only adds
+    # its import and fake forward to the compile clock would cost candidates, not help them.
+    precompile: str = "off"
     # The AST policy (static_policy). Turning it off leaves only the runtime defenses:
     # meant for testing those layers, never for production (so not in the settings).
     enforce_static_policy: bool = True

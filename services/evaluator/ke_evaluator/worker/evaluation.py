@@ -101,8 +101,9 @@ class JobOptions:
     # The Judge has no reference cost for the spec yet: measure it first (phase "measure").
     measure_reference_cost: bool = False
     # A dry run that compiles the candidate's kernels side by side before its first call
-    # (precompile.py): auto = on GPU only (the interpreter compiles nothing), on, off
-    precompile: str = "auto"
+    # (precompile.py): auto = on GPU only (the interpreter compiles nothing), on, off;
+    # the Judge always sends its option (default off: judge/options.py says why)
+    precompile: str = "off"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobOptions:
