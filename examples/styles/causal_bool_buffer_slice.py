@@ -1,5 +1,4 @@
-"""Style: a boolean lower-triangular buffer sliced to [:T, :T] (T shorter than the buffer) and
-inverted with ~ inside masked_fill, the scores an einsum."""
+"""Style: a boolean tril buffer sliced [:T, :T] (T < buffer) and inverted with ~ in masked_fill; einsum scores."""
 
 import math
 
