@@ -118,6 +118,28 @@ return a, torch.softmax(t, dim=-1) @ v""",
     f"keep = torch.rand(27, 31) > 0.5\nkeep[5] = False\nreturn [{_qkv(2, 2, 27, 31, 40)}, keep]",
     f"keep = torch.rand(4, 80) > 0.5\nreturn [[{_qkv(1, 1, 4, 80, 40)}, keep]]")
 
+# fp16 scores masked with where(keep, scores, -inf), a dropout of p = 0 between the softmax
+# and @ v (the identity: part of the chain), head dim 72, S != L
+WHERE_HALF_DROPOUT0 = _spec(
+    "Half-precision where(keep, scores, -inf) with a p = 0 dropout on the probabilities.", "q, k, v, keep",
+    """s = torch.matmul(q, k.transpose(-2, -1)) * self.scale
+p = self.drop(torch.softmax(torch.where(keep, s, float("-inf")), dim=-1))
+return torch.matmul(p, v)""",
+    f"keep = torch.rand(2, 1, 18, 43) > 0.3\nreturn [{_qkv(2, 3, 18, 43, 72, 'torch.float16')}, keep]",
+    f"keep = torch.rand(1, 1, 70, 6) > 0.3\nreturn [[{_qkv(1, 2, 70, 6, 72, 'torch.float16')}, keep]]",
+    init="self.scale = 72 ** -0.5\nself.drop = nn.Dropout(0.0)", tolerance='{"atol": 2e-2, "rtol": 2e-2}')
+
+# the mask before the scale: masked_fill(q @ k^T, ~keep, -1e4) / sqrt(d) (the fill is scaled
+# too) and (q @ k^T + bias) * 0.2 (so is the bias)
+MASK_BEFORE_SCALE = _spec(
+    "Masks applied to the raw product, then scaled: the kernel keeps torch's order.", "q, k, v, keep, bias",
+    """a = (q @ k.transpose(-2, -1)).masked_fill(~keep, -1e4) / math.sqrt(q.size(-1))
+b = (q @ k.transpose(-2, -1) + bias) * 0.2
+return torch.softmax(a, dim=-1) @ v, torch.softmax(b, dim=-1) @ v""",
+    f"keep = torch.rand(2, 1, 1, 26) > 0.5\nkeep[0] = False\n"
+    f"return [{_qkv(2, 2, 15, 26, 40)}, keep, torch.randn(2, 2, 15, 26) * 4]",
+    f"keep = torch.rand(1, 1, 1, 3) > 0.5\nreturn [[{_qkv(1, 1, 66, 3, 40)}, keep, torch.randn(1, 1, 66, 3)]]")
+
 # a GPT block whose buffer is a sliding window, not the causal triangle: read from the buffer
 WINDOW_BUFFER = _spec(
     "Causal sliding-window attention: a banded buffer sliced to [:, :, :T, :T].", "x",
@@ -138,7 +160,8 @@ self.register_buffer("bias", (torch.tril(ones) - torch.tril(ones, -5)).view(1, 1
     init_args=", n_embd, n_head, n", init_inputs="80, 2, 48")
 
 MASKED = {"sdpa_padding": SDPA_PADDING, "sdpa_additive": SDPA_ADDITIVE, "sdpa_full_half": SDPA_FULL_HALF,
-          "masked_fill_eq0": MASKED_FILL_EQ0, "additive_plain": ADDITIVE_PLAIN, "where_and_finite": WHERE_AND_FINITE}
+          "masked_fill_eq0": MASKED_FILL_EQ0, "additive_plain": ADDITIVE_PLAIN, "where_and_finite": WHERE_AND_FINITE,
+          "where_half_dropout0": WHERE_HALF_DROPOUT0, "mask_before_scale": MASK_BEFORE_SCALE}
 
 
 def _propose(synth: OfflineSynthesizer, src: str, name: str, genome: dict[str, str] | None = None) -> Any:
@@ -162,7 +185,7 @@ def lowered(synth: OfflineSynthesizer) -> dict[str, tuple[str, tuple[str, ...]]]
 def test_masked_attention_is_one_flash_kernel(name: str, lowered: dict[str, Any]) -> None:
     source, fallback = lowered[name]
     assert fallback == ()
-    chains = 2 if name == "where_and_finite" else 1
+    chains = 2 if name in ("where_and_finite", "mask_before_scale") else 1
     # nothing but the flash kernels: no score matmul, no softmax row kernel, no mask kernel
     kernels = _kernels(source)
     assert len(kernels) == chains and all(k.startswith("flash_attention_") for k in kernels), kernels
@@ -196,7 +219,7 @@ def test_fully_masked_rows_in_the_kernels(lowered: dict[str, Any]) -> None:
     # of both (with such rows in their inputs) pass the correctness run above
     for name in ("sdpa_padding", "sdpa_additive", "sdpa_full_half"):
         assert "out = tl.where(l_i[:, None] == 0.0, 0.0, acc / l_i[:, None])" in lowered[name][0]
-    for name in ("masked_fill_eq0", "additive_plain", "where_and_finite"):
+    for name in ("masked_fill_eq0", "additive_plain", "where_and_finite", "where_half_dropout0", "mask_before_scale"):
         assert "out = acc / l_i[:, None]\n" in lowered[name][0]
         assert "l_i[:, None] == 0.0" not in lowered[name][0]
 
@@ -213,6 +236,16 @@ def test_mask_broadcast_is_read_through_strides(lowered: dict[str, Any]) -> None
     eq0 = lowered["masked_fill_eq0"][0]
     assert "s = tl.where(mv == 0, float(\"-inf\"), s)" in eq0  # mask == 0 applied in the kernel
     assert "where_and_finite" in lowered and "s = tl.where(mv == 0, -10000.0, s)" in lowered["where_and_finite"][0]
+
+
+def test_mask_before_the_scale_keeps_torchs_order(lowered: dict[str, Any]) -> None:
+    source = lowered["mask_before_scale"][0]
+    # the product is masked first, then scaled (a finite fill and an additive mask scaled too)
+    assert source.count('s = tl.dot(q, k, input_precision="tf32x3")\n') == 2
+    assert source.count("        s = s * sm_scale\n") == 2
+    assert "s = tl.where(mv == 0, -10000.0, s)\n        s = s * sm_scale" in source
+    assert "s = s + mv.to(tl.float32)\n        s = s * sm_scale" in source
+    assert "1.0 / scale" in source  # divided by sqrt(d), computed by the forward
 
 
 def test_window_buffer_is_read_not_taken_for_causal(lowered: dict[str, Any]) -> None:

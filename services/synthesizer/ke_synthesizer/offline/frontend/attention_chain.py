@@ -2,7 +2,8 @@
 
     matmul(softmax(mask(scale(matmul(q, k^T))), -1), v)
 
-``scale`` is an optional ``* s`` / ``/ s`` by a number or a scalar node; ``mask`` an
+(or the mask before the scale). ``scale`` is an optional ``* s`` / ``/ s`` by a number or a
+scalar node; ``mask`` an
 optional ``masked_fill(m, value)``, ``where(m, scores, value)`` / ``where(m, value,
 scores)`` or ``scores + m``. A mask whose value is known at lowering (a buffer or a
 constant, whole or sliced from the top-left corner) that drops exactly the keys after the
@@ -45,6 +46,9 @@ class AttentionMask:
     mode: str
     fill: float = float("-inf")
     causal: bool = False
+    # applied to the product before the scale (``masked_fill(q @ k^T, m, v) / s``): the
+    # kernel keeps torch's order, so a finite fill or an additive mask is scaled too
+    before_scale: bool = False
 
 
 @dataclass
@@ -202,6 +206,14 @@ def match_chain(o: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> Att
         scale = ("mul" if sop.op == "mul" else "div", b)
         inner.append(s)
         s = a
+        step = _mask_step(s, gm) if mask is None else None
+        if step is not None:
+            inner.append(s)
+            s, mask, absorbed = step
+            mask = AttentionMask(mask.tensor, mask.mode, mask.fill, before_scale=True)
+            inner += absorbed
+            if not _single_use(s):
+                return None
     mm1 = _op(s, gm) if s.op != "call_module" else None
     if mm1 is None or mm1.op != "matmul":
         return None
@@ -283,7 +295,8 @@ def prove_causal(mask: AttentionMask, gm: torch.fx.GraphModule, lengths: tuple[i
     drops exactly the keys after each query over the whole buffer, so every top-left slice
     does too; else unchanged (read from memory by the kernel)."""
     node = mask.tensor
-    if node is None or mask.fill != float("-inf") or shape_of(node) is None or \
+    # before the scale, -inf times a scale of unknown sign need not stay -inf: read the mask
+    if node is None or mask.fill != float("-inf") or mask.before_scale or shape_of(node) is None or \
             tuple(shape_of(node)[-2:]) != lengths:  # type: ignore[index]
         return mask  # a broadcast row or column ([1, S]) is no triangle
     value = known_mask(node, gm)

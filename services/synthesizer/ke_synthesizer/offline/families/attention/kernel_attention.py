@@ -119,6 +119,9 @@ def gen_attention(plan: Plan, group: Group, genome: dict[str, str], emitter: Poi
     mask: AttentionMask | None = extra.get("mask")
     masked = mask is not None and mask.tensor is not None
     mask_apply, mask_row, mask_note = _mask_lines(mask, "(rn[None, :] < LK)")
+    product_scale = " * sm_scale"
+    if masked and mask is not None and mask.before_scale:  # torch's order: mask the product, then scale
+        product_scale, mask_apply = "", mask_apply + "        s = s * sm_scale\n"
     outs = group_outputs(plan, group)
     # grid axes: query blocks, batch x heads (past 65535 at real sizes: folded, emit/grid.py)
     wide = wide_offsets(group)
@@ -151,7 +154,7 @@ def {name}(
         rn = start + {key_range}
         k = tl.load(k_ptr + bid * k_sb + rn[None, :] * k_sn + rd[:, None] * k_sd,
                     mask=(rn[None, :] < LK) & (rd[:, None] < D), other=0.0).to(tl.float32)
-        s = tl.dot(q, k, input_precision="{precision}") * sm_scale
+        s = tl.dot(q, k, input_precision="{precision}"){product_scale}
 {mask_apply}        valid = (rn[None, :] < LK){" & (rn[None, :] <= rm[:, None])" if causal else ""}
         s = tl.where(valid, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
