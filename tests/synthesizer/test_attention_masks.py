@@ -140,6 +140,23 @@ return torch.softmax(a, dim=-1) @ v, torch.softmax(b, dim=-1) @ v""",
     f"return [{_qkv(2, 2, 15, 26, 40)}, keep, torch.randn(2, 2, 15, 26) * 4]",
     f"keep = torch.rand(1, 1, 1, 3) > 0.5\nreturn [[{_qkv(1, 1, 66, 3, 40)}, keep, torch.randn(1, 1, 66, 3)]]")
 
+# Hugging Face's eager GPT-2 attention: torch.finfo(dtype).min as the fill and a 0-d tensor
+# divisor; fx cannot trace finfo of a traced dtype, so the dispatcher-level trace takes the
+# forward (matmuls as bmm of reshapes, the fill and divisor as 0-d constant tensors)
+HF_EAGER = _spec(
+    "Hugging Face style eager attention: where(causal slice, w, finfo.min) after a 0-d divisor.", "q, k, v, pad",
+    """w = torch.matmul(q, k.transpose(-1, -2))
+w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
+ql, kl = q.size(-2), k.size(-2)
+w = torch.where(self.bias[:, :, kl - ql:kl, :kl], w, torch.finfo(w.dtype).min)
+a = torch.matmul(nn.functional.softmax(w, dim=-1), v)
+u = (q @ k.transpose(-1, -2)).masked_fill(pad[:, None, None, :], torch.finfo(q.dtype).min)
+return a, torch.matmul(u.softmax(-1), v)""",
+    f"pad = torch.rand(2, 17) > 0.6\npad[1] = True\nreturn [{_qkv(2, 3, 13, 17, 40)}, pad]",
+    # the dispatcher-level graph is fixed to the example's shapes: the extra set keeps them
+    f"pad = torch.rand(2, 17) > 0.3\nreturn [[{_qkv(2, 3, 13, 17, 40)}, pad]]",
+    init='n = 24\nself.register_buffer("bias", torch.tril(torch.ones(n, n, dtype=torch.bool)).view(1, 1, n, n))')
+
 # a GPT block whose buffer is a sliding window, not the causal triangle: read from the buffer
 WINDOW_BUFFER = _spec(
     "Causal sliding-window attention: a banded buffer sliced to [:, :, :T, :T].", "x",
@@ -161,7 +178,8 @@ self.register_buffer("bias", (torch.tril(ones) - torch.tril(ones, -5)).view(1, 1
 
 MASKED = {"sdpa_padding": SDPA_PADDING, "sdpa_additive": SDPA_ADDITIVE, "sdpa_full_half": SDPA_FULL_HALF,
           "masked_fill_eq0": MASKED_FILL_EQ0, "additive_plain": ADDITIVE_PLAIN, "where_and_finite": WHERE_AND_FINITE,
-          "where_half_dropout0": WHERE_HALF_DROPOUT0, "mask_before_scale": MASK_BEFORE_SCALE}
+          "where_half_dropout0": WHERE_HALF_DROPOUT0, "mask_before_scale": MASK_BEFORE_SCALE,
+          "hf_eager": HF_EAGER}
 
 
 def _propose(synth: OfflineSynthesizer, src: str, name: str, genome: dict[str, str] | None = None) -> Any:
@@ -185,7 +203,7 @@ def lowered(synth: OfflineSynthesizer) -> dict[str, tuple[str, tuple[str, ...]]]
 def test_masked_attention_is_one_flash_kernel(name: str, lowered: dict[str, Any]) -> None:
     source, fallback = lowered[name]
     assert fallback == ()
-    chains = 2 if name in ("where_and_finite", "mask_before_scale") else 1
+    chains = 2 if name in ("where_and_finite", "mask_before_scale", "hf_eager") else 1
     # nothing but the flash kernels: no score matmul, no softmax row kernel, no mask kernel
     kernels = _kernels(source)
     assert len(kernels) == chains and all(k.startswith("flash_attention_") for k in kernels), kernels
@@ -219,7 +237,8 @@ def test_fully_masked_rows_in_the_kernels(lowered: dict[str, Any]) -> None:
     # of both (with such rows in their inputs) pass the correctness run above
     for name in ("sdpa_padding", "sdpa_additive", "sdpa_full_half"):
         assert "out = tl.where(l_i[:, None] == 0.0, 0.0, acc / l_i[:, None])" in lowered[name][0]
-    for name in ("masked_fill_eq0", "additive_plain", "where_and_finite", "where_half_dropout0", "mask_before_scale"):
+    for name in ("masked_fill_eq0", "additive_plain", "where_and_finite", "where_half_dropout0", "mask_before_scale",
+                 "hf_eager"):
         assert "out = acc / l_i[:, None]\n" in lowered[name][0]
         assert "l_i[:, None] == 0.0" not in lowered[name][0]
 
@@ -246,6 +265,15 @@ def test_mask_before_the_scale_keeps_torchs_order(lowered: dict[str, Any]) -> No
     assert "s = tl.where(mv == 0, -10000.0, s)\n        s = s * sm_scale" in source
     assert "s = s + mv.to(tl.float32)\n        s = s * sm_scale" in source
     assert "1.0 / scale" in source  # divided by sqrt(d), computed by the forward
+
+
+def test_dispatcher_level_chains(synth: OfflineSynthesizer, lowered: dict[str, Any]) -> None:
+    assert synth._capture(HF_EAGER, "hf_eager").tracer == "aten"
+    source = lowered["hf_eager"][0]
+    # the fill and the divisor were 0-d tensors: constants of the kernel now, nothing launched for them
+    assert source.count("-3.4028234663852886e+38, s)") == 2 and "torch.full(" not in source
+    assert "sizes = (lq, lk, d, dv, views[3].shape[1], 0.15811388300841897)" in source  # 1 / sqrt(40)
+    assert "bmm" not in source.split("class ModelNew")[1]
 
 
 def test_window_buffer_is_read_not_taken_for_causal(lowered: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 
     matmul(softmax(mask(scale(matmul(q, k^T))), -1), v)
 
-(or the mask before the scale). ``scale`` is an optional ``* s`` / ``/ s`` by a number or a
-scalar node; ``mask`` an
+(or the mask before the scale). A matmul may be spelled as the dispatcher-level trace
+does (``reshape(bmm(reshape(expand(a)), reshape(expand(b))))``). ``scale`` is an optional
+``* s`` / ``/ s`` by a number (or a 0-d constant tensor) or a scalar node; ``mask`` an
 optional ``masked_fill(m, value)``, ``where(m, scores, value)`` / ``where(m, value,
 scores)`` or ``scores + m``. A mask whose value is known at lowering (a buffer or a
 constant, whole or sliced from the top-left corner) that drops exactly the keys after the
@@ -101,6 +102,22 @@ def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _constant(v: Any) -> tuple[float | None, list[torch.fx.Node]]:
+    """(value, node) of a number, or of a 0-d tensor made from one (``torch.full([], c)``,
+    the dispatcher's ``scalar_tensor(c)``: a fill or divisor the trace turned into a tensor),
+    read by nothing else; else (None, [])."""
+    if _number(v) is not None:
+        return _number(v), []
+    if not (isinstance(v, torch.fx.Node) and v.op == "call_function" and _single_use(v) and shape_of(v) == ()):
+        return None, []
+    if v.target is torch.full and len(v.args) == 2 and isinstance(v.args[0], (list, tuple)) and \
+            len(v.args[0]) == 0 and _number(v.args[1]) is not None:
+        return _number(v.args[1]), [v]
+    if v.target is torch.ops.aten.scalar_tensor.default and len(v.args) == 1 and _number(v.args[0]) is not None:
+        return _number(v.args[0]), [v]
+    return None, []
+
+
 def _broadcasts(mask: Any, scores: tuple[int, ...]) -> bool:
     """``mask`` reads as a tensor broadcast to ``scores`` (no dim grows the scores)."""
     shape = shape_of(mask)
@@ -142,21 +159,24 @@ def _mask_step(s: torch.fx.Node, gm: torch.fx.GraphModule | None
     if op is None or scores_shape is None or op.inplace:
         return None
     if op.op == "masked_fill":
-        x, m, fill = op.args["input"], op.args["mask"], _number(op.args["value"])
+        x, m = op.args["input"], op.args["mask"]
+        fill, made = _constant(op.args["value"])
         if fill is None or not isinstance(m, torch.fx.Node) or dtype_of(m) != torch.bool or \
                 not _broadcasts(m, scores_shape) or shape_of(x) != scores_shape:
             return None
         src, mode, absorbed = _drop_source(m, gm)
-        return x, AttentionMask(src, mode, fill), absorbed
+        return x, AttentionMask(src, mode, fill), absorbed + made
     if op.op == "where":
         c, a, b = op.args["condition"], op.args["input"], op.args["other"]
         if not isinstance(c, torch.fx.Node) or dtype_of(c) != torch.bool or not _broadcasts(c, scores_shape):
             return None
-        if isinstance(a, torch.fx.Node) and shape_of(a) == scores_shape and _number(b) is not None:
-            return a, AttentionMask(c, "keep", _number(b)), []  # type: ignore[arg-type]
-        if isinstance(b, torch.fx.Node) and shape_of(b) == scores_shape and _number(a) is not None:
+        fill_b, made_b = _constant(b)
+        if isinstance(a, torch.fx.Node) and shape_of(a) == scores_shape and fill_b is not None:
+            return a, AttentionMask(c, "keep", fill_b), made_b
+        fill_a, made_a = _constant(a)
+        if isinstance(b, torch.fx.Node) and shape_of(b) == scores_shape and fill_a is not None:
             src, mode, absorbed = _drop_source(c, gm)
-            return b, AttentionMask(src, mode, _number(a)), absorbed  # type: ignore[arg-type]
+            return b, AttentionMask(src, mode, fill_a), absorbed + made_a
         return None
     if op.op == "add" and op.args.get("alpha", 1) == 1:
         a, b = op.args["input"], op.args["other"]
@@ -167,14 +187,61 @@ def _mask_step(s: torch.fx.Node, gm: torch.fx.GraphModule | None
     return None
 
 
+def _is_reshape(node: Any) -> bool:
+    return isinstance(node, torch.fx.Node) and (
+        (node.op == "call_function" and node.target is torch.reshape)
+        or (node.op == "call_method" and node.target in ("reshape", "view")))
+
+
+def _unbatched(node: Any) -> tuple[Any, list[torch.fx.Node]]:
+    """x when ``node`` is ``reshape([expand](x, x.shape), [-1, m, k])`` (a matmul operand
+    the dispatcher-level trace folded to 3-D), with the nodes in between; else (None, [])."""
+    if not (_is_reshape(node) and _single_use(node)):
+        return None, []
+    x, chain = node.args[0], [node]
+    if isinstance(x, torch.fx.Node) and x.op == "call_method" and x.target == "expand" and _single_use(x):
+        chain.append(x)
+        x = x.args[0]
+    sx, sn = shape_of(x), shape_of(node)
+    if sx is None or sn is None or len(sn) != 3 or len(sx) < 3 or tuple(sx[-2:]) != tuple(sn[-2:]) or \
+            (chain[-1] is not node and tuple(shape_of(chain[-1]) or ()) != tuple(sx)):
+        return None, []
+    return x, chain
+
+
+def _matmul_of(node: Any, gm: torch.fx.GraphModule | None) -> tuple[Any, Any, list[torch.fx.Node]] | None:
+    """(a, b, nodes in between) when ``node`` computes ``a @ b``: a matmul, or the
+    dispatcher-level trace's ``reshape(bmm(reshape(expand(a)), reshape(expand(b))), out)``
+    of operands of three or more dims."""
+    if not isinstance(node, torch.fx.Node) or node.op == "call_module":
+        return None
+    op = _op(node, gm)
+    if op is not None and op.op == "matmul":
+        return op.args["input"], op.args["other"], []
+    if not _is_reshape(node):
+        return None
+    mm = node.args[0]
+    if not isinstance(mm, torch.fx.Node):
+        return None
+    op = _op(mm, gm) if _single_use(mm) else None
+    if op is None or op.op != "matmul" or len(shape_of(mm) or ()) != 3:
+        return None
+    a, via_a = _unbatched(op.args["input"])
+    b, via_b = _unbatched(op.args["other"])
+    sa, sb, out = shape_of(a), shape_of(b), shape_of(node)
+    if a is None or b is None or sa is None or sb is None or out is None or len(sa) != len(sb) or \
+            tuple(out) != (*sa[:-1], sb[-1]) or tuple(sa[:-2]) != tuple(sb[:-2]):
+        return None
+    return a, b, [mm, *via_a, *via_b]
+
+
 def match_chain(o: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> AttentionChain | None:
     """The attention chain ending at ``o`` (the ``@ v`` matmul), or None. Every inner node
     has one user, inside the chain."""
-    mm2 = _op(o, gm) if o.op != "call_module" else None
-    if mm2 is None or mm2.op != "matmul":
+    mm2 = _matmul_of(o, gm)
+    if mm2 is None:
         return None
-    p, v = mm2.args["input"], mm2.args["other"]
-    inner: list[torch.fx.Node] = []
+    p, v, inner = mm2
     ident = _op(p, gm) if _single_use(p) else None
     if ident is not None and ident.op == "identity":  # dropout that cannot drop (eval, p == 0)
         inner.append(p)
@@ -198,13 +265,22 @@ def match_chain(o: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> Att
     sop = _op(s, gm) if s.op != "call_module" else None
     if sop is not None and sop.op in ("mul", "div"):
         a, b = sop.args["input"], sop.args["other"]
-        if sop.op == "mul" and not (isinstance(b, torch.fx.Node) and shape_of(b) is None) and not isinstance(b, float):
+
+        def scalar(x: Any) -> tuple[Any, list[torch.fx.Node]]:
+            """A number (or a 0-d constant) or a scalar node (math.sqrt of a size), else None."""
+            value, made = _constant(x)
+            if value is None and isinstance(x, torch.fx.Node) and shape_of(x) is None:
+                return x, []
+            return value, made
+
+        factor, made = scalar(b)
+        if sop.op == "mul" and factor is None:
             a, b = b, a
-        is_scalar = isinstance(b, (int, float)) or (isinstance(b, torch.fx.Node) and shape_of(b) is None)
-        if not is_scalar or not _single_use(a) or (sop.op == "div" and _number(b) == 0.0):
+            factor, made = scalar(b)
+        if factor is None or not _single_use(a) or (sop.op == "div" and factor == 0.0):
             return None
-        scale = ("mul" if sop.op == "mul" else "div", b)
-        inner.append(s)
+        scale = ("mul" if sop.op == "mul" else "div", factor)
+        inner += [s, *made]
         s = a
         step = _mask_step(s, gm) if mask is None else None
         if step is not None:
@@ -214,11 +290,12 @@ def match_chain(o: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> Att
             inner += absorbed
             if not _single_use(s):
                 return None
-    mm1 = _op(s, gm) if s.op != "call_module" else None
-    if mm1 is None or mm1.op != "matmul":
+    mm1 = _matmul_of(s, gm)
+    if mm1 is None:
         return None
     inner.append(s)
-    q, kt = mm1.args["input"], mm1.args["other"]
+    q, kt, via = mm1
+    inner += via
     k = is_last_two_transpose(kt)
     if k is None:
         return None
