@@ -15,6 +15,7 @@ masked rows: SDPA returns zeros (torch's safe softmax), a softmax chain NaN
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -92,7 +93,7 @@ _DROPS = {"drop": "mv != 0", "ne0": "mv != 0", "keep": "mv == 0", "eq0": "mv == 
 
 
 def _fill_src(v: float) -> str:
-    return f'float("{v}")' if v in (float("inf"), float("-inf")) else repr(float(v))
+    return f'float("{v}")' if math.isinf(v) or math.isnan(v) else repr(float(v))  # inf / nan: no literal
 
 
 def _mask_lines(mask: AttentionMask | None, key_bounds: str) -> tuple[str, str, str]:
