@@ -31,7 +31,13 @@ from .families.row.kernel_row import RowFamily, is_column_reduction
 from .frontend.captured import CapturedSpec
 from .frontend.fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
 from .frontend.ops import POINTWISE, NormOp, normalize
-from .frontend.overrides import cummax_overrides, max_dim_overrides, scan_overrides, triangular_overrides
+from .frontend.overrides import (
+    attention_overrides,
+    cummax_overrides,
+    max_dim_overrides,
+    scan_overrides,
+    triangular_overrides,
+)
 from .plan.lower_reduction import SCANS, RowInfo, row_info
 from .plan.plan import Group, Plan, PlanContext, node_inputs
 
@@ -129,6 +135,12 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     overrides = {**max_dim_overrides(nodes, gm, hidden_by), **cummax_overrides(nodes, gm, hidden_by),
                  **scan_overrides(nodes, gm, hidden_by),
                  **triangular_overrides(nodes, gm, hidden_by)}
+    if genome.get("attention", "flash") == "flash":  # masked attention chains as one flash kernel
+        taken = set(overrides) | {h for hs in hidden_by.values() for h in hs}
+        hidden_attn: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        for n, o in attention_overrides(nodes, gm, hidden_attn).items():
+            if n not in taken and not taken.intersection(hidden_attn[n]):
+                overrides[n], hidden_by[n] = o, hidden_attn[n]
     for n in [n for n in overrides if n.name in forced]:
         overrides.pop(n)
         hidden_by.pop(n, None)

@@ -22,6 +22,7 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
 from .fx_meta import propagate_shapes, shape_of
 from .ops import normalize
@@ -614,98 +615,34 @@ def _module_rewrite(mod: nn.Module) -> Callable[[torch.fx.Graph, torch.fx.Node],
     return None
 
 
-def _is_last_two_transpose(node: Any) -> Any:
-    """The tensor whose last two dims ``node`` swaps, or None."""
-    if not isinstance(node, torch.fx.Node):
-        return None
-    rank = len(shape_of(node) or ())
-    if rank < 2:
-        return None
-    if node.op == "call_method" and node.target == "transpose" or (
-            node.op == "call_function" and node.target is torch.transpose):
-        dims = [a for a in node.args[1:3] if isinstance(a, int)]
-        if len(dims) == 2 and sorted(d % rank for d in dims) == [rank - 2, rank - 1]:
-            return node.args[0]
-    return None
-
-
-def _single_use(node: Any) -> bool:
-    return isinstance(node, torch.fx.Node) and len(node.users) == 1
-
-
-def _attention_match(o: torch.fx.Node) -> tuple[Any, Any, Any, Any, list[torch.fx.Node]] | None:
-    """matmul(softmax(matmul(q, k^T) [* or / scale], -1), v) -> (q, k, v, scale-or-None)."""
-    if o.op not in ("call_function", "call_method"):
-        return None
-    mm2 = normalize(o, None)  # type: ignore[arg-type]
-    if mm2 is None or mm2.op != "matmul":
-        return None
-    p, v = mm2.args["input"], mm2.args["other"]
-    sm = normalize(p, None) if _single_use(p) and p.op != "call_module" else None  # type: ignore[arg-type]
-    if sm is None or sm.op != "softmax" or sm.args["dim"] not in (-1, len(shape_of(p) or ()) - 1):
-        return None
-    s = sm.args["input"]
-    scale: Any = None
-    if not _single_use(s):
-        return None
-    sop = normalize(s, None) if s.op != "call_module" else None  # type: ignore[arg-type]
-    if sop is not None and sop.op in ("mul", "div"):
-        a, b = sop.args["input"], sop.args["other"]
-        if sop.op == "mul" and not (isinstance(b, torch.fx.Node) and shape_of(b) is None) and not isinstance(b, float):
-            a, b = b, a
-        is_scalar = isinstance(b, (int, float)) or (isinstance(b, torch.fx.Node) and shape_of(b) is None)
-        if not is_scalar or not _single_use(a):
-            return None
-        scale = ("mul" if sop.op == "mul" else "div", b)
-        chain_scale = [s]
-        s = a
-    else:
-        chain_scale = []
-    mm1 = normalize(s, None) if s.op != "call_module" else None  # type: ignore[arg-type]
-    if mm1 is None or mm1.op != "matmul":
-        return None
-    q, kt = mm1.args["input"], mm1.args["other"]
-    k = _is_last_two_transpose(kt)
-    if k is None:
-        return None
-    sq, sk, sv = shape_of(q), shape_of(k), shape_of(v)
-    if sq is None or sk is None or sv is None or len(sq) < 3 or not (len(sq) == len(sk) == len(sv)):
-        return None
-    if not (sq[:-2] == sk[:-2] == sv[:-2] and sq[-1] == sk[-1] and sk[-2] == sv[-2]):
-        return None
-    return q, k, v, scale, [p, *chain_scale, s, kt]
-
-
 def fuse_attention(spec: CapturedSpec, apply: bool) -> int:
-    """Find matmul -> scale -> softmax -> matmul chains (attention written in plain ops);
-    with ``apply`` replace each by one scaled_dot_product_attention call, which the
-    flash kernel lowers. Returns the number of chains found."""
+    """Find matmul -> scale -> [mask] -> softmax -> matmul chains (attention written in
+    plain ops, ``attention_chain.py``); with ``apply`` replace each mask-free one by one
+    scaled_dot_product_attention call, which the flash kernel lowers (a masked chain keeps
+    its nodes: the planner takes it as one attention op, ``overrides.attention_overrides``).
+    Returns the number of chains found, masked or not."""
     gm, graph = spec.gm, spec.gm.graph
     found = 0
+    rewritten = 0
     for node in list(graph.nodes):
-        match = _attention_match(node)
+        match = match_chain(node, gm) if node.op in ("call_function", "call_method") else None
         if match is None:
             continue
         found += 1
-        if not apply:
+        if not apply or match.mask is not None:
             continue
-        q, k, v, scale, chain = match
+        rewritten += 1
         with graph.inserting_before(node):
-            if scale is None:
-                sc: Any = 1.0
-            elif scale[0] == "mul":
-                sc = scale[1]
-            elif isinstance(scale[1], (int, float)):
-                sc = 1.0 / float(scale[1])
-            else:
-                sc = _call(graph, operator.truediv, 1.0, scale[1])
-            new = _call(graph, F.scaled_dot_product_attention, q, k, v, scale=sc)
+            sc = scale_value(match.scale)
+            if isinstance(sc, tuple):
+                sc = _call(graph, operator.truediv, 1.0, sc[1])
+            new = _call(graph, F.scaled_dot_product_attention, match.q, match.k, match.v, scale=sc)
         node.replace_all_uses_with(new)
         graph.erase_node(node)
-        for dead in chain:  # scores, scale, softmax: now unused
+        for dead in match.inner:  # scores, scale, softmax: now unused
             if not dead.users:
                 graph.erase_node(dead)
-    if found and apply:
+    if rewritten:
         gm.recompile()
         propagate_shapes(gm, spec.inputs, spec.shape_context)
     return found

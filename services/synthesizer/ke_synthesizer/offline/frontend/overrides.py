@@ -1,7 +1,8 @@
 """Overrides: fx patterns planned as one canonical op each, the nodes they replace
 hidden (never emitted). ``torch.max(x, dim)`` tuples become amax / argmax of their
 getitem users; ``flip(scan(flip(x)))`` becomes one reverse scan; ``tril(a @ b)``,
-``triu(...)`` and ``tril(a) @ b`` become one masked matmul."""
+``triu(...)`` and ``tril(a) @ b`` become one masked matmul; masked attention in plain
+ops (``attention_chain.py``) becomes one attention op."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from .attention_chain import match_chain, scale_value
 from .fx_meta import shape_of
 from .ops import NormOp, normalize
 
@@ -187,4 +189,24 @@ def triangular_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
         elif hide and not any(h in hidden.get(n, []) for n in out for h in hide):
             out[node] = NormOp("matmul", args)
             hidden[node] = hide
+    return out
+
+
+def attention_overrides(nodes: list[torch.fx.Node], gm: torch.fx.GraphModule,
+                        hidden: dict[torch.fx.Node, list[torch.fx.Node]]) -> dict[torch.fx.Node, NormOp]:
+    """``softmax(mask(q @ k^T * s)) @ v`` is one attention op at its last matmul: the
+    scores, the mask op and the softmax are never materialised (mask-free chains were
+    rewritten into ``scaled_dot_product_attention`` by the decomposition already). The
+    op keeps the softmax's semantics: an all ``-inf`` row is NaN (``nan_rows``)."""
+    out: dict[torch.fx.Node, NormOp] = {}
+    for node in nodes:
+        chain = match_chain(node, gm) if node.op in ("call_function", "call_method") else None
+        if chain is None or chain.mask is None:
+            continue
+        args: dict[str, Any] = {"input": chain.q, "key": chain.k, "value": chain.v}
+        if chain.mask.tensor is not None:
+            args["mask"] = chain.mask.tensor
+        out[node] = NormOp("attention", args, extra={
+            "causal": chain.mask.causal, "scale": scale_value(chain.scale), "mask": chain.mask, "nan_rows": True})
+        hidden[node] = list(chain.inner)
     return out
