@@ -223,3 +223,28 @@ def test_the_counterfactual_replaces_what_a_captured_launch_computes(cand: types
     with launch_counter.recording(launch_counter.LaunchRecorder(module_name=cand.__name__, audit=plan)):
         graph.capture()  # the stand-in executes what it captures: replaced as a graph would be
     assert not torch.allclose(y, 2 * x)
+
+
+def test_an_economical_pass_mirrors_only_the_launches_it_analysed(cand: types.ModuleType) -> None:
+    """The eager run stops being analysed after its first computing launch; the captured
+    launches take the writes of their counterparts (none for the one that ran plainly), and
+    the replaced values of the first still reach what the graph writes."""
+    x, y, z = torch.randn(64), torch.empty(64), torch.empty(64)
+
+    def both() -> None:
+        cand.run(x, y)
+        cand.run(y, z)
+
+    graph = StandInGraph(both)
+    audit = arithmetic_audit.ArithmeticAudit(economy=arithmetic_audit.Economy(computing=1))
+    with launch_counter.recording(launch_counter.LaunchRecorder(module_name=cand.__name__, audit=audit)):
+        both()  # the runner's eager warm-up
+        graph.capture()
+    first, second, cap1, cap2 = audit.launches
+    assert first.computes and second.skipped and cap1.captured and cap2.captured
+    plan = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
+    assert plan.plan is not None and plan.plan[2].writes == first.writes and not plan.plan[3].writes
+    with launch_counter.recording(launch_counter.LaunchRecorder(module_name=cand.__name__, audit=plan)):
+        graph.capture()
+    assert not torch.allclose(z, 4 * x)
+    torch.testing.assert_close(z, 2 * y)  # the second launch ran on the replaced values

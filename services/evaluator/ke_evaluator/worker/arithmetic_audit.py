@@ -32,6 +32,21 @@ audit looks at what each launch *writes*, against what it was given:
 A candidate whose launches compute nothing, or whose computed values do not reach the
 output, is rejected.
 
+Economy (``Economy``, ``defenses.kernel_arithmetic``): step 1 costs a few reruns and full
+copies per launch, for every launch of a whole model. A first pass analyses launches in
+order only until it has found ``Economy.computing`` computing launches (or one, once the
+analysed arguments exceed ``Economy.budget_bytes``); the rest of the forward runs plainly.
+Step 3 then replaces what the found launches computed: an output that is no longer correct
+(or a forward that raises) shows computed values reaching it, and the audit passes. In
+every other case (the output still correct: a decoy launched first, a computed value
+overwritten later; or no computing launch found) the full audit runs and decides, so a
+rejection is always the full audit's. The one acceptance this adds: an output wrong with
+the found launches' values replaced while later launches recompute from them, yet correct
+with every computed value replaced at once. Random replacements of independent launches
+cancel only for an output that tests its computed values for consistency, and a candidate
+doing that can already pass the full audit by testing one honest value against its own
+library result; it is no new way in.
+
 Memory: the snapshots of a launch's arguments are the audit's one full-size cost (one
 copy of each argument, plus one more set for the NaN-filled reruns; on an accelerator a
 large snapshot waits on the host). Everything else works piece by piece: over
@@ -91,6 +106,19 @@ class Write:
     fill: torch.Tensor | None = None  # random replacement used by the counterfactual pass
 
 
+@dataclass(frozen=True)
+class Economy:
+    """When the audit pass may stop analysing (module docstring, "Economy"): once it has
+    found ``computing`` computing launches, or one and has analysed ``budget_bytes`` of
+    launch arguments (the storages it snapshots), the rest of the forward runs plainly."""
+
+    computing: int = 2
+    budget_bytes: int = 64 * 2**20
+
+    def enough(self, found: int, analysed_bytes: int) -> bool:
+        return found >= 1 and (found >= self.computing or analysed_bytes >= self.budget_bytes)
+
+
 @dataclass
 class LaunchAudit:
     kernel: str
@@ -100,6 +128,8 @@ class LaunchAudit:
     # over one: reruns on copies would write the real memory, so it is not analysed, and
     # it is no evidence of arithmetic (else any such launch would excuse a copy kernel)
     opaque: bool = False
+    # ran plainly: an economical pass had its evidence before this launch
+    skipped: bool = False
 
     @property
     def computes(self) -> bool:
@@ -108,6 +138,8 @@ class LaunchAudit:
     def describe(self) -> str:
         if self.opaque:
             return f"{self.kernel}: not analysed (memory passed other than as a tensor or a tensor descriptor)"
+        if self.skipped:
+            return f"{self.kernel}: not analysed (run plainly after the audit's evidence)"
         if self.captured:
             return f"{self.kernel}: inside a graph capture"
         if not self.writes:
@@ -126,6 +158,14 @@ class ArithmeticAudit:
     # kernel rewriting them with the values they hold changes nothing, so no rerun asks
     # (the reruns cost a launch each; in the CPU interpreter they dominated the audit)
     protected: list[tuple[int, int]] = field(default_factory=list)
+    # None: every launch is analysed (the full audit)
+    economy: Economy | None = None
+    analysed_bytes: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Every launch that could be analysed was (no launch ran plainly)."""
+        return not any(la.skipped for la in self.launches)
 
     def _is_protected(self, t: torch.Tensor) -> bool:
         st = t.untyped_storage()
@@ -168,10 +208,14 @@ class ArithmeticAudit:
         if capturing:  # no clone, sync or comparison is allowed inside a capture
             self.launches.append(LaunchAudit(name, captured=True))
             return orig(fn_obj, *args, **kwargs)
+        if self.economy is not None and self.economy.enough(len(self.computing()), self.analysed_bytes):
+            self.launches.append(LaunchAudit(name, skipped=True))
+            return orig(fn_obj, *args, **kwargs)
         if any(_opaque(a) for a in list(args) + list(kwargs.values())):
             self.launches.append(LaunchAudit(name, opaque=True))
             return orig(fn_obj, *args, **kwargs)
         tensors = _tensor_args(args, kwargs)
+        self.analysed_bytes += sum(t.untyped_storage().nbytes() for t in tensors)
         # The snapshots: on an accelerator a large one waits on the host (the reruns get
         # copies on the device, the comparisons read it in pieces).
         pre = [_storage_clone(t, _snapshot_device(t)) for t in tensors]
