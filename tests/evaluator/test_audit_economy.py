@@ -132,6 +132,27 @@ def test_computing_after_the_decoys_is_judged_as_the_full_audit_judges_it(judge:
     assert v.evidence["kernel_arithmetic"]["audit"].startswith(how), v.evidence["kernel_arithmetic"]
 
 
+# a forward that raises on values no relu writes: the replaced ones
+RAISES_ON_REPLACED = KERNELS + '''
+        h = torch.empty_like(x)
+        _relu[grid](x, h, n, BLOCK=4096)
+        if bool((h < -3.0).any()):
+            raise RuntimeError("negative activations")
+        y = torch.empty_like(x)
+        _scale[grid](h, y, n, BLOCK=4096)
+        _add_bias[grid](y, self.bias, y, n, x.shape[-1], BLOCK=4096)
+        return y
+'''
+
+
+def test_a_forward_that_raises_in_the_economical_pass_is_decided_by_the_full_audit(judge: Judge) -> None:
+    v = judge.evaluate(example(RELU), RAISES_ON_REPLACED, candidate_id="raises")
+    assert v.status == "correct", v.reason
+    audit = v.evidence["kernel_arithmetic"]
+    assert audit["audit"] == "full after the economical pass" and audit["analysed"] == 3, audit
+    assert audit["computed_values_reach_output"] == "raises without them"
+
+
 @pytest.mark.parametrize("name", ["decoy_compute_plus_copy", "library_forward_copy_kernel",
                                   "library_forward_transpose_kernel", "ok_relu_scale_add"])
 def test_economy_on_or_off_the_same_verdict_and_reason(judge: Judge, full_audit_judge: Judge, name: str) -> None:

@@ -32,20 +32,26 @@ audit looks at what each launch *writes*, against what it was given:
 A candidate whose launches compute nothing, or whose computed values do not reach the
 output, is rejected.
 
-Economy (``Economy``, ``defenses.kernel_arithmetic``): step 1 costs a few reruns and full
-copies per launch, for every launch of a whole model. A first pass analyses launches in
-order only until it has found ``Economy.computing`` computing launches (or one, once the
-analysed arguments exceed ``Economy.budget_bytes``); the rest of the forward runs plainly.
-Step 3 then replaces what the found launches computed: an output that is no longer correct
-(or a forward that raises) shows computed values reaching it, and the audit passes. In
-every other case (the output still correct: a decoy launched first, a computed value
-overwritten later; or no computing launch found) the full audit runs and decides, so a
-rejection is always the full audit's. The one acceptance this adds: an output wrong with
-the found launches' values replaced while later launches recompute from them, yet correct
-with every computed value replaced at once. Random replacements of independent launches
-cancel only for an output that tests its computed values for consistency, and a candidate
-doing that can already pass the full audit by testing one honest value against its own
-library result; it is no new way in.
+Economy (``Economy``, ``defenses.kernel_arithmetic``): step 1 costs a snapshot and two or
+more reruns per launch, for every launch of a whole model (120 s of a U-Net's integrity
+phase on an H100, bench/RESULTS.md). A first pass analyses launches in order only until
+it has found ``Economy.computing`` computing launches (or one, once the analysed arguments
+exceed ``Economy.budget_bytes``), replaces what each found launch computed right after it
+ran (step 3, in the same forward) and runs the rest of the forward plainly (a found
+launch after the first is analysed on the replacements; the first, the evidence that the
+kernels compute at all, sees what the full audit sees). An output
+that is then wrong shows computed values reaching it, and the audit passes. In every other
+case (the output still correct: a decoy launched first, a computed value overwritten
+later; the forward raising; no computing launch found) the full audit runs and decides,
+so a rejection is always the full audit's; a first pass that found nothing computing and
+so analysed every launch and replaced nothing is that full audit. A graph-replaying
+candidate's replay ran plainly: its counterfactual is step 3's own pass, on the found
+launches. The one acceptance this adds: an output that is wrong with the found launches'
+values replaced while later launches compute from the replacements, yet correct with
+every computed value replaced. Independent random replacements leave an output correct
+only when it tests its computed values for consistency (arithmetic would carry them
+through), and a candidate that tests a computed value against its own library result
+passes the full audit already; it is no new way in.
 
 Memory: the snapshots of a launch's arguments are the audit's one full-size cost (one
 copy of each argument, plus one more set for the NaN-filled reruns; on an accelerator a
@@ -112,8 +118,14 @@ class Economy:
     found ``computing`` computing launches, or one and has analysed ``budget_bytes`` of
     launch arguments (the storages it snapshots), the rest of the forward runs plainly."""
 
+    # Two found launches make the replacement likelier to break an honest output than one
+    # (either may be a side result); past 64 MiB of arguments (the size at which a snapshot
+    # waits on the host, memory.HOST_SPILL_BYTES) one is enough, since a real-size launch
+    # costs seconds to analyse. Measured in the interpreter, 2 of 22 launches of a shrunk
+    # U-Net analysed: integrity phase 12.6 -> 3.1 s, a ResNet layer 2.9 -> 1.3 s (2 CPU
+    # cores, bench/RESULTS.md 2026-11-25).
     computing: int = 2
-    budget_bytes: int = 64 * 2**20
+    budget_bytes: int = HOST_SPILL_BYTES
 
     def enough(self, found: int, analysed_bytes: int) -> bool:
         return found >= 1 and (found >= self.computing or analysed_bytes >= self.budget_bytes)
@@ -161,6 +173,7 @@ class ArithmeticAudit:
     # None: every launch is analysed (the full audit)
     economy: Economy | None = None
     analysed_bytes: int = 0
+    replaced: bool = False  # an economical pass replaced computed values in its own forward
 
     @property
     def complete(self) -> bool:
@@ -260,6 +273,15 @@ class ArithmeticAudit:
             # its eager counterpart), not held through the audit pass
             small = t.numel() * t.element_size() < HOST_SPILL_BYTES
             audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes and small else None))
+        if self.economy is not None and audit.computes:
+            # the economical pass is its own counterfactual: what this launch computed is
+            # replaced before anything reads it (a large replacement is not held: drawn again
+            # if a later pass needs it)
+            large = [w for w in audit.writes if w.fill is None]
+            _replace_computed(audit, tensors)
+            self.replaced = True
+            for w in large:
+                w.fill = None
         return result
 
 

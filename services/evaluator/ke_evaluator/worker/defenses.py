@@ -127,21 +127,29 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     graph-replaying candidate, so that its kernels launch eagerly again).
 
     With ``economy`` the first pass stops analysing once it has its evidence (computing
-    launches, ``arithmetic_audit.Economy``) and the counterfactual replaces what those
-    launches computed: an output that is then wrong passes the audit. Anything else (the
-    output still correct, nothing computing found before the pass ended) is decided by the
-    full audit, so every rejection is the full audit's."""
-    audit = _audit_pass(call, poison, model, recorder, inputs0, device, economy)
-    economical = not audit.complete
-    if economical:
-        reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
+    launches, ``arithmetic_audit.Economy``) and replaces what those launches computed as it
+    goes, so its own output is the counterfactual: an output that is then wrong passes the
+    audit (a graph-replaying candidate's replay ran plainly: a counterfactual pass mirrors
+    the replacements into it). Anything else (the output still correct, the forward raising,
+    nothing computing found) is decided by the full audit, so every rejection is the full
+    audit's; a pass that analysed every launch and replaced nothing is that full audit."""
+    economical = economy is not None
+    audit, correct = _audit_pass(call, poison, model, recorder, inputs0, ref0, spec, device, economy)
+    if economical and audit.replaced:
+        reach: bool | str | None = True if correct is False else None
+        if any(la.captured for la in audit.launches):
+            reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
         if reach is not None:
             v.evidence["kernel_arithmetic"] = {
                 **_summary(audit), "computed_values_reach_output": reach,
                 "audit": f"economical: {_analysed(audit)} of {len(audit.launches)} launches analysed, "
                          "their computed values replaced"}
             return
-        audit = _audit_pass(call, poison, model, recorder, inputs0, device, None)
+    # correct is None after an economical pass: its forward raised (the full audit's raises too)
+    if economical and (audit.replaced or not audit.complete or correct is None):
+        audit, _ = _audit_pass(call, poison, model, recorder, inputs0, ref0, spec, device, None)
+    else:
+        economical = False  # the economical pass analysed everything and replaced nothing: the full audit
     summary = _summary(audit)
     summary["audit"] = "full after the economical pass" if economical else "full"
     v.evidence["kernel_arithmetic"] = summary
@@ -154,30 +162,45 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     if not any(w.computes for la in computing for w in la.writes):
         summary["computed_values_reach_output"] = "not checked: no computing launch could be analysed"
         return
-    reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
-    if reach is None:
+    full_reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
+    if full_reach is None:
         raise Outcome("rejected", "the values its Triton kernels compute do not reach the output: with them "
                                   "replaced by random values it is still correct (the arithmetic that matters "
                                   "runs in library calls; computing: "
                                   + "; ".join(la.describe() for la in computing[:3]) + ")"
                                   + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
-    summary["computed_values_reach_output"] = reach
+    summary["computed_values_reach_output"] = full_reach
 
 
 def _audit_pass(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                 model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
-                inputs0: list[Any], device: torch.device | None,
-                economy: arithmetic_audit.Economy | None) -> arithmetic_audit.ArithmeticAudit:
-    """One forward with every own launch analysed (``economy``: until it has its evidence)."""
+                inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device: torch.device | None,
+                economy: arithmetic_audit.Economy | None) -> tuple[arithmetic_audit.ArithmeticAudit, bool | None]:
+    """One forward with every own launch analysed (``economy``: until it has its evidence,
+    replacing what it found computed). With ``economy``, whether its output is still correct
+    (None: the forward raised); else None (the output is not needed)."""
     module = model()
     probe_in = _copy(inputs0, device)
     audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in), economy=economy)
     probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
     poison(probe_in)
-    with launch_counter.recording(probe):
-        call(module, probe_in)
-    del probe_in  # the audit's snapshots are its own; its output is not needed
-    return audit
+    if economy is None:
+        with launch_counter.recording(probe):
+            call(module, probe_in)
+        return audit, None  # the audit's snapshots are its own
+    try:
+        with launch_counter.recording(probe):
+            out = call(module, probe_in)
+    except Exception:  # noqa: BLE001 - decided by the full audit
+        return audit, None
+    return audit, _still_correct(out, ref0, probe_in, spec, device)
+
+
+def _still_correct(out: Any, ref0: Any, inputs: list[Any], spec: loading.LoadedSpec,
+                   device: torch.device | None) -> bool:
+    structure_ok = not output_checks.check_structure(out, ref0, inputs, strict_strides=False,
+                                                     device_type=_device_type(device))
+    return structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok
 
 
 def _computed_reach(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
@@ -195,11 +218,7 @@ def _computed_reach(call: Callable[[torch.nn.Module, list[Any]], Any], poison: C
             out = call(model(), cf_in)
     except Exception:  # noqa: BLE001 - failing without its computed values means it needs them
         return "raises without them"
-    structure_ok = not output_checks.check_structure(out, ref0, cf_in, strict_strides=False,
-                                                     device_type=_device_type(device))
-    if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
-        return None
-    return True
+    return None if _still_correct(out, ref0, cf_in, spec, device) else True
 
 
 def _analysed(audit: arithmetic_audit.ArithmeticAudit) -> int:
