@@ -248,3 +248,53 @@ def test_an_economical_pass_mirrors_only_the_launches_it_analysed(cand: types.Mo
         graph.capture()
     assert not torch.allclose(z, 4 * x)
     torch.testing.assert_close(z, 2 * y)  # the second launch ran on the replaced values
+
+
+class _CapturingModel(torch.nn.Module):
+    """The emitted replay's shape with the stand-in graph: the forward eagerly, then again
+    under capture; the captured run's outputs are returned (a replay would recompute them)."""
+
+    def __init__(self, cand: types.ModuleType, decoy: bool) -> None:
+        super().__init__()
+        self.cand, self.decoy = cand, decoy
+
+    def body(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, out: torch.Tensor) -> None:
+        self.cand.double[(1,)](x, y, x.numel(), BLOCK=64)
+        self.cand.double[(1,)](y, z, x.numel(), BLOCK=64)
+        # the decoy: the library's answer, the kernels' values kept "used" by 0 *
+        out.copy_(4 * x + 0.0 * z if self.decoy else z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, z, out = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        self.body(x, y, z, out)  # the runner's eager warm-up
+        StandInGraph(self.body, x, y, z, out).capture()
+        return out.clone()
+
+
+@pytest.mark.parametrize(("decoy", "audit"), [(False, "economical: 2 of 4 launches analysed"),
+                                              (True, "full after the economical pass")])
+def test_a_graph_candidates_economical_pass_takes_a_counterfactual_pass(cand: types.ModuleType, decoy: bool,
+                                                                        audit: str) -> None:
+    """The captured launches ran plainly in the economical pass (its output is the honest
+    one): a counterfactual pass mirrors the found launches' replacements into the capture
+    and decides the pass; a decoy still goes to the full audit, which rejects it."""
+    from ke_evaluator.worker import defenses, loading
+    from kernelevolve.ports.verdict import Verdict
+
+    x = torch.randn(64)
+    spec = loading.LoadedSpec(sha="", name="graph", module=types.ModuleType("graph_spec"))
+    v = Verdict(status="correct", reason="")
+    rec = launch_counter.LaunchRecorder(module_name=cand.__name__)
+
+    def judge() -> None:
+        defenses.kernel_arithmetic(lambda m, inputs: m(*inputs), lambda inputs: None,
+                                   lambda: _CapturingModel(cand, decoy), rec, [x], 4 * x, spec, "cpu", v,
+                                   economy=arithmetic_audit.Economy())
+
+    if decoy:
+        with pytest.raises(defenses.Outcome, match="do not reach the output"):
+            judge()
+    else:
+        judge()
+        assert v.evidence["kernel_arithmetic"]["computed_values_reach_output"] is True
+    assert v.evidence["kernel_arithmetic"]["audit"].startswith(audit), v.evidence["kernel_arithmetic"]

@@ -546,8 +546,16 @@ def _fill_like(t: torch.Tensor, w: Write) -> torch.Tensor:
 def random_fill(t: torch.Tensor) -> torch.Tensor:
     """Values unrelated to what ``t`` holds (drawn outside any graph capture)."""
     if t.is_floating_point():
-        gen = torch.Generator(device="cpu").manual_seed(7)
-        return torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.device, t.dtype)
+        # drawn where ``t`` lives: on the host a 4 GiB output's normals cost seconds (64 Mi
+        # of them: 0.4 s on 2 cores) and a copy over; a backend without a device generator
+        # still draws them there
+        try:
+            gen = torch.Generator(device=t.device).manual_seed(7)
+            values = torch.randn(t.shape, generator=gen, dtype=torch.float32, device=t.device)
+        except RuntimeError:
+            gen = torch.Generator(device="cpu").manual_seed(7)
+            values = torch.randn(t.shape, generator=gen, dtype=torch.float32)
+        return values.to(t.device, t.dtype)
     # integers may be indices read by a later kernel: their own values, shifted by one
     # position, stay in range where any other replacement could address out of bounds
     return t.detach().flatten().roll(1).reshape(t.shape).clone()
