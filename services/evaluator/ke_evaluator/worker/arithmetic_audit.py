@@ -276,7 +276,8 @@ class ArithmeticAudit:
         if self.economy is not None and audit.computes:
             # the economical pass is its own counterfactual: what this launch computed is
             # replaced before anything reads it (a large replacement is not held: drawn again
-            # if a later pass needs it)
+            # if a later pass needs it), once the snapshots and rerun copies are let go
+            del pre, probe, sources, in_place
             large = [w for w in audit.writes if w.fill is None]
             _replace_computed(audit, tensors)
             self.replaced = True

@@ -147,6 +147,7 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
             return
     # correct is None after an economical pass: its forward raised (the full audit's raises too)
     if economical and (audit.replaced or not audit.complete or correct is None):
+        del audit  # its written-position masks are full-size: not held through the full pass
         audit, _ = _audit_pass(call, poison, model, recorder, inputs0, ref0, spec, device, None)
     else:
         economical = False  # the economical pass analysed everything and replaced nothing: the full audit
