@@ -37,7 +37,8 @@ more reruns per launch, for every launch of a whole model (120 s of a U-Net's in
 phase on an H100, bench/RESULTS.md). A first pass analyses launches in order only until
 it has found ``Economy.computing`` computing launches (or one, once the analysed arguments
 exceed ``Economy.budget_bytes``), replaces what each found launch computed right after it
-ran (step 3, in the same forward) and runs the rest of the forward plainly (a found
+ran (step 3, in the same forward; not later, when a move may have written a library result
+over those positions) and runs the rest of the forward plainly (a found
 launch after the first is analysed on the replacements; the first, the evidence that the
 kernels compute at all, sees what the full audit sees). An output
 that is then wrong shows computed values reaching it, and the audit passes. In every other
@@ -45,13 +46,14 @@ case (the output still correct: a decoy launched first, a computed value overwri
 later; the forward raising; no computing launch found) the full audit runs and decides,
 so a rejection is always the full audit's; a first pass that found nothing computing and
 so analysed every launch and replaced nothing is that full audit. A graph-replaying
-candidate's replay ran plainly: its counterfactual is step 3's own pass, on the found
-launches. The one acceptance this adds: an output that is wrong with the found launches'
-values replaced while later launches compute from the replacements, yet correct with
-every computed value replaced. Independent random replacements leave an output correct
-only when it tests its computed values for consistency (arithmetic would carry them
-through), and a candidate that tests a computed value against its own library result
-passes the full audit already; it is no new way in.
+candidate's replay ran plainly: its counterfactual is a step-3 pass of its own on the found
+launches. What this can accept that the full audit would not: an output wrong with the
+found launches' values replaced while later launches compute from the replacements, yet
+correct with every computed value replaced; or a found launch after the first that
+computes only on replaced values. Either needs kernels or code that test values for
+being replacements (independent random values leave an output correct only through such a
+test; arithmetic would carry them through), and a candidate that tests a computed value
+against its own library result passes the full audit already: no new way in.
 
 Memory: the snapshots of a launch's arguments are the audit's one full-size cost (one
 copy of each argument, plus one more set for the NaN-filled reruns; on an accelerator a
