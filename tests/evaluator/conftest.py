@@ -26,6 +26,13 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
 
 
 @pytest.fixture(scope="session")
+def full_audit_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
+    """Full policy with the arithmetic audit's economy off: every launch analysed."""
+    with Judge(_fast_options(audit_economy=False, scratch_dir=str(tmp_path_factory.mktemp("full_audit")))) as j:
+        yield j
+
+
+@pytest.fixture(scope="session")
 def runtime_judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judge]:
     """Static policy off: exercises the runtime defenses alone (defense in depth)."""
     with Judge(_fast_options(enforce_static_policy=False,

@@ -223,3 +223,78 @@ def test_the_counterfactual_replaces_what_a_captured_launch_computes(cand: types
     with launch_counter.recording(launch_counter.LaunchRecorder(module_name=cand.__name__, audit=plan)):
         graph.capture()  # the stand-in executes what it captures: replaced as a graph would be
     assert not torch.allclose(y, 2 * x)
+
+
+def test_an_economical_pass_mirrors_only_the_launches_it_analysed(cand: types.ModuleType) -> None:
+    """The eager run stops being analysed after its first computing launch; the captured
+    launches take the writes of their counterparts (none for the one that ran plainly), and
+    the replaced values of the first still reach what the graph writes."""
+    x, y, z = torch.randn(64), torch.empty(64), torch.empty(64)
+
+    def both() -> None:
+        cand.run(x, y)
+        cand.run(y, z)
+
+    graph = StandInGraph(both)
+    audit = arithmetic_audit.ArithmeticAudit(economy=arithmetic_audit.Economy(computing=1))
+    with launch_counter.recording(launch_counter.LaunchRecorder(module_name=cand.__name__, audit=audit)):
+        both()  # the runner's eager warm-up
+        graph.capture()
+    first, second, cap1, cap2 = audit.launches
+    assert first.computes and second.skipped and cap1.captured and cap2.captured
+    plan = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
+    assert plan.plan is not None and plan.plan[2].writes == first.writes and not plan.plan[3].writes
+    with launch_counter.recording(launch_counter.LaunchRecorder(module_name=cand.__name__, audit=plan)):
+        graph.capture()
+    assert not torch.allclose(z, 4 * x)
+    torch.testing.assert_close(z, 2 * y)  # the second launch ran on the replaced values
+
+
+class _CapturingModel(torch.nn.Module):
+    """The emitted replay's shape with the stand-in graph: the forward eagerly, then again
+    under capture; the captured run's outputs are returned (a replay would recompute them)."""
+
+    def __init__(self, cand: types.ModuleType, decoy: bool) -> None:
+        super().__init__()
+        self.cand, self.decoy = cand, decoy
+
+    def body(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, out: torch.Tensor) -> None:
+        self.cand.double[(1,)](x, y, x.numel(), BLOCK=64)
+        self.cand.double[(1,)](y, z, x.numel(), BLOCK=64)
+        # the decoy: the library's answer, the kernels' values kept "used" by 0 *
+        out.copy_(4 * x + 0.0 * z if self.decoy else z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, z, out = torch.empty_like(x), torch.empty_like(x), torch.empty_like(x)
+        self.body(x, y, z, out)  # the runner's eager warm-up
+        StandInGraph(self.body, x, y, z, out).capture()
+        return out.clone()
+
+
+@pytest.mark.parametrize(("decoy", "audit"), [(False, "economical: 2 of 4 launches analysed"),
+                                              (True, "full after the economical pass")])
+def test_a_graph_candidates_economical_pass_takes_a_counterfactual_pass(cand: types.ModuleType, decoy: bool,
+                                                                        audit: str) -> None:
+    """The captured launches ran plainly in the economical pass (its output is the honest
+    one): a counterfactual pass mirrors the found launches' replacements into the capture
+    and decides the pass; a decoy still goes to the full audit, which rejects it."""
+    from ke_evaluator.worker import defenses, loading
+    from kernelevolve.ports.verdict import Verdict
+
+    x = torch.randn(64)
+    spec = loading.LoadedSpec(sha="", name="graph", module=types.ModuleType("graph_spec"))
+    v = Verdict(status="correct", reason="")
+    rec = launch_counter.LaunchRecorder(module_name=cand.__name__)
+
+    def judge() -> None:
+        defenses.kernel_arithmetic(lambda m, inputs: m(*inputs), lambda inputs: None,
+                                   lambda: _CapturingModel(cand, decoy), rec, [x], 4 * x, spec, "cpu", v,
+                                   economy=arithmetic_audit.Economy())
+
+    if decoy:
+        with pytest.raises(defenses.Outcome, match="do not reach the output"):
+            judge()
+    else:
+        judge()
+        assert v.evidence["kernel_arithmetic"]["computed_values_reach_output"] is True
+    assert v.evidence["kernel_arithmetic"]["audit"].startswith(audit), v.evidence["kernel_arithmetic"]

@@ -207,3 +207,60 @@ def test_memory_reached_otherwise_is_no_evidence_of_arithmetic() -> None:
     (launch,) = audit.launches
     assert launch.opaque and not launch.computes and len(calls) == 1  # run once, for real
     torch.testing.assert_close(dst, src.exp())
+
+
+def _economical(kernels: types.ModuleType, economy: arithmetic_audit.Economy | None, src: torch.Tensor,
+                out: list[torch.Tensor]) -> arithmetic_audit.ArithmeticAudit:
+    """A move, two computing launches, a move, under ``economy``."""
+    audit = arithmetic_audit.ArithmeticAudit(economy=economy)
+    with launch_counter.recording(launch_counter.LaunchRecorder(module_name=kernels.__name__, audit=audit)):
+        kernels.copy_rows[(1,)](src, out[0], 64, BLOCK=64)
+        kernels.relu_out[(1,)](out[0], out[1], 64, BLOCK=64)
+        kernels.scale_in_place[(1,)](out[1], 64, 0.5, BLOCK=64)
+        kernels.copy_rows[(1,)](out[1], out[2], 64, BLOCK=64)
+    return audit
+
+
+@pytest.mark.parametrize(("economy", "skipped"), [
+    (None, [False] * 4),  # the full audit
+    (arithmetic_audit.Economy(computing=1), [False, False, True, True]),
+    (arithmetic_audit.Economy(computing=2), [False, False, False, True]),
+    (arithmetic_audit.Economy(computing=3), [False] * 4),  # never enough: the pass is the full audit
+    # a budget of 0 bytes: the first computing launch is enough, whatever ``computing`` asks
+    (arithmetic_audit.Economy(computing=3, budget_bytes=0), [False, False, True, True]),
+    # a budget larger than the pass: ``computing`` decides
+    (arithmetic_audit.Economy(computing=2, budget_bytes=1 << 40), [False, False, False, True]),
+])
+def test_an_economical_pass_analyses_until_it_has_computing_launches(
+        kernels: types.ModuleType, economy: arithmetic_audit.Economy | None, skipped: list[bool]) -> None:
+    src = torch.randn(64)
+    out = [torch.empty(64) for _ in range(3)]
+    audit = _economical(kernels, economy, src, out)
+    assert [la.skipped for la in audit.launches] == skipped
+    assert audit.complete == (not any(skipped))
+    # a move alone is no evidence: the pass goes on past it
+    assert not audit.launches[0].computes and audit.launches[1].computes
+    assert all(not la.writes and "not analysed" in la.describe() for la in audit.launches if la.skipped)
+    storage_bytes = [2 * 256, 2 * 256, 256, 2 * 256]  # each launch's tensor arguments
+    assert audit.analysed_bytes == sum(b for b, skip in zip(storage_bytes, skipped, strict=True) if not skip)
+    torch.testing.assert_close(out[2], out[1])  # the last launch ran, once, on what came before
+    # an economical pass replaces what it found computed as it goes (its output is the
+    # counterfactual); the full audit leaves every value as the kernels wrote it
+    assert audit.replaced == (economy is not None)
+    assert torch.allclose(out[2], src.clamp_min(0) * 0.5) == (economy is None)
+
+
+def test_the_counterfactual_of_an_economical_pass_replaces_only_what_it_analysed(kernels: types.ModuleType) -> None:
+    src = torch.randn(64)
+    out = [torch.empty(64) for _ in range(3)]
+    audit = _economical(kernels, arithmetic_audit.Economy(computing=1), src, out)
+    replay = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
+    again = [torch.empty(64) for _ in range(3)]
+    with launch_counter.recording(launch_counter.LaunchRecorder(module_name=kernels.__name__, audit=replay)):
+        kernels.copy_rows[(1,)](src, again[0], 64, BLOCK=64)
+        kernels.relu_out[(1,)](again[0], again[1], 64, BLOCK=64)
+        replaced = again[1].clone()
+        kernels.scale_in_place[(1,)](again[1], 64, 0.5, BLOCK=64)  # skipped: runs on the replaced values
+        kernels.copy_rows[(1,)](again[1], again[2], 64, BLOCK=64)
+    assert not torch.equal(replaced, src.clamp_min(0))
+    torch.testing.assert_close(again[2], replaced * 0.5)

@@ -270,7 +270,8 @@ class Judge:
             "max_timing_trials": t.max_trials or (200 if cuda else 10),
             "timing_ci_target": t.ci_target, "timing_budget_s": t.budget_s, "timing_input_sets": t.input_sets,
             "compile_baseline": t.compile_baseline, "error_budget_factor": o.error_budget_factor,
-            "check_kernel_dependency": o.check_kernel_dependency, "profile_library_time": o.profile_library_time,
+            "check_kernel_dependency": o.check_kernel_dependency, "audit_economy": o.audit_economy,
+            "profile_library_time": o.profile_library_time,
             "strict_strides": o.strict_strides, "precompile": o.precompile,
         }
 

@@ -59,6 +59,10 @@ class EvalOptions:
     seed: int | None = None
     error_budget_factor: float = 10.0  # candidate error vs fp64 <= this x eager error (+ ulp floor)
     check_kernel_dependency: bool = True
+    # The arithmetic audit's economy (README "Library calls"): it stops analysing launches
+    # once it has found computing ones whose values reach the output; a rejection is always
+    # decided by the full audit. False: the full audit for every candidate (measurements).
+    audit_economy: bool = True
     profile_library_time: bool = True
     # Output strides must equal the reference's (a contiguous answer to a non-contiguous
     # reference is accepted). False: a stride mismatch is only a warning.

@@ -32,6 +32,29 @@ audit looks at what each launch *writes*, against what it was given:
 A candidate whose launches compute nothing, or whose computed values do not reach the
 output, is rejected.
 
+Economy (``Economy``, ``defenses.kernel_arithmetic``): step 1 costs a snapshot and two or
+more reruns per launch, for every launch of a whole model (120 s of a U-Net's integrity
+phase on an H100, bench/RESULTS.md). A first pass analyses launches in order only until
+it has found ``Economy.computing`` computing launches (or one, once the analysed arguments
+exceed ``Economy.budget_bytes``), replaces what each found launch computed right after it
+ran (step 3, in the same forward; not later, when a move may have written a library result
+over those positions) and runs the rest of the forward plainly (a found
+launch after the first is analysed on the replacements; the first, the evidence that the
+kernels compute at all, sees what the full audit sees). An output
+that is then wrong shows computed values reaching it, and the audit passes. In every other
+case (the output still correct: a decoy launched first, a computed value overwritten
+later; the forward raising; no computing launch found) the full audit runs and decides,
+so a rejection is always the full audit's; a first pass that found nothing computing and
+so analysed every launch and replaced nothing is that full audit. A graph-replaying
+candidate's replay ran plainly: its counterfactual is a step-3 pass of its own on the found
+launches. What this can accept that the full audit would not: an output wrong with the
+found launches' values replaced while later launches compute from the replacements, yet
+correct with every computed value replaced; or a found launch after the first that
+computes only on replaced values. Either needs kernels or code that test values for
+being replacements (independent random values leave an output correct only through such a
+test; arithmetic would carry them through), and a candidate that tests a computed value
+against its own library result passes the full audit already: no new way in.
+
 Memory: the snapshots of a launch's arguments are the audit's one full-size cost (one
 copy of each argument, plus one more set for the NaN-filled reruns; on an accelerator a
 large snapshot waits on the host). Everything else works piece by piece: over
@@ -91,6 +114,25 @@ class Write:
     fill: torch.Tensor | None = None  # random replacement used by the counterfactual pass
 
 
+@dataclass(frozen=True)
+class Economy:
+    """When the audit pass may stop analysing (module docstring, "Economy"): once it has
+    found ``computing`` computing launches, or one and has analysed ``budget_bytes`` of
+    launch arguments (the storages it snapshots), the rest of the forward runs plainly."""
+
+    # Two found launches make the replacement likelier to break an honest output than one
+    # (either may be a side result); past 64 MiB of arguments (the size at which a snapshot
+    # waits on the host, memory.HOST_SPILL_BYTES) one is enough, since a real-size launch
+    # costs seconds to analyse. Measured in the interpreter, 2 of 22 launches of a shrunk
+    # U-Net analysed: integrity phase 12.6 -> 3.1 s, a ResNet layer 2.9 -> 1.3 s (2 CPU
+    # cores, bench/RESULTS.md 2026-11-25).
+    computing: int = 2
+    budget_bytes: int = HOST_SPILL_BYTES
+
+    def enough(self, found: int, analysed_bytes: int) -> bool:
+        return found >= 1 and (found >= self.computing or analysed_bytes >= self.budget_bytes)
+
+
 @dataclass
 class LaunchAudit:
     kernel: str
@@ -100,6 +142,8 @@ class LaunchAudit:
     # over one: reruns on copies would write the real memory, so it is not analysed, and
     # it is no evidence of arithmetic (else any such launch would excuse a copy kernel)
     opaque: bool = False
+    # ran plainly: an economical pass had its evidence before this launch
+    skipped: bool = False
 
     @property
     def computes(self) -> bool:
@@ -108,6 +152,8 @@ class LaunchAudit:
     def describe(self) -> str:
         if self.opaque:
             return f"{self.kernel}: not analysed (memory passed other than as a tensor or a tensor descriptor)"
+        if self.skipped:
+            return f"{self.kernel}: not analysed (run plainly after the audit's evidence)"
         if self.captured:
             return f"{self.kernel}: inside a graph capture"
         if not self.writes:
@@ -126,6 +172,15 @@ class ArithmeticAudit:
     # kernel rewriting them with the values they hold changes nothing, so no rerun asks
     # (the reruns cost a launch each; in the CPU interpreter they dominated the audit)
     protected: list[tuple[int, int]] = field(default_factory=list)
+    # None: every launch is analysed (the full audit)
+    economy: Economy | None = None
+    analysed_bytes: int = 0
+    replaced: bool = False  # an economical pass replaced computed values in its own forward
+
+    @property
+    def complete(self) -> bool:
+        """Every launch that could be analysed was (no launch ran plainly)."""
+        return not any(la.skipped for la in self.launches)
 
     def _is_protected(self, t: torch.Tensor) -> bool:
         st = t.untyped_storage()
@@ -168,10 +223,14 @@ class ArithmeticAudit:
         if capturing:  # no clone, sync or comparison is allowed inside a capture
             self.launches.append(LaunchAudit(name, captured=True))
             return orig(fn_obj, *args, **kwargs)
+        if self.economy is not None and self.economy.enough(len(self.computing()), self.analysed_bytes):
+            self.launches.append(LaunchAudit(name, skipped=True))
+            return orig(fn_obj, *args, **kwargs)
         if any(_opaque(a) for a in list(args) + list(kwargs.values())):
             self.launches.append(LaunchAudit(name, opaque=True))
             return orig(fn_obj, *args, **kwargs)
         tensors = _tensor_args(args, kwargs)
+        self.analysed_bytes += sum(t.untyped_storage().nbytes() for t in tensors)
         # The snapshots: on an accelerator a large one waits on the host (the reruns get
         # copies on the device, the comparisons read it in pieces).
         pre = [_storage_clone(t, _snapshot_device(t)) for t in tensors]
@@ -216,6 +275,16 @@ class ArithmeticAudit:
             # its eager counterpart), not held through the audit pass
             small = t.numel() * t.element_size() < HOST_SPILL_BYTES
             audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes and small else None))
+        if self.economy is not None and audit.computes:
+            # the economical pass is its own counterfactual: what this launch computed is
+            # replaced before anything reads it (a large replacement is not held: drawn again
+            # if a later pass needs it), once the snapshots and rerun copies are let go
+            del pre, probe, sources, in_place
+            large = [w for w in audit.writes if w.fill is None]
+            _replace_computed(audit, tensors)
+            self.replaced = True
+            for w in large:
+                w.fill = None
         return result
 
 
@@ -480,8 +549,16 @@ def _fill_like(t: torch.Tensor, w: Write) -> torch.Tensor:
 def random_fill(t: torch.Tensor) -> torch.Tensor:
     """Values unrelated to what ``t`` holds (drawn outside any graph capture)."""
     if t.is_floating_point():
-        gen = torch.Generator(device="cpu").manual_seed(7)
-        return torch.randn(t.shape, generator=gen, dtype=torch.float32).to(t.device, t.dtype)
+        # drawn where ``t`` lives: on the host a 4 GiB output's normals cost seconds (64 Mi
+        # of them: 0.4 s on 2 cores) and a copy over; a backend without a device generator
+        # still draws them there
+        try:
+            gen = torch.Generator(device=t.device).manual_seed(7)
+            values = torch.randn(t.shape, generator=gen, dtype=torch.float32, device=t.device)
+        except RuntimeError:
+            gen = torch.Generator(device="cpu").manual_seed(7)
+            values = torch.randn(t.shape, generator=gen, dtype=torch.float32)
+        return values.to(t.device, t.dtype)
     # integers may be indices read by a later kernel: their own values, shifted by one
     # position, stay in range where any other replacement could address out of bounds
     return t.detach().flatten().roll(1).reshape(t.shape).clone()

@@ -120,24 +120,42 @@ def fresh_model(cls: type, init: list[Any], seed: int, device: torch.device, ref
 def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
                       inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device_type: str, v: Verdict,
-                      device: torch.device | None = None) -> None:
+                      device: torch.device | None = None, economy: arithmetic_audit.Economy | None = None) -> None:
     """The candidate's own kernels must do part of the operator's arithmetic, and what they
     compute must reach the output (``arithmetic_audit``): a copy of a library result through
     a Triton kernel is rejected. ``model()`` gives the module to probe (a fresh one for a
-    graph-replaying candidate, so that its kernels launch eagerly again)."""
-    module = model()
-    probe_in = _copy(inputs0, device)
-    audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in))
-    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
-    poison(probe_in)
-    with launch_counter.recording(probe):
-        call(module, probe_in)
-    del probe_in  # the audit's snapshots are its own; its output is not needed
+    graph-replaying candidate, so that its kernels launch eagerly again).
+
+    With ``economy`` the first pass stops analysing once it has its evidence (computing
+    launches, ``arithmetic_audit.Economy``) and replaces what those launches computed as it
+    goes, so its own output is the counterfactual: an output that is then wrong passes the
+    audit (a graph-replaying candidate's replay ran plainly: a counterfactual pass mirrors
+    the replacements into it). Anything else (the output still correct, the forward raising,
+    nothing computing found) is decided by the full audit, so every rejection is the full
+    audit's; a pass that analysed every launch and replaced nothing is that full audit."""
+    economical = economy is not None
+    audit, correct = _audit_pass(call, poison, model, recorder, inputs0, ref0, spec, device, economy)
+    if economical and audit.replaced:
+        reach: bool | str | None = True if correct is False else None
+        if any(la.captured for la in audit.launches):
+            reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
+        if reach is not None:
+            v.evidence["kernel_arithmetic"] = {
+                **_summary(audit), "computed_values_reach_output": reach,
+                "audit": f"economical: {_analysed(audit)} of {len(audit.launches)} launches analysed, "
+                         "their computed values replaced"}
+            return
+    # correct is None after an economical pass: its forward raised (the full audit's raises too)
+    if economical and (audit.replaced or not audit.complete or correct is None):
+        del audit  # its written-position masks are full-size: not held through the full pass
+        audit, _ = _audit_pass(call, poison, model, recorder, inputs0, ref0, spec, device, None)
+    else:
+        economical = False  # the economical pass analysed everything and replaced nothing: the full audit
+    summary = _summary(audit)
+    summary["audit"] = "full after the economical pass" if economical else "full"
+    v.evidence["kernel_arithmetic"] = summary
     analysed = [la for la in audit.launches if not la.captured]
     computing = audit.computing()
-    summary = {"launches": len(audit.launches), "computing": len(computing),
-               "moves_only": [la.describe() for la in analysed if not la.computes][:8]}
-    v.evidence["kernel_arithmetic"] = summary
     if analysed and not computing:
         raise Outcome("rejected", "its Triton kernels only move data; the arithmetic runs in library calls: "
                                   + "; ".join(la.describe() for la in analysed[:4])
@@ -145,6 +163,53 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     if not any(w.computes for la in computing for w in la.writes):
         summary["computed_values_reach_output"] = "not checked: no computing launch could be analysed"
         return
+    full_reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
+    if full_reach is None:
+        raise Outcome("rejected", "the values its Triton kernels compute do not reach the output: with them "
+                                  "replaced by random values it is still correct (the arithmetic that matters "
+                                  "runs in library calls; computing: "
+                                  + "; ".join(la.describe() for la in computing[:3]) + ")"
+                                  + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
+    summary["computed_values_reach_output"] = full_reach
+
+
+def _audit_pass(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
+                model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
+                inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device: torch.device | None,
+                economy: arithmetic_audit.Economy | None) -> tuple[arithmetic_audit.ArithmeticAudit, bool | None]:
+    """One forward with every own launch analysed (``economy``: until it has its evidence,
+    replacing what it found computed). With ``economy``, whether its output is still correct
+    (None: the forward raised); else None (the output is not needed)."""
+    module = model()
+    probe_in = _copy(inputs0, device)
+    audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in), economy=economy)
+    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
+    poison(probe_in)
+    if economy is None:
+        with launch_counter.recording(probe):
+            call(module, probe_in)
+        return audit, None  # the audit's snapshots are its own
+    try:
+        with launch_counter.recording(probe):
+            out = call(module, probe_in)
+    except Exception:  # noqa: BLE001 - decided by the full audit
+        return audit, None
+    return audit, _still_correct(out, ref0, probe_in, spec, device)
+
+
+def _still_correct(out: Any, ref0: Any, inputs: list[Any], spec: loading.LoadedSpec,
+                   device: torch.device | None) -> bool:
+    structure_ok = not output_checks.check_structure(out, ref0, inputs, strict_strides=False,
+                                                     device_type=_device_type(device))
+    return structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok
+
+
+def _computed_reach(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
+                    model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
+                    audit: arithmetic_audit.ArithmeticAudit, inputs0: list[Any], ref0: Any,
+                    spec: loading.LoadedSpec, device: torch.device | None) -> bool | str | None:
+    """The counterfactual forward: what ``audit``'s computing launches wrote replaced by
+    random values. True (or why) when the output is then wrong; None when still correct."""
     counter = arithmetic_audit.ArithmeticAudit.counterfactual(audit.launches)
     again = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=counter)
     cf_in = _copy(inputs0, device)
@@ -153,17 +218,18 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         with launch_counter.recording(again):
             out = call(model(), cf_in)
     except Exception:  # noqa: BLE001 - failing without its computed values means it needs them
-        summary["computed_values_reach_output"] = "raises without them"
-        return
-    structure_ok = not output_checks.check_structure(out, ref0, cf_in, strict_strides=False,
-                                                     device_type=_device_type(device))
-    if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
-        raise Outcome("rejected", "the values its Triton kernels compute do not reach the output: with them "
-                                  "replaced by random values it is still correct (the arithmetic that matters "
-                                  "runs in library calls; computing: "
-                                  + "; ".join(la.describe() for la in computing[:3]) + ")"
-                                  + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
-    summary["computed_values_reach_output"] = True
+        return "raises without them"
+    return None if _still_correct(out, ref0, cf_in, spec, device) else True
+
+
+def _analysed(audit: arithmetic_audit.ArithmeticAudit) -> int:
+    return sum(not (la.captured or la.skipped) for la in audit.launches)
+
+
+def _summary(audit: arithmetic_audit.ArithmeticAudit) -> dict[str, Any]:
+    analysed = [la for la in audit.launches if not (la.captured or la.skipped)]
+    return {"launches": len(audit.launches), "analysed": len(analysed), "computing": len(audit.computing()),
+            "moves_only": [la.describe() for la in analysed if not la.computes][:8]}
 
 
 def _library_share(call: Callable[[torch.nn.Module, list[Any]], Any], model: Callable[[], torch.nn.Module],

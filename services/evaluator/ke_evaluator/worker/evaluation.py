@@ -41,6 +41,7 @@ from ..backends import DeviceBackend, for_torch_device
 from ..device_lock import DeviceLock, Mode
 from ..phase_limits import ReferenceCost
 from . import (
+    arithmetic_audit,
     defenses,
     diagnosis,
     graph_ledger,
@@ -95,6 +96,9 @@ class JobOptions:
     timing_input_sets: int = 3
     error_budget_factor: float = 10.0
     check_kernel_dependency: bool = True
+    # The arithmetic audit stops analysing once it has its evidence (arithmetic_audit.Economy);
+    # False: every launch is analysed, as the fallback does.
+    audit_economy: bool = True
     profile_library_time: bool = True
     compile_baseline: bool = False
     strict_strides: bool = True
@@ -498,10 +502,15 @@ class Evaluator:
             return defenses.fresh_model(cls, init, seed, dev, ref_model) if graph_seen[0] else cand_model
 
         if opts.check_kernel_dependency:
-            defenses.kernel_dependency(self._call, self.poison, probe_model(), recorder, inputs0, ref_out0, spec, v,
-                                       device=dev)
-            defenses.kernel_arithmetic(self._call, self.poison, probe_model, recorder, inputs0, ref_out0,
-                                       spec, dev.type, v, device=dev)
+            try:
+                defenses.kernel_dependency(self._call, self.poison, probe_model(), recorder, inputs0, ref_out0,
+                                           spec, v, device=dev)
+                defenses.kernel_arithmetic(self._call, self.poison, probe_model, recorder, inputs0, ref_out0,
+                                           spec, dev.type, v, device=dev,
+                                           economy=arithmetic_audit.Economy() if opts.audit_economy else None)
+            except Outcome:
+                lap("integrity")  # what deciding a rejection cost
+                raise
 
         self._check_state(before)
 
