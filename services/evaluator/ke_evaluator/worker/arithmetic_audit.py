@@ -76,6 +76,7 @@ import builtins
 import dataclasses
 import inspect
 import math
+import secrets
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -552,11 +553,14 @@ def random_fill(t: torch.Tensor) -> torch.Tensor:
         # drawn where ``t`` lives: on the host a 4 GiB output's normals cost seconds (64 Mi
         # of them: 0.4 s on 2 cores) and a copy over; a backend without a device generator
         # still draws them there
+        # a fresh secret seed per fill: a fixed one (7, before) gave values a candidate could
+        # recognise, and so tell the counterfactual's replacement from its own results
+        seed = secrets.randbits(63)
         try:
-            gen = torch.Generator(device=t.device).manual_seed(7)
+            gen = torch.Generator(device=t.device).manual_seed(seed)
             values = torch.randn(t.shape, generator=gen, dtype=torch.float32, device=t.device)
         except RuntimeError:
-            gen = torch.Generator(device="cpu").manual_seed(7)
+            gen = torch.Generator(device="cpu").manual_seed(seed)
             values = torch.randn(t.shape, generator=gen, dtype=torch.float32)
         return values.to(t.device, t.dtype)
     # integers may be indices read by a later kernel: their own values, shifted by one
