@@ -411,7 +411,7 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
         total.scale = max(total.scale, p.scale)
         if p.nan_extra or p.nan_missing:
             return _fail(total, f"{where} has {p.nan_extra} NaN where the reference has none" if p.nan_extra
-                         else f"{where} misses NaN the reference has")
+                         else f"{where} misses {p.nan_missing} NaN the reference has (of {r.numel()} elements)")
         if p.inf_mismatch:
             return _fail(total, f"{where} infinities differ from the reference")
         bound = f"|c - r| <= {atol:g} + {rtol:g}*|r| ({_regime(atol, rtol, p.scale)})"
