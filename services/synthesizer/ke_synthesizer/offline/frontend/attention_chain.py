@@ -28,6 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 from .fx_meta import dtype_of, shape_of
 from .ops import normalize
+from .real_state import real_value
 
 # How the loaded mask value becomes "this key is dropped" (the kernel's predicate):
 #   drop: a boolean, True drops (masked_fill(m, v));   keep: a boolean, True keeps
@@ -318,8 +319,12 @@ def _attr_value(node: torch.fx.Node, gm: torch.fx.GraphModule) -> torch.Tensor |
     obj: Any = gm
     for part in str(node.target).split("."):
         obj = getattr(obj, part, None)
-    if not isinstance(obj, torch.Tensor) or isinstance(obj, FakeTensor) or obj.is_meta:
-        return None  # captured on fake tensors: the value is unknown, the mask is read
+    if not isinstance(obj, torch.Tensor) or obj.is_meta:
+        return None
+    if isinstance(obj, FakeTensor):
+        # captured on fake tensors: the value of the model built for real, when it is
+        # small enough to build (real_state.py); else unknown, and the mask is read
+        return real_value(gm, str(node.target), obj)
     return obj
 
 
