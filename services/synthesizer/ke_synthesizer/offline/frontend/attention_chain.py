@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 
 from .fx_meta import dtype_of, shape_of
 from .ops import normalize
@@ -381,17 +381,18 @@ def prove_causal(mask: AttentionMask, gm: torch.fx.GraphModule, lengths: tuple[i
     if node is None or mask.fill != float("-inf") or mask.before_scale or shape_of(node) is None or \
             tuple(shape_of(node)[-2:]) != lengths:  # type: ignore[index]
         return mask  # a broadcast row or column ([1, S]) is no triangle
-    value = known_mask(node, gm)
-    if value is None or value.dim() < 2:
-        return mask
-    drops = _drops(value.detach().cpu(), mask.mode)
-    if drops is None:
-        return mask
-    n, m = value.shape[-2], value.shape[-1]
-    after = torch.ones(n, m, dtype=torch.bool).triu(1)
-    if bool((drops == after).all()):
-        return AttentionMask(None, mask.mode, mask.fill, causal=True)
-    return mask
+    # on real values even when asked from inside a fake capture's mode (real_state.py)
+    with unset_fake_temporarily():
+        value = known_mask(node, gm)
+        if value is None or value.dim() < 2:
+            return mask
+        drops = _drops(value.detach().cpu(), mask.mode)
+        if drops is None:
+            return mask
+        n, m = value.shape[-2], value.shape[-1]
+        after = torch.ones(n, m, dtype=torch.bool).triu(1)
+        causal = bool((drops == after).all())
+    return AttentionMask(None, mask.mode, mask.fill, causal=True) if causal else mask
 
 
 def scale_value(scale: tuple[str, Any] | None) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,9 @@ class RealState:
     def _real(self) -> torch.nn.Module | None:
         if self._model is None and not self._failed:
             try:
-                with torch.random.fork_rng(devices=[]), torch.no_grad():
+                # real even when asked from inside the capture's fake mode (a pass that
+                # propagates shapes again): the first answer is kept for the whole capture
+                with unset_fake_temporarily(), torch.random.fork_rng(devices=[]), torch.no_grad():
                     self._model = self._build()
                 log.info("built %s for real to read its buffers", self._name)
             except Exception as exc:  # noqa: BLE001 - no values: the masks are read, as on fake tensors
