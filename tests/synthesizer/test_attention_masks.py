@@ -14,10 +14,13 @@ import pytest
 import torch
 import torch.fx
 import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
+from ke_synthesizer.offline.frontend import real_state
 from ke_synthesizer.offline.frontend.attention_chain import AttentionMask, prove_causal
+from ke_synthesizer.offline.frontend.capture import LARGE_BYTES
 from kernelevolve.ports.synthesis import ProposalRequest
 
 from .conftest import STYLES_DIR, example_source
@@ -389,3 +392,105 @@ def test_dropout_stays_a_library_call(synth: OfflineSynthesizer) -> None:
     source, fallback = _propose(synth, DROPOUT, "sdpa_dropout")
     assert fallback == ("scaled_dot_product_attention",)
     assert not any(k.startswith("flash_") for k in _kernels(source))
+
+
+# ---- the GPT buffer at real size, captured on fake tensors ---------------------------------
+
+# the style example's buffer line, and buffers in its place that are not the causal triangle:
+# a random boolean keep-mask (drawn at construction: the rebuilt model draws the same one) and
+# a triangle shifted one key past the diagonal
+GPT_TRIL = ('self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, '
+            'block_size))')
+GPT_NOT_CAUSAL = {
+    "random_bool": 'self.register_buffer("bias", (torch.rand(block_size, block_size) > 0.3).view(1, 1, block_size, '
+                   'block_size))',
+    "shifted_tril": 'self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size), 1).view(1, 1, '
+                    'block_size, block_size))',
+}
+
+
+def _gpt(buffer: str, tokens: tuple[int, int] = (40, 1024)) -> str:
+    """The GPT-2 block style example with ``buffer`` as its mask, 128 wide, 2 heads of 64 and a
+    1024-token triangle, on ``tokens`` (batch, length) of input: 40 x 1024 (20 MiB of input, 4.8
+    MiB of parameters and buffers) is captured on fake tensors; narrow, so that the interpreter
+    checks its candidates in seconds."""
+    src = (STYLES_DIR / "model_gpt_causal_block.py").read_text()
+    assert GPT_TRIL in src
+    src = src.replace(GPT_TRIL, buffer)
+    src = src.replace("N_EMBD, N_HEAD, BLOCK = 48, 4, 64", "N_EMBD, N_HEAD, BLOCK = 128, 2, 1024")
+    src = src.replace("torch.randn(2, 37, N_EMBD)", f"torch.randn({tokens[0]}, {tokens[1]}, N_EMBD)")
+    assert "128, 2, 1024" in src and f"{tokens[0]}, {tokens[1]}, N_EMBD" in src
+    return src
+
+
+@pytest.fixture(scope="module")
+def gpt_large(synth: OfflineSynthesizer) -> dict[str, tuple[Any, str]]:
+    out = {}
+    for name, buffer in {"tril": GPT_TRIL, **GPT_NOT_CAUSAL}.items():
+        spec = synth.captured(_gpt(buffer), f"gpt_{name}")
+        out[name] = spec, synth.lower(spec, {})[0]
+    return out
+
+
+def test_gpt_causal_buffer_at_real_size_is_causal(gpt_large: dict[str, tuple[Any, str]]) -> None:
+    """Captured on fake tensors (no forward on real data), the triangle's value comes from the
+    model built for real: the mask is not read and the key loop stops at the diagonal."""
+    spec, source = gpt_large["tril"]
+    assert spec.fake_mode is not None and spec.tracer == "symbolic"
+    assert sum(x.numel() * x.element_size() for x in spec.inputs) > LARGE_BYTES
+    assert all(isinstance(t, FakeTensor) for t in (*spec.inputs, *spec.model.buffers(), *spec.model.parameters()))
+    flash = [k for k in _kernels(source) if k.startswith("flash_")]
+    assert len(flash) == 1
+    assert "hi = tl.minimum(LK, (pid_m + 1) * BLOCK_M)" in source and "m_ptr" not in source
+    assert "_buffers['bias']" not in source
+
+
+@pytest.mark.parametrize("name", sorted(GPT_NOT_CAUSAL))
+def test_gpt_buffer_at_real_size_not_tril_is_read(name: str, gpt_large: dict[str, tuple[Any, str]]) -> None:
+    spec, source = gpt_large[name]
+    assert spec.fake_mode is not None
+    flash = [k for k in _kernels(source) if k.startswith("flash_")]
+    assert len(flash) == 1 and "m_ptr" in source and "hi = LK" in source
+    assert "_buffers['bias']" in source  # the buffer slice, compared with 0 in the kernel
+
+
+def test_real_state_only_for_small_models() -> None:
+    """A fake capture whose parameters and buffers exceed REAL_STATE_BYTES is not rebuilt for
+    real: its tril is not proven causal (read, as without values), never assumed."""
+    with FakeTensorMode():
+        fake = torch.tril(torch.ones(9, 9)).view(1, 1, 9, 9)
+    built: list[int] = []
+
+    class Holder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("bias", torch.tril(torch.ones(9, 9)).view(1, 1, 9, 9))
+
+    def build() -> torch.nn.Module:
+        built.append(1)
+        return Holder()
+
+    gm, sl = _buffer_graph(fake)
+    real_state.attach(gm, build, real_state.REAL_STATE_BYTES + 1, "big")
+    assert not prove_causal(AttentionMask(sl, "eq0"), gm, (6, 6)).causal and not built
+    gm, sl = _buffer_graph(fake)
+    real_state.attach(gm, build, real_state.REAL_STATE_BYTES, "small")
+    with FakeTensorMode():  # asked from inside the capture's mode, the model is still built for real
+        assert prove_causal(AttentionMask(sl, "eq0"), gm, (6, 6)).causal and built == [1]
+    prove_causal(AttentionMask(sl, "eq0"), gm, (6, 6))
+    assert built == [1]  # built once per capture
+    # a real buffer of another shape than the capture saw is no answer
+    with FakeTensorMode():
+        other = torch.ones(1, 1, 8, 8)
+    gm, sl = _buffer_graph(other)
+    real_state.attach(gm, build, 0, "other")
+    assert not prove_causal(AttentionMask(sl, "eq0"), gm, (6, 6)).causal
+
+
+def test_gpt_buffers_candidates_are_correct(gpt_large: dict[str, tuple[Any, str]]) -> None:
+    """The candidates lowered from the real-size captures (symbolic graphs: the sequence length
+    is read at run time) match the same modules on 1 x 40 tokens in the interpreter."""
+    jobs = [{"id": name, "spec_source": _gpt(buffer, (1, 40)), "candidate_source": gpt_large[name][1],
+             "seeds": [1]} for name, buffer in {"tril": GPT_TRIL, **GPT_NOT_CAUSAL}.items()]
+    for result in run_in_subprocess(jobs):
+        assert result["ok"], (result["id"], result["error"][-800:], result["trials"])

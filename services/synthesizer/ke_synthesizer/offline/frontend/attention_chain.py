@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._subclasses.fake_tensor import FakeTensor
+from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 
 from .fx_meta import dtype_of, shape_of
 from .ops import normalize
+from .real_state import real_value
 
 # How the loaded mask value becomes "this key is dropped" (the kernel's predicate):
 #   drop: a boolean, True drops (masked_fill(m, v));   keep: a boolean, True keeps
@@ -318,8 +319,12 @@ def _attr_value(node: torch.fx.Node, gm: torch.fx.GraphModule) -> torch.Tensor |
     obj: Any = gm
     for part in str(node.target).split("."):
         obj = getattr(obj, part, None)
-    if not isinstance(obj, torch.Tensor) or isinstance(obj, FakeTensor) or obj.is_meta:
-        return None  # captured on fake tensors: the value is unknown, the mask is read
+    if not isinstance(obj, torch.Tensor) or obj.is_meta:
+        return None
+    if isinstance(obj, FakeTensor):
+        # captured on fake tensors: the value of the model built for real, when it is
+        # small enough to build (real_state.py); else unknown, and the mask is read
+        return real_value(gm, str(node.target), obj)
     return obj
 
 
@@ -376,17 +381,18 @@ def prove_causal(mask: AttentionMask, gm: torch.fx.GraphModule, lengths: tuple[i
     if node is None or mask.fill != float("-inf") or mask.before_scale or shape_of(node) is None or \
             tuple(shape_of(node)[-2:]) != lengths:  # type: ignore[index]
         return mask  # a broadcast row or column ([1, S]) is no triangle
-    value = known_mask(node, gm)
-    if value is None or value.dim() < 2:
-        return mask
-    drops = _drops(value.detach().cpu(), mask.mode)
-    if drops is None:
-        return mask
-    n, m = value.shape[-2], value.shape[-1]
-    after = torch.ones(n, m, dtype=torch.bool).triu(1)
-    if bool((drops == after).all()):
-        return AttentionMask(None, mask.mode, mask.fill, causal=True)
-    return mask
+    # on real values even when asked from inside a fake capture's mode (real_state.py)
+    with unset_fake_temporarily():
+        value = known_mask(node, gm)
+        if value is None or value.dim() < 2:
+            return mask
+        drops = _drops(value.detach().cpu(), mask.mode)
+        if drops is None:
+            return mask
+        n, m = value.shape[-2], value.shape[-1]
+        after = torch.ones(n, m, dtype=torch.bool).triu(1)
+        causal = bool((drops == after).all())
+    return AttentionMask(None, mask.mode, mask.fill, causal=True) if causal else mask
 
 
 def scale_value(scale: tuple[str, Any] | None) -> Any:

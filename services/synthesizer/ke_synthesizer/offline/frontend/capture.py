@@ -28,6 +28,7 @@ from kernelevolve import spec_probe
 from kernelevolve.errors import InvalidSpecError
 from kernelevolve.spec_shrink import ShrinkBudget
 
+from . import real_state
 from .aten_capture import aten_trace
 from .captured import CapturedSpec
 from .cell_loops import chained_cells, roll_cell_loops
@@ -338,19 +339,27 @@ def _build(ns: dict[str, Any], name: str, seed: int, fake: FakeTensorMode | None
     return model, init_inputs, inputs
 
 
-def _is_large(source: str, name: str) -> bool:
-    """Inputs and parameters over ``LARGE_BYTES``, measured on the meta device. A spec the
-    meta device cannot build is captured as it always was."""
+def _large_state(source: str, name: str) -> int | None:
+    """The bytes of parameters and buffers of a spec whose inputs and parameters are over
+    ``LARGE_BYTES``, measured on the meta device; None for a smaller spec. A spec the meta
+    device cannot build is captured as it always was."""
     try:
         size = spec_probe.measure(source, forward=False)
     except Exception as exc:  # noqa: BLE001 - the real build below reports a real failure
         log.debug("spec %s not measured on the meta device (%s)", name, exc)
-        return False
-    large = size.input_bytes + size.param_bytes > LARGE_BYTES
-    if large:
-        log.info("capturing %s on fake tensors (%.3g GiB of inputs, %.3g MiB of parameters)", name,
-                 size.input_bytes / 2**30, size.param_bytes / 2**20)
-    return large
+        return None
+    if size.input_bytes + size.param_bytes <= LARGE_BYTES:
+        return None
+    log.info("capturing %s on fake tensors (%.3g GiB of inputs, %.3g MiB of parameters)", name,
+             size.input_bytes / 2**30, size.param_bytes / 2**20)
+    return size.param_bytes
+
+
+def _real_model(ns: dict[str, Any], init_inputs: list[Any], seed: int) -> torch.nn.Module:
+    """``Model(*init_inputs)`` on real tensors, seeded as ``_build`` seeds it."""
+    torch.manual_seed(seed)
+    model: torch.nn.Module = ns["Model"](*init_inputs)
+    return model
 
 
 class _ShrunkCheck:
@@ -408,7 +417,8 @@ def capture(source: str, name: str, seed: int = 0, decomposed: bool = True, atte
 
 def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str) -> CapturedSpec:
     ns = _load_namespace(source, name)
-    fake = FakeTensorMode(allow_non_fake_inputs=True) if _is_large(source, name) else None
+    state_bytes = _large_state(source, name)
+    fake = FakeTensorMode(allow_non_fake_inputs=True) if state_bytes is not None else None
     model, init_inputs, inputs = _build(ns, name, seed, fake)
     run = _Run(inputs, fake)
     run.reference = functools.partial(_reference_output, model, run, name)
@@ -427,6 +437,9 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
             propagate_shapes(gm, _clones(inputs, run.context), run.context)
         except Exception as exc:  # _trace checked every graph it returns: not expected
             raise InvalidSpecError(f"spec {name!r}: captured forward raised: {exc}") from exc
+    if traced is not None and state_bytes is not None:
+        # buffers are fake too: proofs on their values (a causal mask) read the real ones
+        real_state.attach(gm, functools.partial(_real_model, ns, init_inputs, seed), state_bytes, name)
     rolled = 0
     while traced is not None:
         # calls of one cell over the time steps as one loop node (cell_loops.py): the graph
