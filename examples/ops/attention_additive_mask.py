@@ -1,5 +1,4 @@
-"""Attention in plain ops with an additive float mask input (0 where allowed, -inf where not)
-added to the scaled scores before the softmax, as relative-position and ALiBi-style biases are."""
+"""Plain-op attention with an additive float mask input (0 keeps, -inf drops), as ALiBi-style biases are added."""
 
 import math
 
@@ -17,13 +16,11 @@ class Model(nn.Module):
         return torch.matmul(torch.softmax(scores, dim=-1), v)
 
 
-def _bias(lq, lk):
-    slope = -0.25 * (torch.arange(lq)[:, None] - torch.arange(lk)[None, :]).abs().float()
-    return slope.masked_fill(torch.rand(lq, lk) < 0.2, float("-inf"))
-
-
 def get_inputs():
-    return [torch.randn(2, 4, 33, 40), torch.randn(2, 4, 50, 40), torch.randn(2, 4, 50, 40), _bias(33, 50)]
+    lq, lk = 33, 50
+    bias = -0.25 * (torch.arange(lq)[:, None] - torch.arange(lk)[None, :]).abs().float()
+    bias = bias.masked_fill(torch.rand(lq, lk) < 0.2, float("-inf"))
+    return [torch.randn(2, 4, lq, 40), torch.randn(2, 4, lk, 40), torch.randn(2, 4, lk, 40), bias]
 
 
 def get_init_inputs():
@@ -31,4 +28,7 @@ def get_init_inputs():
 
 
 def get_extra_inputs():
-    return [[torch.randn(1, 2, 9, 40), torch.randn(1, 2, 5, 40), torch.randn(1, 2, 5, 40), _bias(9, 5)]]
+    lq, lk = 9, 5
+    bias = -0.25 * (torch.arange(lq)[:, None] - torch.arange(lk)[None, :]).abs().float()
+    bias = bias.masked_fill(torch.rand(lq, lk) < 0.2, float("-inf"))
+    return [[torch.randn(1, 2, lq, 40), torch.randn(1, 2, lk, 40), torch.randn(1, 2, lk, 40), bias]]

@@ -1,5 +1,4 @@
-"""Encoder self-attention with a 0/1 attention-mask input per batch element:
-scores.masked_fill(mask == 0, -1e9) before the softmax, as BERT-style encoders write it."""
+"""Encoder self-attention with a 0/1 mask per batch element: masked_fill(mask == 0, -1e9), BERT-style."""
 
 import math
 
@@ -23,14 +22,10 @@ class Model(nn.Module):
         return torch.matmul(probs, v).transpose(1, 2).reshape(b, t, c)
 
 
-def _mask(b, t):
-    mask = (torch.rand(b, t) > 0.25).long()
-    mask[:, 0] = 1
-    return mask
-
-
 def get_inputs():
-    return [torch.randn(2, 29, 72), _mask(2, 29)]
+    mask = (torch.rand(2, 29) > 0.25).long()
+    mask[:, 0] = 1  # every sequence keeps its first token
+    return [torch.randn(2, 29, 72), mask]
 
 
 def get_init_inputs():
@@ -38,4 +33,6 @@ def get_init_inputs():
 
 
 def get_extra_inputs():
-    return [[torch.randn(3, 6, 72), _mask(3, 6)]]
+    mask = (torch.rand(3, 6) > 0.25).long()
+    mask[:, 0] = 1
+    return [[torch.randn(3, 6, 72), mask]]

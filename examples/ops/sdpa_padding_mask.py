@@ -1,5 +1,4 @@
-"""Multi-head attention over padded sequences: a boolean key-padding mask per batch element
-([B, 1, 1, S], True keeps) passed to F.scaled_dot_product_attention."""
+"""Multi-head attention with a boolean key-padding mask [B, 1, 1, S] passed to F.scaled_dot_product_attention."""
 
 import torch
 import torch.nn as nn
@@ -19,13 +18,9 @@ class Model(nn.Module):
         return out.transpose(1, 2).reshape(b, t, c)
 
 
-def _keep(b, t):
-    lengths = torch.randint(1, t + 1, (b,))
-    return torch.arange(t)[None, :] < lengths[:, None]
-
-
 def get_inputs():
-    return [torch.randn(3, 45, 64), _keep(3, 45)]
+    lengths = torch.randint(1, 46, (3,))
+    return [torch.randn(3, 45, 64), torch.arange(45)[None, :] < lengths[:, None]]
 
 
 def get_init_inputs():
@@ -33,4 +28,5 @@ def get_init_inputs():
 
 
 def get_extra_inputs():
-    return [[torch.randn(2, 7, 64), _keep(2, 7)]]
+    lengths = torch.randint(1, 8, (2,))
+    return [[torch.randn(2, 7, 64), torch.arange(7)[None, :] < lengths[:, None]]]

@@ -233,6 +233,7 @@ def test_a_worker_that_cannot_start_its_device_is_an_infrastructure_failure(tmp_
     raises DeviceUnavailable), never a candidate's ``crashed``."""
     from ke_evaluator.judge import EvalOptions, SandboxOptions, WorkerPoolOptions
     from ke_evaluator.judge.worker_pool import Slot, WorkerProcess
+    from ke_evaluator.phase_limits import JobLimits, LimitPolicy
 
     if torch.cuda.is_available():
         pytest.skip("needs a host without CUDA")
@@ -240,7 +241,7 @@ def test_a_worker_that_cannot_start_its_device_is_an_infrastructure_failure(tmp_
                        pool=WorkerPoolOptions(spare_worker=False))
     slot = Slot(0, lambda: WorkerProcess(str(tmp_path), "cuda", opts), opts, lock_wait_timeout=60.0)
     try:
-        reply, worker = slot.send({"op": "shutdown"})
+        reply, worker = slot.send({"op": "shutdown"}, JobLimits(LimitPolicy(), measure=False))
     finally:
         slot.close()
     assert reply.kind == "unavailable", reply.reason
