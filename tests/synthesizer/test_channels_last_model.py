@@ -85,6 +85,38 @@ def get_init_inputs():
     return []
 '''
 
+# pools inside the chain: padded ceil-mode max pool with a per-channel scale fused after it
+# (a broadcast epilogue operand), and an average pool ending the chain, returned
+POOL_CHAIN = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 5, 3, padding=1)
+        self.c2 = nn.Conv2d(5, 6, 3, padding=1)
+        self.scale = nn.Parameter(torch.rand(5, 1, 1) + 0.5)
+
+    def forward(self, x):
+        h = F.max_pool2d(torch.relu(self.c1(x)), 3, stride=2, padding=1, ceil_mode=True) * self.scale
+        return F.avg_pool2d(self.c2(h), 2, ceil_mode=True, count_include_pad=False)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 9, 11)]
+
+
+def get_init_inputs():
+    return []
+
+
+def get_extra_inputs():
+    return [[torch.randn(1, 3, 7, 5)]]
+'''
+
 # a residual operand that is a model input: converted once to NHWC by the launcher
 INPUT_RESIDUAL = '''
 import torch
@@ -130,16 +162,18 @@ def test_offered_only_on_conv_chains(synth: OfflineSynthesizer) -> None:
     assert _layouts(synth, "resnet_eval", RESNET_EVAL)["layout"][-1] == "channels_last_model"
     assert chain["layout"] == ["mixed", "contiguous", "channels_last", "channels_last_model"]
     assert chain["g0.layout"] == chain["g1.layout"] == ["contiguous", "channels_last", "channels_last_model"]
-    # a pool (vgg_small) or a batch-statistics row kernel (resnet_make_layer) between two
-    # convolutions, and a lone convolution: no chain, the value is not offered
-    for name in ("vgg_small", "resnet_make_layer", "conv2d_bias_relu"):
+    # conv -> pool -> conv is a chain
+    assert _layouts(synth, "vgg_small", (STYLES / "vgg_small.py").read_text())["layout"][-1] == "channels_last_model"
+    # a batch-statistics row kernel (training-mode batch norm) between two convolutions,
+    # and a lone convolution: no chain, the value is not offered
+    for name in ("resnet_make_layer", "conv2d_bias_relu"):
         src = example_source(name) if name == "conv2d_bias_relu" else (STYLES / f"{name}.py").read_text()
         layouts = _layouts(synth, name, src)
         assert layouts and all("channels_last_model" not in v for v in layouts.values()), (name, layouts)
     # off in the seed, and a genome naming it where it is not offered falls back to the default
     _, full, _ = lower_example(synth, "model_cnn_head", {"impl_conv": "triton"})
     assert full["layout"] == "contiguous"
-    _, full, _ = lower_example(synth, "vgg_small", MODEL, (STYLES / "vgg_small.py").read_text())
+    _, full, _ = lower_example(synth, "resnet_make_layer", MODEL, (STYLES / "resnet_make_layer.py").read_text())
     assert full["layout"] == "contiguous", full
 
 
@@ -155,6 +189,11 @@ def test_chain_keeps_nhwc_between_kernels(synth: OfflineSynthesizer) -> None:
     head, _, _ = lower_example(synth, "view_head", MODEL, VIEW_HEAD)
     assert head.count("out_off = rm[:, None] * COUT + cols") == 1
     assert head.count("(n_idx[:, None] * COUT + cols) * (OH * OW)") == 1
+    # pools inside the chain walk NHWC; a broadcast operand after one is read by (n, c, h, w)
+    pools, _, _ = lower_example(synth, "pool_chain", MODEL, POOL_CHAIN)
+    assert pools.count("out_off = rm[:, None] * COUT + cols") == 2
+    assert pools.count("# layout=channels_last_model: NHWC output and input, C innermost") == 2
+    assert "    i0 = nb\n    i1 = ch\n" in pools
 
 
 def test_correct_with_reference_strides_and_conversions(synth: OfflineSynthesizer) -> None:
@@ -166,6 +205,11 @@ def test_correct_with_reference_strides_and_conversions(synth: OfflineSynthesize
         ("view_head", VIEW_HEAD, MODEL, 1),  # the input; the chain's end is written NCHW
         ("input_residual", INPUT_RESIDUAL, MODEL, 3),  # both inputs, the output
         ("model_cnn_head", example_source("model_cnn_head"), MODEL, 1),
+        ("pool_chain", POOL_CHAIN, MODEL, 2),  # the input, the returned output
+        ("pool_chain_per_conv", POOL_CHAIN, {"impl_conv": "triton", "layout": "channels_last"}, 2),
+        # the input; the second pool's output is read by a view (written NCHW, and so is
+        # the conv before it)
+        ("vgg_small", (STYLES / "vgg_small.py").read_text(), MODEL, 1),
         # the input; the last block's output is read by the global pool (written NCHW)
         ("resnet_eval", RESNET_EVAL, MODEL, 1),
         ("resnet_eval_per_conv", RESNET_EVAL, {"impl_conv": "triton", "layout": "channels_last"}, 6),  # one per conv

@@ -13,7 +13,7 @@ as the reference returns it for a contiguous input. The weight is converted on e
 (a small copy): a converted copy kept across calls could go stale (``param.data`` updates
 do not bump the version counter) and is not protected the way parameters are.
 ``channels_last_model`` reads like ``channels_last`` and also writes the output NHWC where
-every reader takes it (``channels_last_groups``), so a chain of convolutions converts its
+every reader takes it (``emit/channels_last.py``), so a chain of convolutions converts its
 activations once at its start and once at its end rather than once per convolution.
 """
 
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.channels_last import MODEL_LAYOUT, channels_last_groups, conv_chain_links
 from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
@@ -43,7 +44,7 @@ from ...emit.operands import (
     operand_shape,
 )
 from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
-from ...frontend.fx_meta import dtype_of, shape_of, tensor_meta
+from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
 from ...plan.plan_outputs import group_outputs
@@ -52,91 +53,8 @@ from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
 # genome knob ``layout`` (conv2d), default first; channels_last_model also keeps the output
-# channels-last where every reader takes it (``channels_last_groups``)
-LAYOUTS = ("contiguous", "channels_last", "channels_last_model")
-MODEL_LAYOUT = "channels_last_model"
-# glue that reads only a tensor's metadata, the same in every memory format
-_SHAPE_READS = {"size", "dim", "numel", "shape", "dtype", "device"}
-
-
-def _is_conv2d(group: Group) -> bool:
-    return group.kind == "conv" and group.ops[group.members[0]].extra.get("nd") == 2
-
-
-def _full_epilogue_operands(plan: Plan, group: Group) -> list[Any]:
-    ext, _ = epilogue_operands(plan, group)
-    return [v for v in ext if operand_shape(plan, v) == group.shape]
-
-
-def _shape_read(node: torch.fx.Node) -> bool:
-    if node.op == "call_method":
-        return str(node.target) in _SHAPE_READS
-    return node.op == "call_function" and node.target is getattr and str(node.args[1]) in _SHAPE_READS
-
-
-def _reader_takes(plan: Plan, genome: dict[str, str], out: torch.fx.Node, reader: torch.fx.Node,
-                  keep: set[int]) -> bool:
-    """Whether ``reader`` of a conv group's output ``out`` takes it channels-last without a
-    conversion: the input of a conv2d that reads NHWC (its launcher's conversion is then a
-    no-op), an epilogue operand of the output's shape of a conv2d that itself stays in
-    ``keep`` (it reads such operands at its own output's offsets), a metadata read, or the
-    model's output (``codegen._render_output`` converts it back once when the reference
-    returns a contiguous tensor)."""
-    if reader.op == "output":
-        meta = tensor_meta(out)
-        return meta is not None and getattr(meta, "memory_format", None) in (torch.contiguous_format,
-                                                                             torch.channels_last)
-    if _shape_read(reader):
-        return True
-    g = plan.group_of.get(reader)
-    if g is None or not _is_conv2d(g):
-        return False
-    if reader is g.members[0] and g.ops[reader].args.get("input") is out:
-        return ConvFamily.value(genome, g, "layout") != "contiguous"
-    return g.gid in keep and any(v is out for v in _full_epilogue_operands(plan, g))
-
-
-def channels_last_groups(plan: Plan, genome: dict[str, str]) -> set[int]:
-    """The conv2d groups (gids) with ``layout=channels_last_model`` that write their outputs
-    channels-last: those whose every reader takes the layout (``_reader_takes``). The
-    largest such set (start from all, drop any with a reader that does not take it,
-    repeat), so a chain of convolutions, the epilogues fused into them included, keeps
-    its activations NHWC from the first conversion to the last; at any other reader (a
-    pool, a pointwise kernel, a library call, a view) the output is written NCHW, one
-    conversion per boundary of the chain rather than one per convolution."""
-    keep = {g.gid for g in plan.groups if _is_conv2d(g) and ConvFamily.value(genome, g, "layout") == MODEL_LAYOUT}
-    changed = True
-    while changed:
-        changed = False
-        for g in plan.groups:
-            if g.gid not in keep:
-                continue
-            readers = [(m, u) for m in group_outputs(plan, g) for u in m.users if plan.group_of.get(u) is not g]
-            if any(u in plan.skipped for _, u in readers) or \
-                    not all(_reader_takes(plan, genome, m, u, keep) for m, u in readers):
-                keep.discard(g.gid)
-                changed = True
-    return keep
-
-
-def conv_chain_links(plan: Plan) -> bool:
-    """Whether a conv2d group's output is read by another conv2d group (as its input or an
-    epilogue operand of its output's shape): the plans where ``channels_last_model`` can
-    keep an activation channels-last between two kernels."""
-    for g in plan.groups:
-        if not _is_conv2d(g):
-            continue
-        for m in group_outputs(plan, g):
-            for u in m.users:
-                r = plan.group_of.get(u)
-                if r is None or r is g or not _is_conv2d(r):
-                    continue
-                if (u is r.members[0] and r.ops[u].args.get("input") is m) or \
-                        any(v is m for v in _full_epilogue_operands(plan, r)):
-                    return True
-    return False
-
-
+# channels-last where every reader takes it (``emit/channels_last.py``)
+LAYOUTS = ("contiguous", "channels_last", MODEL_LAYOUT)
 def _tuple(v: Any, nd: int) -> tuple[int, ...] | None:
     if isinstance(v, int):
         return (v,) * nd
@@ -326,7 +244,7 @@ class ConvFamily(KernelFamily):
         # channels_last: the launcher converts input / weight to NHWC / OHWI and the kernel
         # reduces over (kh, kw, cin) with cin innermost; the output stays NCHW (conv2d only).
         # channels_last_model: the same, and the output stays NHWC inside a chain of convs
-        # (``channels_last_groups``); offered only where the plan has such a chain
+        # (``emit/channels_last.py``), 2-D pools in it too; offered only on plans with a chain
         "layout": LAYOUTS,
     }
 
