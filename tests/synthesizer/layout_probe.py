@@ -60,9 +60,12 @@ def run(job: dict[str, Any], workdir: Path) -> dict[str, Any]:
             mode = _Conversions(params)
             with mode:
                 got = m_new(*fresh)
-        trials.append({"close": bool(torch.allclose(got, want, atol=job["atol"], rtol=job["rtol"])),
-                       "err": float((got.double() - want.double()).abs().max()),
-                       "strides": [list(want.stride()), list(got.stride())], "conversions": mode.count})
+        wants, gots = (list(want), list(got)) if isinstance(want, tuple) else ([want], [got])
+        pairs = list(zip(gots, wants, strict=True))
+        trials.append({"close": all(torch.allclose(g, w, atol=job["atol"], rtol=job["rtol"]) for g, w in pairs),
+                       "err": max(float((g.double() - w.double()).abs().max()) for g, w in pairs),
+                       "strides": [[list(w.stride()) for w in wants], [list(g.stride()) for g in gots]],
+                       "conversions": mode.count})
     return {"id": job["id"], "trials": trials}
 
 

@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
 
 from .conftest import example_source, lower_example
@@ -117,6 +120,34 @@ def get_extra_inputs():
     return [[torch.randn(1, 3, 7, 5)]]
 '''
 
+# outputs whose NHWC and NCHW strides differ though torch calls both contiguous (one
+# channel; 1x1 pixels): ``.contiguous()`` would return them as they are
+SIZE_ONE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 1, 3, padding=1)
+        self.c3 = nn.Conv2d(4, 5, 3, padding=1)
+
+    def forward(self, x):
+        h = torch.relu(self.c1(x))
+        return self.c2(h), F.adaptive_avg_pool2d(self.c3(h), 1)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 5, 6)]
+
+
+def get_init_inputs():
+    return []
+'''
+
 # a residual operand that is a model input: converted once to NHWC by the launcher
 INPUT_RESIDUAL = '''
 import torch
@@ -210,6 +241,7 @@ def test_correct_with_reference_strides_and_conversions(synth: OfflineSynthesize
         # the input; the second pool's output is read by a view (written NCHW, and so is
         # the conv before it)
         ("vgg_small", (STYLES / "vgg_small.py").read_text(), MODEL, 1),
+        ("size_one", SIZE_ONE, MODEL, 3),  # the input, both outputs
         # the input; the last block's output is read by the global pool (written NCHW)
         ("resnet_eval", RESNET_EVAL, MODEL, 1),
         ("resnet_eval_per_conv", RESNET_EVAL, {"impl_conv": "triton", "layout": "channels_last"}, 6),  # one per conv
@@ -227,3 +259,14 @@ def test_correct_with_reference_strides_and_conversions(synth: OfflineSynthesize
             assert t["close"], (name, t)
             assert t["strides"][0] == t["strides"][1], (name, t)
             assert t["conversions"] == conversions, (name, t)
+
+
+@pytest.mark.parametrize("name,src", [("residual_chain", RESIDUAL_CHAIN), ("pool_chain", POOL_CHAIN),
+                                      ("size_one", SIZE_ONE)])
+def test_judged_by_the_evaluator(name: str, src: str, synth: OfflineSynthesizer, judge: Judge) -> None:
+    """The evaluator's protocol: output strides as the reference's (one channel and 1x1
+    pixels included), and the NaN probe and arithmetic audit over NHWC intermediates."""
+    source, full, _ = lower_example(synth, name, MODEL, src)
+    assert full["layout"] == "channels_last_model"
+    verdict = judge.evaluate(src, source, name)
+    assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"

@@ -61,7 +61,7 @@ def _reader_takes(plan: Plan, genome: dict[str, str], out: torch.fx.Node, reader
     of a conv2d that reads NHWC (its launcher's conversion is then a no-op) or of a pool
     that stays in ``keep``, an epilogue operand of the output's shape of a group in
     ``keep`` (read at its own output's offsets), a metadata read, or the model's output
-    (``codegen._render_output`` converts it back once when the reference returns a
+    (``codegen._render_output`` copies it back once when the reference returns a
     contiguous tensor)."""
     if reader.op == "output":
         meta = tensor_meta(out)
