@@ -19,6 +19,7 @@ import pytest
 
 from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
+from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
 from .conftest import example_source, lower_example
 
@@ -270,3 +271,17 @@ def test_judged_by_the_evaluator(name: str, src: str, synth: OfflineSynthesizer,
     assert full["layout"] == "channels_last_model"
     verdict = judge.evaluate(src, source, name)
     assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
+
+
+def test_search_reaches_it_in_one_edge(synth: OfflineSynthesizer) -> None:
+    """Once the convolutions are Triton, one edge of the family-wide move sets every conv
+    group to channels_last_model."""
+    src = example_source("model_cnn_head")
+    source, full, _ = lower_example(synth, "model_cnn_head", {"impl_conv": "triton"})
+    parent = ParentInfo("triton", source, None, full)
+    children = synth.propose(ProposalRequest(spec_source=src, spec_name="model_cnn_head", count=200, parent=parent))
+    moved = [c for c in children if c.transformation.name == "layout" and "group" not in c.transformation.params
+             and c.transformation.params["value"] == "channels_last_model"]
+    assert len(moved) == 1
+    assert moved[0].genome["g0.layout"] == moved[0].genome["g1.layout"] == "channels_last_model"
+    assert "out_off = rm[:, None] * COUT + cols" in moved[0].source
