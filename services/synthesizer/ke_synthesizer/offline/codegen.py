@@ -21,6 +21,7 @@ from torch.fx.node import _get_qualified_name
 from kernelevolve.errors import LoweringError
 
 from .emit import cuda_graph
+from .emit.channels_last import channels_last_groups
 from .emit.forward_loops import roll
 from .emit.kernel_sharing import Generated, share
 from .emit.launch_helpers import LAUNCH_HELPERS, used_launch_helpers
@@ -29,7 +30,7 @@ from .families.family import KernelFamily
 from .families.library_impl import LIBRARY_COMMENT
 from .frontend.fx_meta import tensor_meta
 from .plan.plan import GroupFailure, Plan
-from .plan.plan_outputs import is_dead, metadata_aliases
+from .plan.plan_outputs import group_outputs, is_dead, metadata_aliases
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,10 @@ def assemble(plan: Plan, genome: dict[str, str], families: Mapping[str, KernelFa
     kernels, launchers = shared.kernels, shared.launchers
     launcher_of = {gid_of[key]: name for key, name in shared.launcher_of.items()}
 
-    body = _forward_body(plan, families, launcher_of)
+    # outputs written NHWC by a channels_last_model chain (emit/channels_last.py)
+    keep = channels_last_groups(plan, genome)
+    nhwc = {m for g in plan.groups if g.gid in keep for m in group_outputs(plan, g)}
+    body = _forward_body(plan, families, launcher_of, nhwc)
     parts = [f'"""{title}"""', "", "import math", "", "import torch", "import torch.nn as nn",
              "import triton", "import triton.language as tl", ""]
     header = set(parts)
@@ -262,7 +266,8 @@ def _nodes_in(v: Any) -> list[torch.fx.Node]:
     return out
 
 
-def _forward_body(plan: Plan, families: Mapping[str, KernelFamily], launcher_of: dict[int, str]) -> list[str]:
+def _forward_body(plan: Plan, families: Mapping[str, KernelFamily], launcher_of: dict[int, str],
+                  nhwc: set[torch.fx.Node]) -> list[str]:
     """The forward's statements in graph order: kernel launches at each group's last
     member, glue and library calls for the rest. Glue whose value nothing emitted reads
     (shape arithmetic that a kernel took as a constant, a member read only for its shape,
@@ -277,7 +282,7 @@ def _forward_body(plan: Plan, families: Mapping[str, KernelFamily], launcher_of:
         if node.op == "placeholder" or node in plan.skipped:
             continue
         if node.op == "output":
-            stmts.append((None, f"return {_render_output(node.args[0])}", _nodes_in(node.args[0])))
+            stmts.append((None, f"return {_render_output(node.args[0], nhwc)}", _nodes_in(node.args[0])))
             continue
         if node in plan.group_of:
             g = last_member.get(node)
@@ -306,18 +311,22 @@ def _forward_body(plan: Plan, families: Mapping[str, KernelFamily], launcher_of:
     return roll(keep[::-1])  # unrolled time steps (recurrent layers) as a loop: forward_loops.py
 
 
-def _render_output(v: Any) -> str:
+def _render_output(v: Any, nhwc: set[torch.fx.Node]) -> str:
     """Outputs keep the reference's layout: a lowering may produce a permuted view (a
     reduction over a middle dim computed row-wise), and callers (and the evaluator's
     stride check) expect what the reference returns. ``.contiguous()`` is free when the
-    tensor already is."""
+    tensor already is. A tensor written NHWC (``nhwc``) is copied back explicitly:
+    ``.contiguous()`` returns one with a single channel or 1x1 pixels as it is (torch
+    calls it contiguous), with strides that differ from the reference's."""
     if isinstance(v, torch.fx.Node):
         meta = tensor_meta(v)
         if meta is not None and getattr(meta, "memory_format", None) == torch.contiguous_format:
+            if v in nhwc:
+                return f"{render(v)}.clone(memory_format=torch.contiguous_format)"
             return f"{render(v)}.contiguous()"
         return render(v)
     if isinstance(v, (tuple, list)):
-        inner = ", ".join(_render_output(x) for x in v)
+        inner = ", ".join(_render_output(x, nhwc) for x in v)
         return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (f"({inner})" if isinstance(v, tuple)
                                                                           else f"[{inner}]")
     return render(v)

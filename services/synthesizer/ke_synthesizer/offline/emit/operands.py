@@ -134,14 +134,17 @@ def epilogue_key_parts(full: list[bool]) -> list[str]:
     return [p for i, f in enumerate(full) for p in ([f"e{i}.shape"] if f else [f"e{i}.shape", f"e{i}.stride()"])]
 
 
-def epilogue_materialise_lines(full: list[bool]) -> list[str]:
+def epilogue_materialise_lines(full: list[bool], channels_last: bool = False) -> list[str]:
     """Launch lines: same-shape operands that broadcast at run time expanded, then all of
-    them contiguous (read at the output's offsets)."""
+    them dense in the output's layout (read at the output's offsets; ``channels_last``
+    for an output written NHWC)."""
     fulls = [i for i, f in enumerate(full) if f]
     if not fulls:
         return []
+    fmt = "memory_format=torch.channels_last" if channels_last else ""
     return (["    if materialise:  # same-shape epilogue operands that broadcast at run time"]
-            + [f"        e{i} = e{i}.expand(shape)" for i in fulls] + [f"    e{i} = e{i}.contiguous()" for i in fulls])
+            + [f"        e{i} = e{i}.expand(shape)" for i in fulls]
+            + [f"    e{i} = e{i}.contiguous({fmt})" for i in fulls])
 
 
 def epilogue_lines(group: Group, emitter: PointwiseEmitter, val: Any, ext: list[Any], full: list[bool],

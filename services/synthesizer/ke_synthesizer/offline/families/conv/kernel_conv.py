@@ -12,6 +12,9 @@ addresses it from the sizes (no stride arguments). The output is written NCHW ei
 as the reference returns it for a contiguous input. The weight is converted on every call
 (a small copy): a converted copy kept across calls could go stale (``param.data`` updates
 do not bump the version counter) and is not protected the way parameters are.
+``channels_last_model`` reads like ``channels_last`` and also writes the output NHWC where
+every reader takes it (``emit/channels_last.py``), so a chain of convolutions converts its
+activations once at its start and once at its end rather than once per convolution.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import torch.nn.functional as F
 
 from kernelevolve.errors import LoweringError
 
+from ...emit.channels_last import MODEL_LAYOUT, channels_last_groups, conv_chain_links
 from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
@@ -48,9 +52,9 @@ from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 
 _FUNCS = {F.conv1d: 1, F.conv2d: 2}
 _MODULES = {nn.Conv1d: 1, nn.Conv2d: 2}
-LAYOUTS = ("contiguous", "channels_last")  # genome knob ``layout`` (conv2d), default first
-
-
+# genome knob ``layout`` (conv2d), default first; channels_last_model also keeps the output
+# channels-last where every reader takes it (``emit/channels_last.py``)
+LAYOUTS = ("contiguous", "channels_last", MODEL_LAYOUT)
 def _tuple(v: Any, nd: int) -> tuple[int, ...] | None:
     if isinstance(v, int):
         return (v,) * nd
@@ -102,7 +106,10 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     layout = ConvFamily.value(genome, group, "layout")
     if layout not in LAYOUTS:
         raise LoweringError(f"unknown conv layout {layout!r}")
-    nhwc = layout == "channels_last" and e["nd"] == 2
+    nhwc = layout != "contiguous" and e["nd"] == 2
+    # channels_last_model inside a chain: the output (and the epilogue operands read at its
+    # offsets) NHWC too, so the next conv of the chain reads it without a conversion
+    keep = nhwc and group.gid in channels_last_groups(plan, genome)
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     has_bias = op.args.get("bias") is not None
@@ -133,7 +140,8 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         f"    # Fuses {fused}: implicit GEMM, rows = output pixels, columns = output channels,",
         f"    # reduction over {order} with stride {sh}x{sw}, padding {ph}x{pw}, dilation {dh}x{dw}.",
         *(["    # layout=channels_last: NHWC input and OHWI weight (converted by the launcher), cin",
-           "    # innermost so tile loads run along channels; the output is written NCHW."] if nhwc else []),
+           "    # innermost so tile loads run along channels; the output is written "
+           + ("NHWC (channels_last_model)." if keep else "NCHW.")] if nhwc else []),
         *program_id_lines(["pid_m", "pid_n"], wide=wide_offsets(group), fold=True),
         "    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
         "    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
@@ -157,8 +165,10 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
         "    rows = rm[:, None]",
         "    cols = rn[None, :]",
         "    mask = (rows < M) & (cols < COUT)",
-        "    # NCHW offset of (pixel, channel)",
-        "    out_off = (n_idx[:, None] * COUT + cols) * (OH * OW) + (oh[:, None] * OW + ow[:, None])",
+        *(["    # NHWC offset of (pixel, channel): rm is the pixel index (n, oh, ow)",
+           "    out_off = rm[:, None] * COUT + cols"] if keep else
+          ["    # NCHW offset of (pixel, channel)",
+           "    out_off = (n_idx[:, None] * COUT + cols) * (OH * OW) + (oh[:, None] * OW + ow[:, None])"]),
     ]
     head = "acc"
     if has_bias:
@@ -198,10 +208,11 @@ def gen_conv(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
                "    w = w.contiguous(memory_format=torch.channels_last)"]
     else:
         ll += ["    x = x.contiguous()", "    w = w.contiguous()"]
-    ll += epilogue_materialise_lines(full)
+    ll += epilogue_materialise_lines(full, channels_last=keep)
     call = list(params)
+    fmt = ", memory_format=torch.channels_last" if keep else ""
     for j, m in enumerate(outs):
-        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
+        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32}{fmt})")
         call.append(f"out{j}")
     call += ["*tail"] + [f"s{i}" for i in range(len(scalars))] + ["*fold"]
     ll += ["    if grid is not None:",
@@ -231,7 +242,9 @@ class ConvFamily(KernelFamily):
         "num_stages": ("2", "3"),
         "precision": DOT_PRECISIONS,
         # channels_last: the launcher converts input / weight to NHWC / OHWI and the kernel
-        # reduces over (kh, kw, cin) with cin innermost; the output stays NCHW (conv2d only)
+        # reduces over (kh, kw, cin) with cin innermost; the output stays NCHW (conv2d only).
+        # channels_last_model: the same, and the output stays NHWC inside a chain of convs
+        # (``emit/channels_last.py``), 2-D pools in it too; offered only on plans with a chain
         "layout": LAYOUTS,
     }
 
@@ -244,8 +257,11 @@ class ConvFamily(KernelFamily):
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         nd = group.ops[group.members[0]].extra.get("nd")
         # channels_last is a 4-D memory format
-        return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
-                if not (name == "layout" and nd != 2)]
+        out = [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
+               if not (name == "layout" and nd != 2)]
+        if not conv_chain_links(plan):
+            out = [(n, tuple(c for c in ch if c != MODEL_LAYOUT) if n == "layout" else ch) for n, ch in out]
+        return out
 
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         return gen_conv(plan, group, genome, emitter)

@@ -1,6 +1,8 @@
 """Pooling (max / avg, 1-D, 2-D and 3-D) as a direct Triton kernel: one lane per output
 element walks its [KD x] [KH x] KW window (unrolled, sizes are compile-time constants),
 and any following pointwise ops of the same shape run as an epilogue on the pooled value.
+A 2-D pool inside a ``layout=channels_last_model`` conv chain (``emit/channels_last.py``)
+walks its output NHWC, C innermost, and reads its input NHWC.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...emit.channels_last import channels_last_groups
 from ...emit.grid import program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter
@@ -141,10 +144,13 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     val = epilogue_value(plan, group, ext, scalars)
 
     rank = len(group.shape)
+    # inside a channels_last_model conv chain (emit/channels_last.py): lanes walk the output
+    # NHWC, C innermost, and read the input NHWC
+    nhwc = group.gid in channels_last_groups(plan, genome)
     full = [operand_shape(plan, v) == group.shape for v in ext]
     bcast = [i for i in range(len(ext)) if not full[i]]
     sig = ["x_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
-    sig += ["n_out", *dims, *(f"O{d}" for d in dims)]
+    sig += ["n_out", *dims, *(f"O{d}" for d in dims)] + (["C"] if nhwc else [])
     sig += [f"d{k}" for k in range(1, rank - nd) if bcast]  # leading output dims (unravel)
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
     sig += [f"s{i}" for i in range(len(scalars))]
@@ -164,16 +170,23 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
              "    mask = offs < n_out"]
     # unravel offs (innermost first) into output coordinates and the (N, C) plane
     inner: list[str] = []
-    for j in reversed(range(nd)):
+    if nhwc:  # offs = ((n * OH + oh) * OW + ow) * C + c
+        lines += ["    # layout=channels_last_model: NHWC output and input, C innermost",
+                  "    ch = offs % C", "    ow = (offs // C) % OW", "    oh = (offs // (C * OW)) % OH",
+                  "    nb = offs // (C * OW * OH)", "    base = nb * (H * W * C) + ch"]
+    for j in reversed(range(0 if nhwc else nd)):
         src = "offs" if not inner else f"(offs // {inner[0]})" if len(inner) == 1 else \
             f"(offs // ({' * '.join(inner)}))"
         lines.append(f"    o{lo[j]} = {src} % O{dims[j]}")
         inner.append(f"O{dims[j]}")
-    lines += [f"    plane = offs // {inner[0]}" if nd == 1 else f"    plane = offs // ({' * '.join(inner)})",
-              f"    base = plane * {' * '.join(dims)}"]
+    if not nhwc:
+        lines += [f"    plane = offs // {inner[0]}" if nd == 1 else f"    plane = offs // ({' * '.join(inner)})",
+                  f"    base = plane * {' * '.join(dims)}"]
     addr = ins[0]
     for j in range(1, nd):
         addr = f"{addr} * {dims[j]} + {ins[j]}" if j == 1 else f"({addr}) * {dims[j]} + {ins[j]}"
+    if nhwc:
+        addr = f"({addr}) * C"
     inside = " & ".join(["mask"] + [f"({c} >= 0) & ({c} < {d})" for c, d in zip(ins, dims, strict=True)])
     if adaptive:
         inside += " & " + " & ".join(f"({c} < en_{c2})" for c, c2 in zip(ins, lo, strict=True))
@@ -219,7 +232,9 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     # epilogue operands of the output's shape are read flat; broadcast ones (a per-channel
     # shift, ...) through the strides of their expanded view, the plane index unravelled
     lead = rank - nd
-    if bcast:
+    if bcast and nhwc:
+        lines += ["    i0 = nb", "    i1 = ch"]
+    elif bcast:
         lines.append("    rem = plane")
         for k in reversed(range(lead)):
             lines += [f"    i{k} = rem % d{k}", f"    rem = rem // d{k}"] if k else ["    i0 = rem"]
@@ -247,7 +262,7 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll += ["    n = math.prod(shape)",
            f"    block = min({block}, _pow2(n))",
            "    grid = ((n + block - 1) // block,) if n > 0 else None",
-           f"    tail = (n, {', '.join(lo)}, {', '.join(f'o{c}' for c in lo)})"
+           f"    tail = (n, {', '.join(lo)}, {', '.join(f'o{c}' for c in lo)}{', x.shape[1]' if nhwc else ''})"
            + (f" + shape[1:{rank - nd}]" if bcast else "")]
     ll += epilogue_plan_lines(full)
     ll += ["    consts = {" + ", ".join(f"'{k}': k{c}" for k, c in zip(ks, lo, strict=True)) + "}" if adaptive
@@ -257,11 +272,12 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     ll.append(f"def launch_{name}({', '.join(params + [f's{i}' for i in range(len(scalars))])}):")
     ll += cached_plan_lines(f"_plans_{name}", key, f"_plan_{name}({', '.join(params)})",
                             "shape, materialise, grid, block, tail, consts")
-    ll += ["    x = x.contiguous()"]
-    ll += epilogue_materialise_lines(full)
+    ll += ["    x = x.contiguous(memory_format=torch.channels_last)" if nhwc else "    x = x.contiguous()"]
+    ll += epilogue_materialise_lines(full, channels_last=nhwc)
     call = ["x"] + [f"e{i}" for i in range(len(ext))]
+    fmt = ", memory_format=torch.channels_last" if nhwc else ""
     for j, m in enumerate(outs):
-        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32})")
+        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32}{fmt})")
         call.append(f"out{j}")
     call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
     ll += ["    if grid is not None:",
