@@ -40,22 +40,29 @@ class _Countdown:
 def _install(point: str, n: int) -> None:
     count = _Countdown(n)
     if point == "proposal":
+        import dataclasses
+
         from ke_synthesizer import app
 
-        make = app.make_synthesizer
+        kind_of = app.synthesizer_kind  # the service builds its synthesizer from the registry's kind
 
-        def make_killing(settings: Any, knowledge: Any = None) -> Any:
-            real = make(settings, knowledge)
-            propose = real.propose
+        def killing_kind(settings: Any) -> Any:
+            kind = kind_of(settings)
 
-            def killing_propose(request: Any) -> Any:
-                count.tick()
-                return propose(request)
+            def make(settings: Any, knowledge: Any, bus: Any = None) -> Any:
+                real = kind.make(settings, knowledge, bus)
+                propose = real.propose
 
-            real.propose = killing_propose
-            return real
+                def killing_propose(request: Any) -> Any:
+                    count.tick()
+                    return propose(request)
 
-        app.make_synthesizer = make_killing  # type: ignore[assignment]
+                real.propose = killing_propose
+                return real
+
+            return dataclasses.replace(kind, make=make)
+
+        app.synthesizer_kind = killing_kind  # type: ignore[assignment]
     elif point in ("evaluation", "retime"):
         from ke_evaluator.service import EvaluatorService
 
