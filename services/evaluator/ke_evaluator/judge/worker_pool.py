@@ -208,16 +208,18 @@ class WorkerProcess:
             return ""
 
     def _exit_description(self) -> str:
+        code: int | None
         try:
             code = self.proc.wait(timeout=self.exit_wait_s)
         except subprocess.TimeoutExpired:
             # Seen on an H100 with a 1.64e9-element convolution: the worker's pipe closed and the
             # process did not end within 5 s (a device fault's teardown can be slow). Its log
             # is the only account of what happened, so it goes into the verdict either way.
-            tail = self.log_tail()
-            return "pipe closed but the process is still running" + (f"; log tail:\n{tail[-800:]}" if tail else "")
+            code = None
         tail = self.log_tail()
-        if code < 0:
+        if code is None:
+            desc = "pipe closed but the process is still running"
+        elif code < 0:
             sig = _signal_name(-code)
             hint = {"SIGSEGV": " (segmentation fault)", "SIGKILL": " (killed: out of memory?)",
                     "SIGXCPU": " (CPU time limit)", "SIGXFSZ": " (file size limit)",

@@ -550,11 +550,10 @@ def _fill_like(t: torch.Tensor, w: Write) -> torch.Tensor:
 def random_fill(t: torch.Tensor) -> torch.Tensor:
     """Values unrelated to what ``t`` holds (drawn outside any graph capture)."""
     if t.is_floating_point():
-        # drawn where ``t`` lives: on the host a 4 GiB output's normals cost seconds (64 Mi
-        # of them: 0.4 s on 2 cores) and a copy over; a backend without a device generator
-        # still draws them there
-        # a fresh secret seed per fill: a fixed one (7, before) gave values a candidate could
-        # recognise, and so tell the counterfactual's replacement from its own results
+        # Drawn where ``t`` lives (on the host a 4 GiB output's normals cost seconds, 64 Mi of
+        # them 0.4 s on 2 cores, and a copy over; a backend without a device generator still
+        # draws them there), from a fresh secret seed: a fixed one (7, before) gave values a
+        # candidate could recognise, and so tell the counterfactual's replacement from its own.
         seed = secrets.randbits(63)
         try:
             gen = torch.Generator(device=t.device).manual_seed(seed)

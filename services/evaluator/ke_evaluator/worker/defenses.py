@@ -92,9 +92,7 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
         v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
         return
-    structure_ok = not output_checks.check_structure(out, ref0, probe_in, strict_strides=False,
-                                                     device_type=_device_type(device))
-    if structure_ok and tolerance.compare_values(out, ref0, spec.tolerance).ok:
+    if _still_correct(out, ref0, probe_in, spec, device):
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"
@@ -140,10 +138,11 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         if any(la.captured for la in audit.launches):
             reach = _computed_reach(call, poison, model, recorder, audit, inputs0, ref0, spec, device)
         if reach is not None:
-            v.evidence["kernel_arithmetic"] = {
-                **_summary(audit), "computed_values_reach_output": reach,
-                "audit": f"economical: {_analysed(audit)} of {len(audit.launches)} launches analysed, "
-                         "their computed values replaced"}
+            summary = _summary(audit)
+            summary.update(computed_values_reach_output=reach,
+                           audit=f"economical: {summary['analysed']} of {summary['launches']} launches analysed, "
+                                 "their computed values replaced")
+            v.evidence["kernel_arithmetic"] = summary
             return
     # correct is None after an economical pass: its forward raised (the full audit's raises too)
     if economical and (audit.replaced or not audit.complete or correct is None):
@@ -220,10 +219,6 @@ def _computed_reach(call: Callable[[torch.nn.Module, list[Any]], Any], poison: C
     except Exception:  # noqa: BLE001 - failing without its computed values means it needs them
         return "raises without them"
     return None if _still_correct(out, ref0, cf_in, spec, device) else True
-
-
-def _analysed(audit: arithmetic_audit.ArithmeticAudit) -> int:
-    return sum(not (la.captured or la.skipped) for la in audit.launches)
 
 
 def _summary(audit: arithmetic_audit.ArithmeticAudit) -> dict[str, Any]:
