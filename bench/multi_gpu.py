@@ -17,6 +17,7 @@ DIR/multi_gpu.json is rewritten after every run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -52,7 +53,7 @@ def judge_all(cands: list[dict[str, str]], gpus: str, per_gpu: int) -> dict[str,
 
     settings = EvaluatorSettings(hardware_kind="nvidia", gpus=gpus)
     pinned = host_gpus(settings, "nvidia")
-    settings = EvaluatorSettings(hardware_kind="nvidia", gpus=gpus, parallel_workers=per_gpu * max(1, len(pinned)))
+    settings = dataclasses.replace(settings, parallel_workers=per_gpu * max(1, len(pinned)))
     t0 = time.perf_counter()
     with Judge(options_from_settings(settings, gpus=pinned)) as judge:
         judge.warm_up()

@@ -23,7 +23,7 @@ from ke_search.repair import due_repairs
 from ke_search.report import common_failure
 from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
-from ke_search.strategy import ROOT, Strategy, make_strategy
+from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
 from kernelevolve.artifacts import Artifacts, lineage_document
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -464,8 +464,7 @@ class SearchService:
         stopping = bool(st.failure)
         if st.retimes_pending() and not stopping:
             return
-        correct = sorted((n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT),
-                         key=lambda n: (n.fitness, -n.depth, n.node_id), reverse=True)
+        correct = sorted((n for n in nodes if is_correct(n)), key=rank, reverse=True)
         spent = len(set(st.retime_requested) - set(st.elite_retimes))
         if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or spent >= self._max_retimes):
@@ -584,9 +583,9 @@ def _best(nodes: list[pb.Node], verified_only: bool = False) -> pb.Node | None:
     """The fittest correct node. ``verified_only`` (the reported best): among re-timed
     nodes when any was re-timed correct, so a lucky first timing is never reported once
     the re-timing budget is spent on others."""
-    correct = [n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT]
+    correct = [n for n in nodes if is_correct(n)]
     if verified_only and any(n.retimed for n in correct):
         correct = [n for n in correct if n.retimed]
     if not correct:
         return None
-    return max(correct, key=lambda n: (n.fitness, -n.depth, n.node_id))
+    return max(correct, key=rank)

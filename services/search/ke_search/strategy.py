@@ -21,17 +21,18 @@ from kernelevolve.v1 import common_pb2 as pb
 _ID = re.compile(r"^r(\d+)-(\d+)$")
 
 
-def _correct(n: pb.Node) -> bool:
+def is_correct(n: pb.Node) -> bool:
     return n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT
 
 
-def _rank(n: pb.Node) -> tuple[float, int, str]:
-    """Fitter first; among equals the shallower, then the id (the service's own order)."""
+def rank(n: pb.Node) -> tuple[float, int, str]:
+    """Fitter first; among equals the shallower, then the id (the order the service, the
+    strategies and the tuning stage share)."""
     return (n.fitness, -n.depth, n.node_id)
 
 
 def _expandable(nodes: Sequence[pb.Node], exhausted: set[str]) -> list[pb.Node]:
-    return [n for n in nodes if _correct(n) and n.node_id not in exhausted]
+    return [n for n in nodes if is_correct(n) and n.node_id not in exhausted]
 
 
 def _creation_order(nodes: Sequence[pb.Node]) -> list[pb.Node]:
@@ -67,7 +68,7 @@ class Greedy:
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
         correct = _expandable(nodes, exhausted)
         if correct:
-            return max(correct, key=_rank).node_id
+            return max(correct, key=rank).node_id
         return _seeds_or_none(exhausted)
 
 
@@ -109,10 +110,10 @@ class Beam:
 
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
         kids = _children(nodes)
-        seeds = [n for n in kids.get(ROOT, []) if _correct(n) or not n.evaluated]
+        seeds = [n for n in kids.get(ROOT, []) if is_correct(n) or not n.evaluated]
         if len(seeds) < self.width and ROOT not in exhausted:
             return ROOT
-        beam = sorted(_expandable(nodes, exhausted), key=_rank, reverse=True)[:self.width]
+        beam = sorted(_expandable(nodes, exhausted), key=rank, reverse=True)[:self.width]
         if not beam:
             return _seeds_or_none(exhausted)
         order = {n.node_id: i for i, n in enumerate(beam)}
@@ -140,14 +141,14 @@ class MCTS:
 
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
         kids = _children(nodes)
-        fits = [n.fitness for n in nodes if _correct(n)]
+        fits = [n.fitness for n in nodes if is_correct(n)]
         low, high = min(fits, default=0.0), max(fits, default=0.0)
         size: dict[str, int] = {}
         best: dict[str, float] = {}
         alive: dict[str, bool] = {}
 
         def can_expand(nid: str, node: pb.Node | None) -> bool:
-            return nid not in exhausted and (nid == ROOT or (node is not None and _correct(node)))
+            return nid not in exhausted and (nid == ROOT or (node is not None and is_correct(node)))
 
         def visit(nid: str, node: pb.Node | None) -> None:  # subtree sums, iteratively (deep chains)
             stack: list[tuple[str, pb.Node | None, bool]] = [(nid, node, False)]
@@ -159,7 +160,7 @@ class MCTS:
                     continue
                 children = kids.get(cur, [])
                 size[cur] = 1 + sum(size[ch.node_id] for ch in children)
-                own = cur_node.fitness if cur_node is not None and _correct(cur_node) else 0.0
+                own = cur_node.fitness if cur_node is not None and is_correct(cur_node) else 0.0
                 best[cur] = max([own] + [best[ch.node_id] for ch in children])
                 alive[cur] = can_expand(cur, cur_node) or any(alive[ch.node_id] for ch in children)
 
@@ -211,8 +212,8 @@ class Islands:
         self.priors = priors
 
     def _rank(self, n: pb.Node) -> tuple[float, float, int, str]:
-        """Fitter first; among equals the one skills back (ke_search.priors), then _rank's order."""
-        fitness, depth, nid = _rank(n)
+        """Fitter first; among equals the one skills back (ke_search.priors), then rank's order."""
+        fitness, depth, nid = rank(n)
         return (fitness, self.priors.bonus(n.transformation), depth, nid)
 
     def island_of(self, nodes: Sequence[pb.Node]) -> dict[str, int]:
@@ -262,7 +263,7 @@ class Islands:
         if self.islands < 2:
             return []
         pops = self._populations(nodes, exhausted)
-        elites = (max(pop, key=_rank) for _, pop in sorted(pops.items()))
+        elites = (max(pop, key=rank) for _, pop in sorted(pops.items()))
         return [n.node_id for n in elites if not n.retimed]
 
     def select_parent(self, nodes: Sequence[pb.Node], exhausted: set[str]) -> str | None:
@@ -274,7 +275,7 @@ class Islands:
         if source != own:
             migrants = [n for n in pops.get(source, []) if n.retimed]
             if migrants:
-                return max(migrants, key=_rank).node_id
+                return max(migrants, key=rank).node_id
             source = own  # no confirmed elite to migrate yet: the island keeps its turn
         kids: dict[str, int] = {}  # children per node; no creation order needed here
         for n in nodes:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ke_search.state import SearchState, request_of
+from ke_search.strategy import is_correct, rank
 from kernelevolve.v1 import common_pb2 as pb
 
 # The elite size of a session record that predates the option (the settings' default).
@@ -75,9 +76,8 @@ def elites(st: SearchState, nodes: Sequence[pb.Node], k: int) -> list[str]:
     """The ``k`` fittest correct candidates of the structural search (not of the stage
     itself), fittest first; ``nodes`` is the noise-aware view the strategies see."""
     ours = tuned(st)
-    correct = [n for n in nodes if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT and not n.duplicate_of
-               and request_of(n.node_id) not in ours]
-    correct.sort(key=lambda n: (n.fitness, -n.depth, n.node_id), reverse=True)
+    correct = [n for n in nodes if is_correct(n) and not n.duplicate_of and request_of(n.node_id) not in ours]
+    correct.sort(key=rank, reverse=True)
     return [n.node_id for n in correct[:k]]
 
 
@@ -115,8 +115,7 @@ def summary(st: SearchState, nodes: Sequence[pb.Node]) -> dict[str, object]:
     (each node's transformation says which knobs it changed) and the best of them."""
     ours = tuned(st)
     made = [n for n in nodes if request_of(n.node_id) in ours]
-    correct = [n for n in made if n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT]
-    best = max(correct, key=lambda n: (n.fitness, -n.depth, n.node_id), default=None)
+    best = max((n for n in made if is_correct(n)), key=rank, default=None)
     return {"ran": st.tuning, "elites": sorted({st.requests[r].parent_id for r in ours}),
             "candidates": sorted(n.node_id for n in made if not n.duplicate_of),
             "best": best.node_id if best else "", "best_fitness": best.fitness if best else 0.0}
