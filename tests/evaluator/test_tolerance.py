@@ -228,3 +228,19 @@ def test_a_large_output_is_compared_with_bounded_memory() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     growth = int(out.stdout.strip().splitlines()[-1])
     assert growth < 192 * 2**20, f"peak RSS grew by {growth / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32])
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 3, 9)])
+def test_as_float64_keeps_values_and_lands_on_the_work_device(dtype: torch.dtype, shape: tuple[int, ...]) -> None:
+    """Chunks reach the comparison in float64 on its device: values exact (every source dtype
+    widens exactly), a strided chunk included; to another device the copy happens first and
+    the cast there (checked for shape, dtype and device on the meta device)."""
+    x = (torch.randn(*shape) * 100).to(dtype)
+    view = x.transpose(0, -1) if x.dim() > 1 else x[::2]
+    for t in (x, view):
+        got = tolerance.as_float64(t, torch.device("cpu"))
+        assert got.dtype == torch.float64 and got.shape == t.shape
+        assert torch.equal(got, t.double())
+        moved = tolerance.as_float64(t, torch.device("meta"))
+        assert moved.device.type == "meta" and moved.dtype == torch.float64 and moved.shape == t.shape

@@ -176,6 +176,17 @@ def _finite(x: float | None) -> float | None:
 
 # -- chunking --------------------------------------------------------------------------------
 
+def as_float64(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    """A chunk in float64 on ``dev``, cast there after the copy. ``t.to(device=dev,
+    dtype=float64)`` from the host is a blocking copy, for which PyTorch converts on the host
+    first: a host-held float32 reference then costs a host-side cast and twice the bytes over
+    the bus for every chunk. One comparison of a 2^30-element output took 7-20 s on an H100
+    host that way (2026-11-28, the real-size corpus's reference costs, bench/RESULTS.md)."""
+    if t.device == dev:
+        return t.to(torch.float64)
+    return t.to(dev).to(torch.float64)
+
+
 def chunks(tensors: list[torch.Tensor], limit: int = CHUNK_ELEMENTS) -> Iterator[tuple[int, list[torch.Tensor]]]:
     """(flat row-major offset, [flat piece of each tensor]) over equally shaped tensors,
     at most ``limit`` elements per piece. Contiguous tensors give views; otherwise slices
@@ -245,8 +256,8 @@ def _eager_pass(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, limi
     stats: list[list[float]] = []
     dev = work_device(o, r)
     for off, (oc, rc) in chunks([o.detach(), r.detach()], limit):
-        o64 = oc.to(device=dev, dtype=torch.float64)
-        r64 = rc.to(device=dev, dtype=torch.float64)
+        o64 = as_float64(oc, dev)
+        r64 = as_float64(rc, dev)
         nan_o, nan_r = torch.isnan(o64), torch.isnan(r64)
         inf_mismatch = (torch.isinf(r64) & (o64 != r64)).sum(dtype=torch.float64)
         finite = torch.isfinite(r64)
@@ -303,8 +314,8 @@ def _local_reference_error(r: torch.Tensor, r64: torch.Tensor, atol: float, rtol
     blocks = torch.zeros((n + LOCAL_BLOCK - 1) // LOCAL_BLOCK, dtype=torch.float32, device=dev)
     broken = 0
     for off, (rc, xc) in chunks([r.detach(), r64.detach()], limit):
-        e = rc.to(device=dev, dtype=torch.float64)
-        x = xc.to(device=dev, dtype=torch.float64)
+        e = as_float64(rc, dev)
+        x = as_float64(xc, dev)
         err = (e - x).abs_().nan_to_num_(nan=0.0, posinf=0.0)
         broken += int((err > x.abs().nan_to_num_(nan=0.0, posinf=0.0).mul_(rtol).add_(atol)).sum())
         ids = torch.arange(off, off + err.numel(), device=err.device).floor_divide_(LOCAL_BLOCK)
@@ -326,9 +337,9 @@ def _float64_pass(o: torch.Tensor, r: torch.Tensor, r64: torch.Tensor, atol: flo
         local.zero_()
     del blocks
     for off, (oc, rc, xc) in chunks([o.detach(), r.detach(), r64.detach()], limit):
-        c = oc.to(device=dev, dtype=torch.float64)
-        e = rc.to(device=dev, dtype=torch.float64)
-        x = xc.to(device=dev, dtype=torch.float64)
+        c = as_float64(oc, dev)
+        e = as_float64(rc, dev)
+        x = as_float64(xc, dev)
         fin = torch.isfinite(x) & torch.isfinite(c) & torch.isfinite(e)
         eager_out = (c - e).abs_() > e.abs().mul_(rtol).add_(atol)
         err_c = (c - x).abs_().masked_fill_(~fin, 0.0)
