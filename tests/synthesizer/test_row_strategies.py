@@ -73,6 +73,9 @@ AUTO = _spec("x, y, z):\n        return torch.softmax(x, dim=-1), y.mean(dim=0),
              "[torch.randn(2, 33000), torch.randn(22000, 3), torch.randn(5, 1300, 53)]")
 BN_BIG = _spec("x):\n        return torch.relu(self.bn(x))", "[torch.randn(160, 3, 12, 12)]",
                "[[torch.randn(2, 3, 5, 7)]]", BN_INIT, "[3]")
+# rows between SINGLE_TILE and SPLIT_MIN_WORK elements (row_launcher.py)
+NARROW = _spec("x, y, z):\n        return torch.softmax(x, dim=-1), y.mean(dim=0), z.amax(dim=1), x.sum()",
+               "[torch.randn(2, 12000), torch.randn(12000, 3), torch.randn(5, 1300, 53)]")
 SMALL = _spec("x, y, z):\n        return torch.softmax(x, dim=-1), y.mean(dim=0), z.amax(dim=1), x.sum()",
               "[torch.randn(4, 300), torch.randn(30, 3), torch.randn(5, 20, 53)]")
 
@@ -232,10 +235,14 @@ def test_auto_choice_at_sizes_of_each_branch(synth: OfflineSynthesizer, tmp_path
         # 2 rows of 33000: split (online max/exp-sum partials); a 22000 x 3 column mean:
         # column split; mid-dim max with 53 kept columns in 5 blocks: split; sum of all
         "long": (AUTO, {}, ["part1", "finish"] * 4),
-        # one row / kept column per program: a block's work (<= 33000 elements) does not pay
-        # for a second launch -> online / looped; 1300 reduced elements of one kept column
-        # fit a register tile -> single; sum of all
-        "narrow": (AUTO, {"BLOCK_M": "1"}, ["online", "looped", "single", "part1", "finish"]),
+        # one row / kept column per program, 12000 elements each: under SPLIT_MIN_WORK a
+        # block's work does not pay for a second launch -> online / looped; 1300 reduced
+        # elements of one kept column fit a register tile -> single; sum of all (24000)
+        "narrow": (NARROW, {"BLOCK_M": "1"}, ["online", "looped", "single", "part1", "finish"]),
+        # the same at 22000-33000 elements a block: split (a looped program walks its row one
+        # BLOCK_N chunk after another; 16 such rows of 57,344 cost an H100 51 us more than
+        # the split, row_launcher.SPLIT_MIN_WORK)
+        "narrow_long": (AUTO, {"BLOCK_M": "1"}, ["part1", "finish", "part1", "finish", "single", "part1", "finish"]),
         # batch norm of 3 channels over 23040 elements: statistics (Welford partials), then
         # normalize + affine + relu
         "bn_big": (BN_BIG, {}, ["part1", "finish"]),

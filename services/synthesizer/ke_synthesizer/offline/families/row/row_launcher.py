@@ -47,7 +47,12 @@ MAX_TILE = 16384  # BLOCK_M * BLOCK_N of a chunked tile at REF_WARPS
 REF_WARPS = 4
 SPLIT_PROGRAMS = 528  # programs a split launch aims for (4 per SM on 132 SMs)
 FEW_BLOCKS = 264  # fewer row blocks than this (2 per SM) may use the split strategy
-SPLIT_MIN_WORK = 65536  # ... when one row block has at least this many elements
+# ... when one row block has at least this many elements. Was 65536: a training-mode batch
+# norm of 16 channels x 57,344 elements (depthwise_separable_block at its GPU size) then ran
+# looped on 16 programs, and the whole block took 84 us on an H100 against 32.6 us with the
+# split (2026-11-28 against 2026-11-23, bench/RESULTS.md); past SINGLE_TILE a row already
+# spans several BLOCK_N chunks, enough for the split's partials to pay.
+SPLIT_MIN_WORK = 16384
 GPU_MIN_PROGRAMS = 512  # row tiles: BLOCK_M shrinks on a GPU until about this many programs
 KINDS = {"single": 1, "looped": 2, "online": 2, "split": 3}
 
