@@ -213,10 +213,12 @@ def test_steps_that_read_older_steps_are_not_rolled() -> None:
 
 def test_a_recurrent_candidate_is_judged_with_every_launch_counted(judge: Judge) -> None:
     """The evaluator's protocol (integrity checks, launch accounting at ``JITFunction.run``)
-    on a candidate whose time steps are a loop inside the recurrent layer's launcher: every
-    step's launch is counted, one per layer and step (both directions in one launch)."""
+    on a candidate whose time steps are a loop inside the recurrent layer's launcher (the
+    per-step loop: this layer's seed is the persistent kernel): every step's launch is
+    counted, one per layer and step (both directions in one launch)."""
     src = (EXAMPLES_DIR / "model_lstm_classifier.py").read_text()
-    source = _seed(src, "model_lstm_classifier")
+    synth = OfflineSynthesizer()
+    source, _, _ = synth.lower(synth.captured(src, "model_lstm_classifier"), {"g0.persistent": "off"})
     assert "for step in range(T):" in source
     verdict = judge.evaluate(src, source, "model_lstm_classifier")
     assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"

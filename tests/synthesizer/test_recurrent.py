@@ -1,10 +1,12 @@
 """Recurrent layers (nn.LSTM / nn.GRU / nn.RNN) stay one node of the symbolic graph and
 are lowered by the recurrent family to a loop over time: per layer one input-projection
-matmul per direction for all time steps, then per step one launch of the same step
-kernel (hidden projection, biases and gates fused, both directions in one launch). Odd
-sizes (prime hidden sizes, T = 1), both layouts, one to three layers, one and two
-directions, given initial states, unbatched inputs; the capture, the kernel count and the
-candidate's source do not depend on the sequence length."""
+matmul per direction for all time steps, then either per step one launch of the same step
+kernel (hidden projection, biases and gates fused, both directions in one launch;
+``persistent`` = ``off``) or one persistent launch per layer looping over time inside the
+kernel, which the seed takes at these sizes (gates x hidden^2 under the family's seed
+bound). Both, on odd sizes (prime hidden sizes, T = 1), both layouts, one to three layers,
+one and two directions, given initial states, unbatched inputs; the capture, the kernel
+count and the candidate's source do not depend on the sequence length."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit.kernel_sharing import count_kernels
 from ke_synthesizer.offline.frontend.recurrent import fake_output
-from kernelevolve.ports.synthesis import Proposal, ProposalRequest
+from kernelevolve.ports.synthesis import ProposalRequest
 
 _SPEC = """
 import torch
@@ -86,35 +88,61 @@ def _name(case: tuple[Any, ...]) -> str:
         ("_" + case[5].partition("|")[2] if "|" in case[5] else "")
 
 
+# the per-step loop (the seed takes it only past the family's seed bound)
+OFF = {"g0.persistent": "off"}
+
+
 @pytest.fixture(scope="module")
-def lowered() -> dict[str, tuple[str, Proposal, dict[str, Any]]]:
-    """Every case's seed, checked against the reference in one interpreter subprocess."""
+def lowered() -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every case's seed and its per-step loop (ids ``<case>/seed``, ``<case>/off``): the
+    sources, checked against the reference in one interpreter subprocess."""
     synth = OfflineSynthesizer()
-    out: dict[str, tuple[str, Proposal]] = {}
+    out: dict[str, str] = {}
+    specs: dict[str, str] = {}
     for case in CASES:
-        src = _spec(*case)
+        src = specs[_name(case)] = _spec(*case)
         (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=_name(case), count=1))
-        out[_name(case)] = (src, prop)
-    results = run_in_subprocess([{"id": k, "spec_source": s, "candidate_source": p.source, "seeds": [1, 2]}
-                                 for k, (s, p) in out.items()])
+        # nothing left to the library; the seed's own choice, persistent at these sizes
+        assert not prop.fallback_nodes and prop.genome["g0.persistent"] == "auto", prop.genome
+        off, full, fallback = synth.lower(synth.captured(src, _name(case)), OFF)
+        assert not fallback and full["g0.persistent"] == "off", (fallback, full)
+        out[f"{_name(case)}/seed"], out[f"{_name(case)}/off"] = prop.source, off
+    results = run_in_subprocess([{"id": k, "spec_source": specs[k.partition("/")[0]], "candidate_source": c,
+                                  "seeds": [1, 2]} for k, c in out.items()])
     by_id = {r["id"]: r for r in results}
-    return {k: (s, p, by_id[k]) for k, (s, p) in out.items()}
+    return {k: (c, by_id[k]) for k, c in out.items()}
+
+
+def _kernels(source: str) -> list[str]:
+    return [k.rsplit("_", 1)[-1] for k in re.findall(r"^def (rnn_\w+)\(", source, re.MULTILINE)]
+
+
+def _launcher(source: str) -> str:
+    return source[source.index("def launch_rnn_"):source.index("class Model")]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
-def test_recurrent_layer_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
-                                                         lowered: dict[str, tuple[str, Proposal, dict[str, Any]]]
-                                                         ) -> None:
-    _src, prop, result = lowered[_name(case)]
+def test_the_seed_of_a_small_layer_runs_persistent_and_correct(case: tuple[Any, ...],
+                                                               lowered: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    source, result = lowered[f"{_name(case)}/seed"]
     assert result["ok"], result
-    assert not prop.fallback_nodes, prop.fallback_nodes  # nothing left to the library
-    # two kernels: the input projection and the step; the forward launches the layer once
-    kernels = re.findall(r"^def (rnn_\w+)\(", prop.source, re.MULTILINE)
-    assert [k.rsplit("_", 1)[-1] for k in kernels] == ["proj", "step"], kernels
-    forward = prop.source[prop.source.index("    def forward("):]
+    # two kernels: the input projection and the persistent one; the forward launches the layer once
+    assert _kernels(source) == ["proj", "seq"], source
+    forward = source[source.index("    def forward("):]
     assert forward.count("= launch_rnn_") == 1, forward
-    launcher = prop.source[prop.source.index("def launch_rnn_"):prop.source.index("class Model")]
-    assert _launches_per_step(launcher) == 1, launcher
+    assert "for step in range(T)" not in _launcher(source)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_name)
+def test_the_per_step_loop_is_lowered_to_triton_and_correct(case: tuple[Any, ...],
+                                                            lowered: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    source, result = lowered[f"{_name(case)}/off"]
+    assert result["ok"], result
+    # two kernels: the input projection and the step; the forward launches the layer once
+    assert _kernels(source) == ["proj", "step"], source
+    forward = source[source.index("    def forward("):]
+    assert forward.count("= launch_rnn_") == 1, forward
+    assert _launches_per_step(_launcher(source)) == 1, source
 
 
 def _launches_per_step(launcher: str) -> int:
@@ -143,7 +171,7 @@ def test_capture_kernels_and_source_do_not_depend_on_sequence_length(cls: str) -
         sources.append(prop.source)
     assert nodes[0] == nodes[1] <= 8, nodes
     assert sources[0] == sources[1]
-    assert count_kernels(sources[0]) == 3  # input projection, step and the _tanh helper
+    assert count_kernels(sources[0]) == 3  # input projection, the persistent kernel (the seed here) and _tanh
 
 
 _HALF_SPEC = """

@@ -3,8 +3,9 @@ a block of batch rows and every hidden unit and loop over time inside the kernel
 of one launch per time step. Correct against the module in the interpreter (LSTM, GRU,
 tanh / relu RNN; one and two layers and directions; both layouts; initial states given or
 not; odd sizes; hidden sizes spanning several tiles; fp32 and fp16), the same source and
-kernel count at any sequence length, offered only under the capacity rule, and carried
-by the genome from a parent to its children."""
+kernel count at any sequence length, the seed up to the seed bound (and correct there),
+offered only under the capacity rule, and carried by the genome from a parent to its
+children."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ import triton
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit.kernel_sharing import count_kernels
-from ke_synthesizer.offline.families.recurrent.kernel_recurrent import PERSISTENT_MAX_WEIGHTS
+from ke_synthesizer.offline.families.recurrent.kernel_recurrent import (
+    PERSISTENT_MAX_WEIGHTS,
+    PERSISTENT_SEED_MAX_WEIGHTS,
+)
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
 from .conftest import EXAMPLES_DIR
@@ -161,45 +165,82 @@ def test_source_and_kernel_count_do_not_depend_on_the_sequence_length(cls: str) 
     assert launcher.count("_seq[grid_q](") == 1 and launcher.count("_proj[grid_p](") == 1
 
 
+def _bound(limit: int, gates: int) -> int:
+    """The largest hidden size whose gates x hidden^2 is at most ``limit``."""
+    return int((limit // gates) ** 0.5)
+
+
 def test_the_knob_is_offered_under_the_capacity_rule_only() -> None:
-    """gates x hidden^2 <= PERSISTENT_MAX_WEIGHTS: an LSTM up to hidden 256, a GRU up to 295, an
-    RNN up to 512; past it the knob is not in the space, and a genome naming it anyway
+    """gates x hidden^2 <= PERSISTENT_MAX_WEIGHTS: an LSTM up to hidden 128, a GRU up to 147, an
+    RNN up to 256; past it the knob is not in the space, and a genome naming it anyway
     keeps the per-step loop."""
     synth = OfflineSynthesizer()
     for cls, gates in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
-        bound = int((PERSISTENT_MAX_WEIGHTS // gates) ** 0.5)
+        bound = _bound(PERSISTENT_MAX_WEIGHTS, gates)
         for hidden, offered in ((bound, True), (bound + 1, False)):
             src = _spec(cls, True, 1, hidden, 2, "", batch=2, in_f=3)
             keys = dict(synth.space(src, f"{cls}_{hidden}"))
             assert ("g0.persistent" in keys) is offered, (cls, hidden, keys)
             if offered:
-                assert keys["g0.persistent"] == ["off", "on"]  # the per-step loop stays the seed
+                # past the seed bound: the per-step loop seeds, the search may turn it on
+                assert keys["g0.persistent"] == ["auto", "on"]
+                seed, full, _ = synth.lower(synth.captured(src, f"{cls}_{hidden}"), {})
+                assert full["g0.persistent"] == "auto" and "for step in range(T):" in seed
                 continue
             source, full, _ = synth.lower(synth.captured(src, f"{cls}_{hidden}"), ON)
             assert "g0.persistent" not in full and "for step in range(T):" in source
 
 
+def test_the_seed_runs_persistent_up_to_the_seed_bound_and_correct() -> None:
+    """gates x hidden^2 <= PERSISTENT_SEED_MAX_WEIGHTS (an LSTM up to hidden 45, a GRU up to
+    52, an RNN up to 90): the seed (``auto``) is the persistent kernel, ``off`` the explicit
+    choice; one past it the seed is the per-step loop and ``on`` the choice. Both sides of
+    the bound (hidden sizes past one tile, odd ones) correct in the interpreter."""
+    synth = OfflineSynthesizer()
+    jobs = []
+    for cls, gates in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
+        bound = _bound(PERSISTENT_SEED_MAX_WEIGHTS, gates)
+        for hidden, seeded in ((bound, True), (bound + 1, False)):
+            name = f"{cls}_{hidden}"
+            src = _spec(cls, False, 1, hidden, 2, "|state", batch=3, in_f=5)
+            keys = dict(synth.space(src, name))
+            assert keys["g0.persistent"] == ["auto", "off" if seeded else "on"], (name, keys)
+            captured = synth.captured(src, name)
+            seed, full, fallback = synth.lower(captured, {})
+            assert not fallback and full["g0.persistent"] == "auto"
+            assert _persistent(seed) is seeded, name
+            # auto is its explicit twin's code, and the other choice the other form
+            assert synth.lower(captured, {"g0.persistent": "on" if seeded else "off"})[0] == seed
+            other, _, _ = synth.lower(captured, {"g0.persistent": "off" if seeded else "on"})
+            assert _persistent(other) is not seeded, name
+            jobs.append({"id": name, "spec_source": src, "candidate_source": seed, "seeds": [1]})
+    results = run_in_subprocess(jobs)
+    assert all(r["ok"] for r in results), results
+
+
 def test_the_knob_round_trips_through_the_genome() -> None:
-    """The seed runs the per-step loop with ``persistent`` off in its genome; a child turns it
-    on (the persistent kernel in its source, ``on`` in its genome), and that genome, as a
-    parent's, gives children that keep it unless their edge is the knob itself."""
+    """The seed of a small layer runs persistent with ``persistent`` auto in its genome; a
+    child turns it off (the per-step loop in its source, ``off`` in its genome), and that
+    genome, as a parent's, gives children that keep it unless their edge is the knob itself
+    (back to auto: persistent)."""
     synth = OfflineSynthesizer()
     src = (EXAMPLES_DIR / "model_lstm_classifier.py").read_text()
     (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=1))
-    assert seed.genome["g0.persistent"] == "off" and not _persistent(seed.source)
+    assert seed.genome["g0.persistent"] == "auto" and _persistent(seed.source)
     parent = ParentInfo("seed", seed.source, seed.transformation, seed.genome)
     children = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=100, parent=parent))
-    (on,) = [c for c in children if c.genome.get("g0.persistent") == "on"]
-    assert on.transformation.name == "persistent" and _persistent(on.source)
-    again, full, _ = synth.lower(synth.captured(src, "rt"), on.genome)
-    assert again == on.source and full == on.genome
+    (off,) = [c for c in children if c.genome.get("g0.persistent") == "off"]
+    assert off.transformation.name == "persistent" and not _persistent(off.source)
+    assert "for step in range(T):" in off.source
+    again, full, _ = synth.lower(synth.captured(src, "rt"), off.genome)
+    assert again == off.source and full == off.genome
     grand = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=100,
-                                          parent=ParentInfo("on", on.source, on.transformation, on.genome)))
+                                          parent=ParentInfo("off", off.source, off.transformation, off.genome)))
     assert grand
     for child in grand:
-        kept = child.genome["g0.persistent"] == "on"
+        kept = child.genome["g0.persistent"] == "off"
         assert kept == (child.transformation.name != "persistent"), child.transformation
-        assert _persistent(child.source) == kept
+        assert _persistent(child.source) != kept
 
 
 # the recurrent examples: the ops ones as written, the large ones at shrunk sizes
@@ -215,11 +256,14 @@ _EXAMPLES = {
 
 
 def test_the_recurrent_examples_run_persistent_and_correct() -> None:
+    """Under the seed bound: the seed is the persistent candidate."""
     synth = OfflineSynthesizer()
     jobs = []
     for name, src in _EXAMPLES.items():
-        source, _, fallback = synth.lower(synth.captured(src, name), ON)
+        captured = synth.captured(src, name)
+        source, _, fallback = synth.lower(captured, ON)
         assert _persistent(source) and not fallback, name
+        assert synth.lower(captured, {})[0] == source, name
         jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [1]})
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results

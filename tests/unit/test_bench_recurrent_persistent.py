@@ -19,7 +19,7 @@ from tests.conftest import REPO_ROOT
 @pytest.mark.slow
 def test_both_forms_match_the_reference_and_the_bound_moves_per_run(tmp_path: Path) -> None:
     # 300 hidden units: an LSTM (360,000 weights) stays past a bound of 300,000, a GRU
-    # (270,000) fits it though past the family's own 262,144
+    # (270,000) fits it though past the family's own 65,536
     proc = subprocess.run([sys.executable, "recurrent_persistent.py", "--specs", "model_lstm_decoder_state",
                            "--hidden", "20,300", "--batch", "3", "--steps", "4", "--features", "7",
                            "--max-weights", "300000", "--out", str(tmp_path)], cwd=REPO_ROOT / "bench",
