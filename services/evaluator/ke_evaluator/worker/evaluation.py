@@ -467,6 +467,11 @@ class Evaluator:
             cmp = tolerance.compare(out, ref, spec.tolerance, ref64=ref64, factor=factor, budget=budget_set)
             del ref64  # the float64 reference (host) goes with its comparison
             tolerance.record(corr, label, cmp)
+            if cmp.reference_nan:
+                # Rule 4: say it on the verdict (the first set's note; every set's count).
+                if "reference_nan_defects" not in v.evidence:
+                    v.warnings += [f"{note} ({label})" for note in cmp.notes]
+                v.evidence.setdefault("reference_nan_defects", {})[key] = cmp.reference_nan
             v.correctness = corr
             if budget_set:
                 budget_key = f"seed {seed + 1000}" if idx == 0 else f"extra set 0 seed {seed + 5000}"
@@ -483,7 +488,7 @@ class Evaluator:
                 # candidate's own buffers (kept for trial 1, equal to the set: checked above).
                 inputs0 = inputs = memory.to_host(inputs0, self.backend)
                 assert persistent is not None
-                defenses.crc_and_determinism(run_candidate, persistent, out, ref, spec, v)
+                defenses.crc_and_determinism(run_candidate, persistent, out, ref, spec, v, cmp.reference_nan)
             # Nothing of this set stays on the device while the next one is made.
             del out, ref, cmp, reference
             inputs = None

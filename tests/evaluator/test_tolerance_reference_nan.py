@@ -1,0 +1,244 @@
+"""Rule 4 of the tolerance policy (``worker/tolerance.py``): NaN of the eager reference where
+its float64 run is finite are judged against float64; every other NaN must still be matched.
+CPU, real tensors; the last test goes through the whole judge (Triton interpreter)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from ke_evaluator.judge import Judge
+from ke_evaluator.worker import defenses, tolerance
+from ke_evaluator.worker.defenses import Outcome
+from ke_evaluator.worker.tolerance import compare, compare_values
+from kernelevolve.ports.verdict import Verdict
+
+from .sources import candidate, spec_for_tests
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Odd sizes; (3, 1, 1031) and the transposed layouts take the leading-dimension chunking.
+SHAPES = [(1,), (7, 3), (13, 257), (3, 1, 1031)]
+# None: by device (one chunk here); 7 and 64: chunk boundaries inside every pattern below.
+LIMITS = [None, 7, 64]
+DEFECT = "NaN its float64 run has not (a reference defect): judged against float64 there"
+
+
+def _case(shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, every: int = 5) -> tuple[torch.Tensor, ...]:
+    """(eager reference in ``dtype`` with NaN injected at every ``every``-th row-major
+    element, as a library that skipped them would leave it; a correct candidate computing
+    the same math in another order; the float64 reference, finite everywhere; the NaN
+    positions as a boolean mask)."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, dtype=torch.float64)
+    if transposed and len(shape) >= 2:
+        x = x.transpose(0, -1)  # non-contiguous everywhere below
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return torch.exp(t - t.amax(dim=-1, keepdim=True)) * 3.0 + t
+
+    ref = f(x.to(dtype))
+    cand = (torch.exp(x.to(dtype) - x.to(dtype).amax(dim=-1, keepdim=True)) + x.to(dtype) / 3.0) * 3.0
+    flat = torch.zeros(ref.numel(), dtype=torch.bool)
+    flat[::every] = True
+    mask = flat.view(ref.shape)  # row-major positions of the (possibly transposed) output
+    ref = ref.clone().masked_fill_(mask, float("nan"))  # in place: keeps ref's strides
+    assert ref.stride() == cand.stride()
+    return ref, cand, f(x), mask
+
+
+def _positions(mask: torch.Tensor) -> list[tuple[int, ...]]:
+    return [tuple(int(v) for v in p) for p in mask.nonzero()]
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_candidate_matching_float64_at_reference_nan_passes_and_they_are_counted(
+        shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None) -> None:
+    ref, cand, r64, mask = _case(shape, dtype, transposed)
+    n = int(mask.sum())
+    res = compare(cand, ref, None, ref64=lambda: r64, factor=10.0, budget=True, limit=limit)
+    assert res.ok, res.reason
+    assert res.reference_nan == n and res.figures()["reference_nan_defects"] == n
+    assert f"the reference had {n} {DEFECT}" in res.bound
+    assert len(res.notes) == 1 and f"the reference had {n} {DEFECT}" in res.notes[0]
+    # The budget is unchanged by the defect elements (eager's error there is undefined).
+    assert res.error_ratio is not None and res.error_ratio < 10.0
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+@pytest.mark.parametrize("shape", [(7, 3), (13, 257), (3, 1, 1031)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nan_or_a_wrong_value_at_a_reference_nan_fails_and_is_named(
+        shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None) -> None:
+    ref, cand, r64, mask = _case(shape, dtype, transposed)
+    atol, rtol = tolerance.tolerance_for(dtype, None)
+    # The last NaN position: in the last chunk with the small limits.
+    pos = _positions(mask)[-1]
+    flat = sum(i * s for i, s in zip(pos, torch.empty(ref.shape).stride(), strict=True))
+    exact = float(r64[pos])
+    wrongs = {"nan": float("nan"), "inf": float("inf"),
+              "off": exact + 8 * (atol + rtol * abs(exact)) + 0.1}
+    for what, value in wrongs.items():
+        bad = cand.clone()
+        bad[pos] = value
+        res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+        assert not res.ok, what
+        assert DEFECT in res.reason and "1 of them are outside" in res.reason, res.reason
+        assert f"flat index {flat} = {pos}" in res.reason, res.reason
+    # A value just inside |c - r64| <= atol + rtol*|r64| passes: the bound is bound 1's, not tighter.
+    edge = cand.clone()
+    edge[pos] = torch.tensor(exact + 0.5 * (atol + rtol * abs(exact)), dtype=torch.float64).to(dtype)
+    assert compare(edge, ref, None, ref64=lambda: r64, factor=10.0, limit=limit).ok
+
+
+def test_without_reference_error_the_bound_is_the_eager_bound() -> None:
+    """fp32, eager within the tolerance of float64 everywhere: rule 4 adds nothing to
+    atol + rtol*|r64| (just outside fails)."""
+    ref, cand, r64, mask = _case((13, 257), torch.float32, False)
+    pos = _positions(mask)[7]
+    exact = float(r64[pos])
+    for scale, ok in ((0.5, True), (1.5, False)):
+        c = cand.clone()
+        c[pos] = exact + scale * (1e-4 + 1e-4 * abs(exact))
+        res = compare(c, ref, None, ref64=lambda: r64, factor=10.0, limit=64)
+        assert res.ok is ok, res.reason
+    assert "largest error around" not in res.reason
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_all_nan_and_garbage_at_the_reference_nan_fail(dtype: torch.dtype) -> None:
+    ref, cand, r64, mask = _case((13, 257), dtype, False)
+    everywhere = torch.full_like(cand, float("nan"))
+    res = compare(everywhere, ref, None, ref64=lambda: r64, factor=10.0)
+    assert not res.ok and "NaN where the reference has none" in res.reason
+    # Garbage only where the reference is NaN (all it could hope rule 4 excuses).
+    garbage = cand.clone()
+    garbage[mask] = torch.randn(int(mask.sum()), dtype=torch.float64).to(dtype) * 5
+    res = compare(garbage, ref, None, ref64=lambda: r64, factor=10.0)
+    assert not res.ok and DEFECT in res.reason
+    # A reference that is NaN everywhere (float64 finite): NaN everywhere fails, the float64 answer passes.
+    all_nan = torch.full_like(ref, float("nan"))
+    res = compare(everywhere, all_nan, None, ref64=lambda: r64, factor=10.0, limit=64)
+    assert not res.ok and f"{ref.numel()} of them are outside" in res.reason
+    assert compare(cand, all_nan, None, ref64=lambda: r64, factor=10.0, limit=64).ok
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nan_that_float64_has_too_must_still_be_matched(dtype: torch.dtype, limit: int | None) -> None:
+    ref, cand, r64, mask = _case((13, 257), dtype, False)
+    # Genuine NaN (float64 NaN as well) at every 11th element that is not already a defect.
+    genuine = torch.zeros(ref.numel(), dtype=torch.bool)
+    genuine[3::11] = True
+    genuine = genuine.view(ref.shape) & ~mask
+    ref, r64 = ref.masked_fill(genuine, float("nan")), r64.masked_fill(genuine, float("nan"))
+    n_genuine, n_defect = int(genuine.sum()), int(mask.sum())
+    # Finite where both have NaN: fails, whatever it does at the defects.
+    res = compare(cand, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert not res.ok
+    assert f"misses {n_genuine} NaN the reference has (of {ref.numel()} elements; its float64 run has NaN" \
+        in res.reason, res.reason
+    # NaN there (and float64's values at the defects): passes, the defects counted.
+    good = cand.masked_fill(genuine, float("nan"))
+    res = compare(good, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert res.ok and res.reference_nan == n_defect, res.reason
+    # One genuine NaN lost: fails.
+    one = good.clone()
+    one[_positions(genuine)[-1]] = 0.5
+    res = compare(one, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert not res.ok and "misses 1 NaN the reference has" in res.reason
+
+
+def test_float64_beyond_the_dtype_range_is_no_defect() -> None:
+    """fp16 eager NaN where float64 is 1e6 (inf in fp16): the correctly rounded answer is
+    not finite, so the NaN stands and must be matched."""
+    ref = torch.tensor([1.0, float("nan"), 2.0], dtype=torch.float16)
+    r64 = torch.tensor([1.0, 1e6, 2.0], dtype=torch.float64)
+    for value in (float("inf"), 65504.0):
+        res = compare(torch.tensor([1.0, value, 2.0], dtype=torch.float16), ref, None, ref64=lambda: r64, factor=10.0)
+        assert not res.ok and "misses 1 NaN" in res.reason and "float16's range" in res.reason
+    assert compare(ref.clone(), ref, None, ref64=lambda: r64, factor=10.0).ok
+
+
+def test_without_a_float64_reference_nan_must_match_as_before() -> None:
+    ref, cand, r64, mask = _case((13, 257), torch.float32, False)
+    n = int(mask.sum())
+    want = f"misses {n} NaN the reference has (of {ref.numel()} elements)"
+    assert compare_values(cand, ref, None).reason == f"output[0] {want}"
+    assert compare(cand, ref, None).reason == f"output[0] {want}"
+    # Rules 2-4 off by the spec (KE_ERROR_BUDGET = False): no float64 run, NaN must match.
+    assert compare(cand, ref, None, ref64=lambda: r64, factor=None).reason == f"output[0] {want}"
+    assert compare_values(cand.masked_fill(mask, float("nan")), ref, None).ok
+
+    def broken() -> torch.Tensor:
+        raise NotImplementedError("no float64 kernel")
+
+    res = compare(cand, ref, None, ref64=broken, factor=10.0)
+    assert not res.ok and want.rstrip(")") in res.reason and "float64 reference failed (NotImplementedError)" \
+        in res.reason, res.reason
+
+
+def test_infinities_are_matched_as_before() -> None:
+    """Eager inf where float64 is finite: rule 4 is about NaN only."""
+    ref = torch.tensor([1.0, float("inf"), float("nan"), 2.0])
+    r64 = torch.tensor([1.0, 3.0, 4.0, 2.0], dtype=torch.float64)
+    res = compare(torch.tensor([1.0, 3.0, 4.0, 2.0]), ref, None, ref64=lambda: r64, factor=10.0)
+    assert not res.ok and "infinities differ" in res.reason
+    res = compare(torch.tensor([1.0, float("inf"), 4.0, 2.0]), ref, None, ref64=lambda: r64, factor=10.0)
+    assert res.ok and res.reference_nan == 1, res.reason
+
+
+def test_the_kernel_dependency_comparison_excuses_reference_nan() -> None:
+    """``_still_correct`` asks whether an output is still correct without the candidate's
+    kernels: a library result that is finite where eager's NaN is a defect is still correct
+    there, and a NaN-filled output is not."""
+    ref, cand, _, mask = _case((13, 257), torch.float32, False)
+    assert compare_values(cand, ref, None, excuse_reference_nan=True).ok
+    assert not compare_values(torch.full_like(cand, float("nan")), ref, None, excuse_reference_nan=True).ok
+    assert not compare_values(cand + 1, ref, None, excuse_reference_nan=True).ok
+
+
+def test_the_repeat_after_the_reference_must_agree_with_the_first_call_at_reference_nan() -> None:
+    """Candidate -> reference -> candidate: where eager's NaN were judged against float64,
+    a second call that returns the reference's memory (NaN there) or other values fails."""
+    ref, cand, _, mask = _case((13, 257), torch.float32, False)
+    n = int(mask.sum())
+    spec = SimpleNamespace(tolerance=None)
+    for second, fails in ((cand.clone(), False), (ref.clone(), True), (cand.masked_fill(mask, 7.0), True)):
+        v = Verdict(status="correct", reason="")
+        def run(_inputs: list[torch.Tensor], _label: str, out: torch.Tensor = second) -> torch.Tensor:
+            return out
+        if fails:
+            with pytest.raises(Outcome, match="repeat after the reference ran"):
+                defenses.crc_and_determinism(run, [torch.zeros(3)], cand, ref, spec, v, n)  # type: ignore[arg-type]
+        else:
+            defenses.crc_and_determinism(run, [torch.zeros(3)], cand, ref, spec, v, n)  # type: ignore[arg-type]
+            assert v.evidence["deterministic"] == "bitwise"
+
+
+# -- through the judge --------------------------------------------------------------------------
+# The spec (tests/evaluator/specs/softmax_overflow.py) overflows float32 in an intermediate:
+# eager's NaN at column 3 is inf / inf, float64 says 1.0. A softmax kernel that subtracts the
+# row maximum (as every fused softmax does) computes 1.0. It should pass: the operator's value
+# there is 1.0, the fused kernel is the better implementation rather than a wrong one, and
+# rule 2 already accepts elements where the candidate is closer to float64 than eager (the
+# other columns, 0 in eager and ~1e-44 in float64, are inside bound 1 anyway). What a caller
+# may rely on still binds: NaN that are the answer (0/0, log of a negative) are NaN in float64
+# too, and an output whose value overflows its dtype (what an overflow check such as a loss
+# scaler's looks for) is not finite in that dtype, so eager's NaN or inf must be matched. A
+# kernel that copies eager's overflow fails: its NaN cannot be told from unwritten, poisoned
+# memory (test_adversarial.py, softmax_copies_overflow).
+
+def test_a_stable_softmax_passes_a_spec_whose_eager_overflows(judge: Judge) -> None:
+    v = judge.evaluate(spec_for_tests("softmax_overflow"), candidate("ok_softmax_rows"))
+    assert v.status == "correct", v.reason
+    assert any(DEFECT in w and "(trial 0)" in w for w in v.warnings), v.warnings
+    counts = v.evidence["reference_nan_defects"]
+    assert counts["trial 0"] == 64 and all(n == 64 for n in counts.values()), counts
+    assert v.correctness is not None and all(d["reference_nan_defects"] == 64 for d in v.correctness.details)
+
