@@ -89,20 +89,28 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
                       ref0: Any, spec: loading.LoadedSpec, v: Verdict, device: torch.device | None = None) -> None:
     """Re-run with every candidate launch replaced by a NaN-fill of the tensors it was
     given (inputs and parameters excepted). A result that is still correct was not
-    computed by the candidate's kernels (decoy kernel + library fallback). ``inputs0`` and
-    ``ref0`` may wait on the host: the call gets a copy on ``device``, the comparison reads
-    the reference chunk by chunk."""
+    computed by the candidate's kernels (decoy kernel + library fallback). What the fills
+    overwrote is put back afterwards (``LaunchRecorder.restore``): the model is probed
+    again and timed as it was. ``inputs0`` and ``ref0`` may wait on the host: the call gets
+    a copy on ``device``, the comparison reads the reference chunk by chunk."""
     probe_in = _copy(inputs0, device)
     probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True,
                                           protected=_spans(cand_model, probe_in))
     poison(probe_in)
     try:
-        with launch_counter.recording(probe):
-            out = call(cand_model, probe_in)
-    except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
-        v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
-        return
-    if _still_correct(out, ref0, probe_in, spec, device):
+        try:
+            with launch_counter.recording(probe):
+                out = call(cand_model, probe_in)
+        except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
+            v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
+            return
+        still_correct = _still_correct(out, ref0, probe_in, spec, device)
+        del out  # nothing of it to put back
+    finally:
+        # The fills reached what the candidate keeps across calls too (a weight it packed
+        # once): the audit and the timing run this model next, as it was.
+        probe.restore()
+    if still_correct:
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
     v.evidence["kernel_dependency"] = "output changes when the kernels are suppressed"

@@ -11,6 +11,10 @@ candidate module) from anyone else's.
 Suppression mode replaces each candidate launch by a NaN-fill of the tensor arguments
 that are not protected (inputs and parameters): the outputs the kernel would have written.
 If the candidate's result still matches the reference, the kernels did no needed work.
+The fills also reach what the kernel only reads and the candidate keeps across calls (a
+weight packed once and cached, a constant table): ``LaunchRecorder.restore`` puts back
+what they overwrote in every tensor still alive, so that the probe leaves the candidate
+as it found it.
 Audit mode hands every candidate launch to ``arithmetic_audit`` (what it writes, against
 what it was given). Warm-up mode (``precompile``'s dry run) compiles each own launch
 without launching it.
@@ -19,11 +23,16 @@ Worker side: imports torch and triton only.
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from .memory import HOST_SPILL_BYTES
+from .tolerance import chunks
 
 
 @dataclass
@@ -51,6 +60,30 @@ class LaunchRecorder:
     # launched), counted here by kernel; any other launch raises (its tensors may be meta)
     warm_up: bool = False
     warmed: dict[str, int] = field(default_factory=dict)
+    # suppression: what each NaN-fill overwrote, for ``restore`` (dropped with its tensor)
+    overwritten: dict[int, _Overwritten] = field(default_factory=dict)
+
+    def restore(self) -> None:
+        """Put back what suppression's NaN-fills overwrote, in every filled tensor still
+        alive (newest fill first, so the values from before the first fill stay).
+
+        The fills are the probe's, not the candidate's: a cache it keeps across calls would
+        hold NaN for every later call. The synthesizer's convolutions pack their weight once
+        per weight version; with that packed weight filled by the kernel-dependency probe,
+        every later forward computed NaN, and the arithmetic audit that runs next saw NaN
+        written over NaN (or, through a ReLU, the residual input alone) and rejected honest
+        convolution seeds as moves (H100, 2026-11-28)."""
+        saved, self.overwritten = self.overwritten, {}
+        with torch.no_grad():
+            for key in sorted(saved, reverse=True):
+                ow = saved.get(key)  # a tensor freed meanwhile took its copy along
+                root = ow.root() if ow is not None else None
+                if root is None:
+                    continue
+                try:
+                    torch.as_strided(root, ow.size, ow.stride, ow.offset).copy_(ow.values.to(root.device))
+                except RuntimeError:  # its storage was resized meanwhile: it keeps what it holds
+                    pass
 
     def total_own(self) -> int:
         return sum(k.launches for k in self.own.values())
@@ -61,6 +94,16 @@ class LaunchRecorder:
         self.graph_replays = self.replayed_launches = 0
 
 
+@dataclass
+class _Overwritten:
+    root: weakref.ref[torch.Tensor]  # the filled tensor, or the base it is a view of
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    values: torch.Tensor  # what the fill overwrote (on the host from HOST_SPILL_BYTES)
+
+
+_fills = itertools.count()  # keys of the saved fills, in fill order
 _state = threading.local()
 _installed: list[str] = []
 
@@ -105,14 +148,39 @@ def _storage_span(t: torch.Tensor) -> tuple[int, int]:
     return st.data_ptr(), st.data_ptr() + st.nbytes()
 
 
-def _poison_args(args: tuple[Any, ...], kwargs: dict[str, Any], protected: list[tuple[int, int]]) -> None:
+def _poison_args(args: tuple[Any, ...], kwargs: dict[str, Any], protected: list[tuple[int, int]],
+                 saved: dict[int, _Overwritten] | None = None) -> None:
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
             lo, hi = _storage_span(a)
             if any(lo < p_hi and p_lo < hi for p_lo, p_hi in protected):
                 continue
+            if saved is not None:
+                _save(a, saved)
             with torch.no_grad():
                 a.fill_(float("nan"))
+
+
+def _save(a: torch.Tensor, saved: dict[int, _Overwritten]) -> None:
+    """Keep what a fill of ``a`` overwrites while ``a`` (or its base) lives: a tensor the
+    forward frees takes its copy along, so that the copies held never exceed the memory
+    the forward itself holds (large ones wait on the host, as the audit's snapshots do)."""
+    root = a._base if a._base is not None else a
+    size, stride, offset = tuple(a.shape), tuple(a.stride()), a.storage_offset()
+    for ow in list(saved.values()):
+        if ow.root() is root and (ow.size, ow.stride, ow.offset) == (size, stride, offset):
+            return  # filled before in this forward: the older copy is the one to put back
+    if _all_nan(a):
+        return  # the fill changes nothing: a fresh output from the NaN-poisoned allocator
+    host = a.device.type != "cpu" and a.numel() * a.element_size() >= HOST_SPILL_BYTES
+    values = a.detach().to("cpu", copy=True) if host else a.detach().clone()
+    key = next(_fills)
+    saved[key] = _Overwritten(weakref.ref(root, lambda _, k=key: saved.pop(k, None)), size, stride, offset, values)
+
+
+def _all_nan(a: torch.Tensor) -> bool:
+    """Read in pieces: a copy of a large fresh output would wait on the host for nothing."""
+    return all(bool(torch.isnan(x).all()) for _, (x,) in chunks([a.detach()]))
 
 
 def _wrap(cls: type) -> None:
@@ -144,7 +212,8 @@ def _wrap(cls: type) -> None:
         if rec.audit is not None:
             return rec.audit.on_launch(self, orig, args, kwargs, name, cap is not None or capturing())
         if rec.suppress:
-            _poison_args(args, kwargs, rec.protected)
+            # inside a graph capture the fill is recorded, not run: nothing to save yet
+            _poison_args(args, kwargs, rec.protected, None if cap is not None or capturing() else rec.overwritten)
             return None
         result = orig(self, *args, **kwargs)
         # GPU: run() returns the CompiledKernel; its metadata tells registers/spills/shared.
