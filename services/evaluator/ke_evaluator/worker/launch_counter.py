@@ -77,7 +77,9 @@ class LaunchRecorder:
         with torch.no_grad():
             for key in sorted(saved, reverse=True):
                 ow = saved.get(key)  # a tensor freed meanwhile took its copy along
-                root = ow.root() if ow is not None else None
+                if ow is None:
+                    continue
+                root = ow.root()
                 if root is None:
                     continue
                 try:
@@ -166,7 +168,7 @@ def _save(a: torch.Tensor, saved: dict[int, _Overwritten]) -> None:
     forward frees takes its copy along, so that the copies held never exceed the memory
     the forward itself holds (large ones wait on the host, as the audit's snapshots do)."""
     root = a._base if a._base is not None else a
-    size, stride, offset = tuple(a.shape), tuple(a.stride()), a.storage_offset()
+    size, stride, offset = tuple(a.shape), tuple(a.stride()), int(a.storage_offset())
     for ow in list(saved.values()):
         if ow.root() is root and (ow.size, ow.stride, ow.offset) == (size, stride, offset):
             return  # filled before in this forward: the older copy is the one to put back
@@ -175,7 +177,11 @@ def _save(a: torch.Tensor, saved: dict[int, _Overwritten]) -> None:
     host = a.device.type != "cpu" and a.numel() * a.element_size() >= HOST_SPILL_BYTES
     values = a.detach().to("cpu", copy=True) if host else a.detach().clone()
     key = next(_fills)
-    saved[key] = _Overwritten(weakref.ref(root, lambda _, k=key: saved.pop(k, None)), size, stride, offset, values)
+
+    def forget(_: object, k: int = key) -> None:
+        saved.pop(k, None)
+
+    saved[key] = _Overwritten(weakref.ref(root, forget), size, stride, offset, values)
 
 
 def _all_nan(a: torch.Tensor) -> bool:

@@ -532,6 +532,7 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
             rule4 = f"|c - r64| <= {atol:g} + {rtol:g}*|r64|" + (
                 " + the reference's largest error around" if q.reference_broken else "")
             if q.reference_nan_failed:
+                assert x is not None  # q is the float64 pass over x
                 idx = q.defect_index
                 got, exact = _value(o, idx), _value(x, idx)
                 around = (f"; the reference's largest error around it {q.local_error(idx):.3g}, it breaks the "
