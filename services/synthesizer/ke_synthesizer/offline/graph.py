@@ -238,7 +238,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
                         if target.kind != ROW_KIND or target.info["row"].layout_of(shape) is not None:
                             _merge(p, target, group_of, order, by_kind)
                 if target is not None and target.kind == ROW_KIND:
-                    target.info.setdefault("layouts", {})[node] = target.info["row"].layout_of(shape)
+                    target.info.setdefault("layouts", {})[node] = _row_layout(node, op, target, group_of)
                 # open pointwise producers of a smaller shape (an expression of a bias or of a
                 # per-row value) that only this node reads are recomputed in its kernel, read
                 # through broadcast strides: one launch and no round trip through memory
@@ -445,12 +445,29 @@ def _safe(analyse: Callable[..., Any], *args: Any) -> Any:
         return None
 
 
+def _row_layout(node: torch.fx.Node, op: NormOp, g: Group, group_of: dict[torch.fx.Node, Group]) -> str | None:
+    """The layout of pointwise ``node`` in row group ``g``: by its shape, except where the
+    reduced dims are all of extent 1 at the captured shapes (the full and the keepdim shape
+    are one): then a value computed from the group's per-row values alone is per row, as
+    the reduction itself is (``row_info``). Read by its shape, a std over the one element
+    of a (1,) example and the pointwise chain after it were "full": the kernel stored the
+    value at every column, out of bounds at a 13-element input (fuzz case 10134)."""
+    rinfo: RowInfo = g.info["row"]
+    layout = rinfo.layout_of(shape_of(node))
+    if layout != "full" or rinfo.keep_shape != rinfo.full:
+        return layout
+    tensors = [v for v in node_inputs(op) if isinstance(v, torch.fx.Node) and shape_of(v) is not None]
+    if tensors and all(group_of.get(v) is g and g.info["layouts"].get(v) == "row" for v in tensors):
+        return "row"
+    return layout
+
+
 def _fits_row(node: torch.fx.Node, op: NormOp, g: Group, group_of: dict[torch.fx.Node, Group]) -> bool:
     """Can a pointwise node join row group g? Its output must be full or one of the
     row shapes, and in-group operands must broadcast the way torch would: a full
     output may read row values only in their keepdim form."""
     rinfo: RowInfo = g.info["row"]
-    layout = rinfo.layout_of(shape_of(node))
+    layout = _row_layout(node, op, g, group_of)
     if layout is None:
         return False
     layouts = g.info["layouts"]
