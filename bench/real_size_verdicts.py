@@ -10,7 +10,7 @@ Per spec: the verdict and its reason; the input size (measured on the meta devic
 allocated); lowering seconds (the synthesizer's ``propose``, in a host process); the
 worker's compile-phase seconds (``evidence["stage_s"]["compile"]``); distinct
 ``@triton.jit`` kernels in the candidate; seconds from the start of the run to this
-spec's verdict (lowering and judging overlap: each spec is judged once lowered); the job's
+spec's verdict (every spec is lowered first, then submitted smallest inputs first); the job's
 own peak, whole and per phase, from the verdict (``evidence["memory"]``: the worker's
 ``max_memory_allocated``); and the peak device memory in use while it was judged, all workers
 together (``torch.cuda.mem_get_info`` sampled every 0.2 s, the maximum over the spec's
@@ -162,17 +162,20 @@ def run(names: list[str], out: Path, device: str, parallel: int, jobs: int, tria
         save(row)
         print(f"  {row['spec']:<30} {row['status']:<14} {str(row.get('reason', ''))[:160]!r}", flush=True)
 
-    # Lowering runs the reference on the host at the spec's size (8 GiB of inputs for the
-    # largest; the reference forward runs on the host CPU): few processes at once, and each spec
-    # is judged as soon as it is lowered, so a run cut short keeps the verdicts it reached.
+    # Lowering captures on fake tensors (seconds a spec, few processes at once). Every spec is
+    # lowered before any is judged, then submitted smallest inputs first: the judge admits
+    # first come, first served, a spec's first job and a 4-8 GiB job run alone, and on
+    # 2026-11-28 the specs submitted behind two large ones never started in a 545 s window.
     with DeviceMemorySampler(device) as sampler, Judge(opts) as judge, \
             ThreadPoolExecutor(max_workers=parallel) as ex, mp.get_context("spawn").Pool(jobs) as pool:
+        preps = sorted(pool.imap_unordered(_lower, [(n, hardware) for n in names]),
+                       key=lambda p: (p.get("input_bytes") or 0, p["spec"]))
+        result["lowered_s"] = round(time.perf_counter() - t0, 1)
         futures = []
-        for prep in pool.imap_unordered(_lower, [(n, hardware) for n in names]):
+        for prep in preps:
             fut = ex.submit(_row, judge, prep, sampler, t_start)
             fut.add_done_callback(lambda f, n=prep["spec"]: done(f, n))
             futures.append(fut)
-        result["lowered_s"] = round(time.perf_counter() - t0, 1)
         wait(futures)
     return result
 
