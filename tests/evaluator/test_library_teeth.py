@@ -5,7 +5,6 @@ test_adversarial.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import types
 from pathlib import Path
 
@@ -13,6 +12,8 @@ import pytest
 import torch
 
 from ke_evaluator.worker import arithmetic_audit, launch_counter
+
+from .sources import kernel_module
 
 KERNELS = '''
 import triton
@@ -82,12 +83,7 @@ def argmax_pairs(src_ptr, idx_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
-    path = Path(tmp_path_factory.mktemp("audit")) / "audit_kernels.py"  # Triton reads kernel source from a file
-    path.write_text(KERNELS)
-    spec = importlib.util.spec_from_file_location("audit_kernels", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = kernel_module(Path(tmp_path_factory.mktemp("audit")), "audit_kernels", KERNELS)
     launch_counter.install()
     return module
 

@@ -7,7 +7,6 @@ H100 the arithmetic audit, which runs next, rejected honest convolution seeds as
 from __future__ import annotations
 
 import gc
-import importlib.util
 import types
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import torch
 
 from ke_evaluator.judge import Judge
 from ke_evaluator.worker import launch_counter
+
+from .sources import kernel_module
 
 SPEC = '''
 import torch
@@ -121,12 +122,7 @@ def scale_by(x_ptr, t_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
-    path = Path(tmp_path_factory.mktemp("probe")) / "probe_kernels.py"  # Triton reads kernel source from a file
-    path.write_text(KERNELS)
-    spec = importlib.util.spec_from_file_location("probe_kernels", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = kernel_module(Path(tmp_path_factory.mktemp("probe")), "probe_kernels", KERNELS)
     launch_counter.install()
     return module
 

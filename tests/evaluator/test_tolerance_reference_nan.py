@@ -16,6 +16,7 @@ from ke_evaluator.worker.tolerance import compare, compare_values
 from kernelevolve.ports.verdict import Verdict
 
 from .sources import candidate, spec_for_tests
+from .test_tolerance import _ref_and_variant
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Odd sizes; (3, 1, 1031) and the transposed layouts take the leading-dimension chunking.
@@ -30,22 +31,13 @@ def _case(shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, every: i
     element, as a library that skipped them would leave it; a correct candidate computing
     the same math in another order; the float64 reference, finite everywhere; the NaN
     positions as a boolean mask)."""
-    torch.manual_seed(0)
-    x = torch.randn(shape, dtype=torch.float64)
-    if transposed and len(shape) >= 2:
-        x = x.transpose(0, -1)  # non-contiguous everywhere below
-
-    def f(t: torch.Tensor) -> torch.Tensor:
-        return torch.exp(t - t.amax(dim=-1, keepdim=True)) * 3.0 + t
-
-    ref = f(x.to(dtype))
-    cand = (torch.exp(x.to(dtype) - x.to(dtype).amax(dim=-1, keepdim=True)) + x.to(dtype) / 3.0) * 3.0
+    ref, cand, exact = _ref_and_variant(shape, dtype, transposed)
     flat = torch.zeros(ref.numel(), dtype=torch.bool)
     flat[::every] = True
     mask = flat.view(ref.shape)  # row-major positions of the (possibly transposed) output
     ref = ref.clone().masked_fill_(mask, float("nan"))  # in place: keeps ref's strides
     assert ref.stride() == cand.stride()
-    return ref, cand, f(x), mask
+    return ref, cand, exact, mask
 
 
 def _positions(mask: torch.Tensor) -> list[tuple[int, ...]]:
