@@ -159,3 +159,22 @@ def test_cross_entropy_options_are_lowered_and_correct(synth: OfflineSynthesizer
         jobs.append({"id": opts, "spec_source": src, "candidate_source": source, "seeds": [1, 2]})
     bad = [(r["id"], r["error"][-300:] or r["trials"]) for r in run_in_subprocess(jobs) if not r["ok"]]
     assert not bad, bad
+
+
+def test_check_lets_float64_decide_where_eager_is_as_far_off() -> None:
+    """The synthesizer's check: an element outside the eager bound passes only where eager
+    itself is as far from the float64 result (FLOAT64_FACTOR times), NaN must match."""
+    import torch
+
+    from ke_synthesizer.offline.check import _within
+
+    exact = torch.linspace(-1.0, 1.0, 11, dtype=torch.float64)
+    eager = (exact + 0.05).to(torch.float16)  # eager 0.05 off everywhere
+    closer = (exact + 0.02).to(torch.float16)  # 0.03 from eager, outside atol 0.01; closer to float64
+    assert _within(eager, closer, exact, 0.01, 0.01)
+    assert not _within(eager, exact.neg().to(torch.float16), exact, 0.01, 0.01)  # wrong values
+    accurate = exact.to(torch.float16)  # eager accurate: the bound is the eager one
+    assert not _within(accurate, (exact + 0.05).to(torch.float16), exact, 0.01, 0.01)
+    nan = closer.clone()
+    nan[3] = float("nan")
+    assert not _within(eager, nan, exact, 0.01, 0.01)

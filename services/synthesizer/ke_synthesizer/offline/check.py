@@ -58,6 +58,47 @@ def _compare(ref: Any, out: Any, atol: float, rtol: float) -> tuple[bool, float]
     return ref == out, 0.0
 
 
+# Elements outside the eager bound pass where eager itself is this many times as far from
+# the float64 result (the evaluator's rule 2 factor, without its neighbourhood).
+FLOAT64_FACTOR = 10.0
+
+
+def _closer_to_float64(model: torch.nn.Module, inputs: list[Any], expected: Any, got: Any,
+                       atol: float, rtol: float) -> bool:
+    """An output outside the eager bound is still right where eager is as wrong there: the
+    reference re-run in float64 decides, per element, |c - r64| <= atol + rtol*|r64| +
+    FLOAT64_FACTOR*|e - r64|, NaN and integers as before. The evaluator judges the same way
+    (its tolerance rule 2); without it, a float16 layer norm of nearly constant rows (fuzz
+    case 10286: eager 0.066 from float64, the candidate 0.053) failed here and passed the
+    judge."""
+    import copy
+
+    try:
+        m64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            exact = m64(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                          for x in inputs])
+    except Exception:  # noqa: BLE001 - no float64 run: the eager bound stands
+        return False
+    return _within(expected, got, exact, atol, rtol)
+
+
+def _within(ref: Any, out: Any, exact: Any, atol: float, rtol: float) -> bool:
+    if isinstance(ref, (tuple, list)):
+        return (isinstance(out, (tuple, list)) and isinstance(exact, (tuple, list)) and len(ref) == len(out)
+                == len(exact) and all(_within(r, o, x, atol, rtol) for r, o, x in zip(ref, out, exact, strict=True)))
+    if not isinstance(ref, torch.Tensor) or not ref.is_floating_point():
+        return _compare(ref, out, atol, rtol)[0]
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or not isinstance(exact, torch.Tensor):
+        return False
+    e, c, x = ref.double(), out.double(), exact.double()
+    if not torch.equal(torch.isnan(e), torch.isnan(c)):
+        return False
+    fin = ~torch.isnan(e)
+    bound = atol + rtol * x.abs() + FLOAT64_FACTOR * (e - x).abs()
+    return bool(((c - x).abs() <= bound)[fin].all())
+
+
 def check_one(job: dict[str, Any], workdir: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     jid = str(job["id"])
@@ -92,6 +133,8 @@ def check_one(job: dict[str, Any], workdir: Path) -> dict[str, Any]:
                 expected = m_ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
                 got = m_new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
             ok, err = _compare(expected, got, atol, rtol)
+            if not ok:
+                ok = _closer_to_float64(m_ref, inputs, expected, got, atol, rtol)
             result["trials"].append({"kind": kind, "seed": seed, "ok": ok, "max_abs_error": err})
             ok_all = ok_all and ok
         result["ok"] = ok_all
