@@ -8,7 +8,6 @@ Generated case fuzz_10286: softmax -> unary -> layer_norm (float16).
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 KE_TOLERANCE = {"atol": 0.01, "rtol": 0.01}
 
