@@ -144,10 +144,16 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
         def __init__(self) -> None:
             super().__init__(smooth(10))
             self.started = self.short_rounds = self.now = self.most = 0
+            self.short_at: list[tuple[int, int]] = []
             self.round_full = threading.Condition()
 
         def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                      fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+            if fresh_worker:
+                # A re-timing in a fresh worker (a finalist, possibly mid-search) is no search
+                # evaluation: counted, it took a round's place and waited for starts that the
+                # engine issues only after it (3 evaluations waited out the guard once).
+                return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
             with self.round_full:
                 # Counted from the start of the wait, not around the instant after it: four
                 # released at once need not overlap in a zero-length window (CI saw 3).
@@ -156,9 +162,14 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
                 self.most = max(self.most, self.now)
                 round_end = min(BUDGET, -(-self.started // INFLIGHT) * INFLIGHT)
                 self.round_full.notify_all()
-                # A guard against a hang, never reached by an engine that keeps 4 busy.
-                if not self.round_full.wait_for(lambda: self.started >= round_end, timeout=60):
+                # A guard against a hang, never reached by an engine that keeps 4 busy. The last
+                # round may be short: the greedy engine can need a result back before it has
+                # its last candidate (seen under load: 11 started, the 12th after a result).
+                last = round_end >= BUDGET
+                if not self.round_full.wait_for(lambda: self.started >= round_end, timeout=2 if last else 60) \
+                        and not last:
                     self.short_rounds += 1
+                    self.short_at.append((round_end, self.started))
             try:
                 return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
             finally:
@@ -170,7 +181,7 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
     result = await run_session(SPEC, "toy", synthesizer=GridSynthesizer(seed=7), judge=judge, budget=BUDGET,
                                max_inflight=INFLIGHT)
     assert len(result.candidates) == BUDGET and judge.most == INFLIGHT
-    assert judge.short_rounds == 0
+    assert judge.short_rounds == 0, judge.short_at
 
 
 # -- the CLI's flags -----------------------------------------------------------------------
