@@ -136,6 +136,9 @@ def main() -> None:
     opts = EvalOptions(device="cuda", correctness_trials=3, timing=TimingOptions(max_trials=50, input_sets=2),
                        profile_library_time=False, parallel_workers=args.parallel)
     with Judge(opts) as judge:
+        # Workers started before the first spec's clock: on 2026-11-28 (H200, --spec-time-s 18)
+        # the first spec of each shard judged 0-9 candidates while the others judged 32.
+        judge.warm_up()
         for name in names:
             if time.perf_counter() - started > args.time_limit_s:
                 rows.append({"spec": name, "skipped": "time limit of this run"})

@@ -171,6 +171,28 @@ def test_a_copy_keeps_shape_dtype_and_strides(dtype: torch.dtype) -> None:
     assert memory.copy_to(sliced, "cpu").is_contiguous() and torch.equal(memory.copy_to(sliced, "cpu"), sliced)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64,
+                                   torch.bool, torch.complex64])
+@pytest.mark.parametrize("shape,perm", [((7, 13, 3), (2, 0, 1)), ((1, 1031), (1, 0)), ((5,), (0,))])
+@pytest.mark.parametrize("stage_bytes", [16, 48, 4096])
+def test_a_staged_copy_equals_its_source(dtype: torch.dtype, shape: tuple[int, ...], perm: tuple[int, ...],
+                                         stage_bytes: int) -> None:
+    # Chunks that end mid-row and a stage smaller than one row: the copy follows the storage.
+    src = (torch.randn(shape) * 100).to(dtype).permute(perm)
+    dst = torch.empty_strided(tuple(src.shape), src.stride(), dtype=dtype)
+    stage = torch.empty(stage_bytes, dtype=torch.uint8)
+    if stage_bytes % src.element_size():
+        assert not memory.staged_copy(dst, src, stage)
+        return
+    assert memory.staged_copy(dst, src, stage)
+    assert torch.equal(dst, src) and dst.stride() == src.stride()
+
+
+def test_a_staged_copy_refuses_a_stage_smaller_than_an_element() -> None:
+    src = torch.randn(6, dtype=torch.complex128)
+    assert not memory.staged_copy(torch.empty_like(src), src, torch.empty(8, dtype=torch.uint8))
+
+
 def test_a_large_cached_set_is_made_again_from_its_seed_and_checked() -> None:
     cache = reference_cache.RefCache(1 * GIB)
     key = ("spec", 7, "")

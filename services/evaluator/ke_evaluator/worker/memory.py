@@ -57,15 +57,59 @@ def _dense(t: torch.Tensor) -> bool:
         return False
 
 
+# A large copy from the device into pageable host memory goes through a pinned staging
+# buffer of this size, a chunk at a time: the driver's own pageable path moved 4 GiB in
+# 3.6 s (1.2 GB/s) and a float64 reference of 8 GiB in 6.8 s on an H200 host
+# (bench/results/host_transfer_h200.json); the judge made such copies on every input set
+# of a 4 GiB operator. One buffer per worker process, pinned once.
+STAGE_BYTES = 64 * 2**20
+_stage: list[torch.Tensor] = []
+
+
+def _staging_buffer() -> torch.Tensor:
+    if not _stage:
+        _stage.append(torch.empty(STAGE_BYTES, dtype=torch.uint8, pin_memory=True))
+    return _stage[0]
+
+
+def staged_copy(dst: torch.Tensor, src: torch.Tensor, stage: torch.Tensor | None = None) -> bool:
+    """Copy the dense ``src`` into ``dst`` (same shape, dtype and strides, both filling their
+    storage exactly once) through ``stage`` (a pinned uint8 buffer; default: this process's
+    ``STAGE_BYTES`` buffer), chunk by chunk over the storage's element order. False, with
+    nothing copied, where the dtype cannot be viewed through the buffer."""
+    stage = _staging_buffer() if stage is None else stage
+    size = src.element_size()
+    per = stage.numel() // size
+    if per == 0 or stage.numel() % size:
+        return False
+    n = src.numel()
+    try:
+        buf = stage.view(src.dtype)
+        flat_src = src.as_strided((n,), (1,), 0)
+        flat_dst = dst.as_strided((n,), (1,), 0)
+    except RuntimeError:
+        return False
+    for s in range(0, n, per):
+        k = min(per, n - s)
+        buf[:k].copy_(flat_src[s:s + k])  # device to pinned: DMA at the bus's speed
+        flat_dst[s:s + k].copy_(buf[:k])  # pinned to pageable: a host memcpy
+    return True
+
+
 def copy_to(t: torch.Tensor, device: torch.device | str, pin: bool = False) -> torch.Tensor:
     """A copy of ``t`` on ``device`` with the same shape, dtype and strides (a dense layout's
-    strides are kept exactly; any other layout becomes contiguous)."""
+    strides are kept exactly; any other layout becomes contiguous). A large copy from an
+    accelerator into pageable host memory is staged (``staged_copy``)."""
     t = t.detach()
-    if _dense(t):
+    dense = _dense(t)
+    if dense:
         out = torch.empty_strided(tuple(t.shape), t.stride(), dtype=t.dtype, device=device, pin_memory=pin)
     else:
         out = torch.empty(tuple(t.shape), dtype=t.dtype, device=device, pin_memory=pin)
-    out.copy_(t)
+    staged = (dense and not pin and out.device.type == "cpu" and t.device.type != "cpu"
+              and t.numel() * t.element_size() > STAGE_BYTES and staged_copy(out, t))
+    if not staged:
+        out.copy_(t)
     return out
 
 

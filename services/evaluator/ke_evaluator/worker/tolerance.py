@@ -140,12 +140,16 @@ DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 # Minimum error budget as a multiple of the dtype's machine epsilon (times output scale):
 # a candidate may reorder reductions or use another exp/tanh formula and lose a few ulps.
 ULP_FLOOR = 64.0
-# Elements per chunk: float64 temporaries of 8 MiB each on the host, 16 MiB on a GPU.
+# Elements per chunk: float64 temporaries of 8 MiB each on the host, 64 MiB on a GPU.
 # Smaller host chunks cost time, not memory: over 2^24 elements on a loaded 2-core host,
 # 2^18-element chunks took 34 s, 2^20 9-13 s, 2^22 9 s, the unchunked check 5.6-6.1 s
-# (948 MiB more peak RSS; 2^20: ~110 MiB).
+# (948 MiB more peak RSS; 2^20: ~110 MiB). On an H200, one comparison of a 2^30-element
+# output with a reference on the device took 0.63 s (rule 1) and 1.13 s (with the float64
+# pass) at 2^21-element chunks, 0.15 s and 0.50 s at 2^24, 0.14 s and 0.46 s at 2^26
+# (bench/results/host_transfer_h200.json: a host sync per chunk); 2^23 keeps most of that
+# gain with the float64 pass's dozen chunk-sized temporaries under 1 GiB.
 CHUNK_ELEMENTS = 1 << 20
-CHUNK_ELEMENTS_CUDA = 1 << 21
+CHUNK_ELEMENTS_CUDA = 1 << 23
 # Rule 2's "at that element": eager's own error, max over this many consecutive elements
 # (and the neighbouring blocks). A reordered scan or reduction moves the candidate's error
 # around within a row: elementwise, eager is accurate by chance at some elements (a
