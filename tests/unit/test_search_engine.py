@@ -123,6 +123,25 @@ async def test_time_limit_ends_the_session_with_a_retimed_best() -> None:
     assert result.best is not None and result.best.node.node_id in result.retimes
 
 
+@pytest.mark.parametrize("inflight", [1, 3])
+async def test_a_time_limit_before_any_verdict_waits_for_the_candidates_in_flight(inflight: int) -> None:
+    # Every verdict takes longer than the whole time limit (a real-size operator): the
+    # session still ends with a verified, re-timed kernel, and asks for nothing after it.
+    class Slow(GridJudge):
+        def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
+                     fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+            if not fresh_worker:
+                time.sleep(1.0)
+            return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
+
+    judge = Slow(smooth(10))
+    result = await run_session(SPEC, "toy", synthesizer=GridSynthesizer(seed=7), judge=judge, budget=50,
+                               max_inflight=inflight, time_limit_s=0.3)
+    assert result.session.end_reason == "time limit of 0.3 s"
+    assert result.best is not None and result.best.node.node_id in result.retimes
+    assert 1 <= result.session.evaluated <= inflight  # the first round only: nothing new was asked for
+
+
 async def test_a_lucky_first_timing_is_never_reported_even_when_retimes_run_out() -> None:
     # Many candidates look better than the real best at first; re-timing shows the truth.
     f = smooth(10)

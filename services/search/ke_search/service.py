@@ -465,6 +465,13 @@ class SearchService:
         if st.retimes_pending() and not stopping:
             return
         correct = sorted((n for n in nodes if is_correct(n)), key=rank, reverse=True)
+        if (not correct and not stopping and not st.cancelled and st.inflight() > 0
+                and st.end_reason.startswith(termination.TIME_LIMIT)):
+            # Out of time with nothing verified: the candidates in flight are the session's
+            # only chance of a result, so it waits for their verdicts (and asks for nothing
+            # new). A 4 GiB operator's first verdict took 94-233 s on an H200 (2026-11-28);
+            # a shorter time limit used to end such a session with no kernel at all.
+            return
         spent = len(set(st.retime_requested) - set(st.elite_retimes))
         if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or spent >= self._max_retimes):
