@@ -19,10 +19,12 @@ class ModelNew(nn.Module):
     def __init__(self, features: int):
         super().__init__()
         self.bias = nn.Parameter(torch.randn(features))
+        # its own generator: every forward call starts from one global generator state
+        self.noise = torch.Generator()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         y = torch.empty_like(x)
         n = x.numel()
         _relu_scale_add[(triton.cdiv(n, 16384),)](x, self.bias, y, n, x.shape[-1], BLOCK=16384)
-        return y + torch.rand_like(y) * 1e-6
+        return y + torch.rand(y.shape, generator=self.noise).to(y.device) * 1e-6

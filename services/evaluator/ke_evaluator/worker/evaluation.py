@@ -139,6 +139,12 @@ class Evaluator:
         self._before: GlobalState | None = None
         self._refs: reference_cache.JobReferences | None = None  # the running job's view of ref_cache
         self._mem = memory.JobMemory(torch.device("cpu"))  # the running job's memory measurement
+        # Every forward call of a job starts from this generator state (loading.seed_forward):
+        # the reference, the candidate and the float64 re-run draw the same dropout masks.
+        self._forward_seed = 0
+        self._last_call_drew = False  # whether the last ``_call`` drew random numbers
+        self._reference_draws = False  # whether the running job's reference drew any
+        self._float64_notes: list[str] = []  # the float64 run's replay of those draws, when it failed
         graph_ledger.install()  # a CUDA graph replay stands for the launches it captured
 
     # -- helpers ---------------------------------------------------------------------------
@@ -152,7 +158,10 @@ class Evaluator:
 
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
+            loading.seed_forward(self._forward_seed)
+            seeded = loading.generator_states(self.device)
             out = model(*inputs)
+            self._last_call_drew = loading.generator_states(self.device) != seeded
         if self.backend.accelerated:
             self.backend.synchronize()
         else:
@@ -283,6 +292,9 @@ class Evaluator:
         else:
             v.evidence["seed_source"] = "fixed" if cacheable else "random"
             v.evidence["seed"] = opts.seed
+        self._forward_seed = loading.forward_seed(opts.seed)
+        self._reference_draws = False
+        self._float64_notes = []
         phase("measure" if opts.measure_reference_cost else "compile")
         self._hold("shared")
         set_precision_flags()
@@ -428,6 +440,7 @@ class Evaluator:
                 ref_in = output_checks.clone_tree(inputs)
                 with self._mem.reference():
                     out_ref = self._call(ref_model, ref_in)
+                self._reference_draws |= self._last_call_drew
                 set_precision_flags()
                 aliases = output_checks.aliases_any(out_ref, ref_in)
                 # A view of its own input stays as it is; any other large output waits on the
@@ -467,6 +480,11 @@ class Evaluator:
             cmp = tolerance.compare(out, ref, spec.tolerance, ref64=ref64, factor=factor, budget=budget_set)
             del ref64  # the float64 reference (host) goes with its comparison
             tolerance.record(corr, label, cmp)
+            if self._reference_draws:
+                v.evidence["reference_draws_random"] = ("every forward call (reference, candidate) starts from "
+                                                        "the same generator state; the float64 reference "
+                                                        "replays eager's draws")
+            v.warnings += [n for n in dict.fromkeys(self._float64_notes) if n not in v.warnings]
             if cmp.reference_nan:
                 # Rule 4: say it on the verdict (the first set's note; every set's count).
                 if "reference_nan_defects" not in v.evidence:
@@ -593,7 +611,10 @@ class Evaluator:
         """The reference re-run in float64 (tolerance.py, rules 2 and 3), where
         ``_float64_device`` says; a large result waits on the host, where the comparison
         reads it chunk by chunk."""
-        out = reference_cache.float64_reference(ref_model, inputs, self._float64_device(inputs))
+        out = reference_cache.float64_reference(ref_model, inputs, self._float64_device(inputs),
+                                                seed=self._forward_seed,
+                                                draws_on=self.device if self._reference_draws else None,
+                                                notes=self._float64_notes)
         return memory.to_host(out, self.backend)
 
     def _measure_reference(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, seed: int,

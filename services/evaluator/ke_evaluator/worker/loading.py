@@ -156,6 +156,36 @@ def build_model(cls: type, init: list[Any], seed: int, device: torch.device) -> 
     return model.to(device)
 
 
+def forward_seed(seed: int) -> int:
+    """The seed every forward call of a job starts from (``seed_forward``): derived from the
+    job's seed, so that a reference output cached for that seed was drawn like the one a
+    later job of the seed would draw; a candidate reading ``torch.initial_seed()`` in its
+    forward learns nothing of the seed its inputs were made from."""
+    digest = hashlib.sha256(f"forward {seed}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def seed_forward(seed: int) -> None:
+    """Seed torch's generators (the host's and every device's) right before a forward call.
+
+    The reference, the candidate and the reference's float64 re-run each start from the
+    same generator state: a training-mode dropout (or any other draw) that they make with
+    the same calls in the same order draws the same numbers, and its outputs are compared
+    like deterministic ones. Unseeded, each call drew another mask: eager and its float64
+    run disagreed at ~all outputs after a dropout, which made the float64 error budget
+    (tolerance.py, rules 2 and 3) as wide as the outputs themselves."""
+    torch.manual_seed(seed)
+
+
+def generator_states(device: torch.device) -> tuple[bytes, ...]:
+    """The host generator's state, and the device's where it has one: a forward call that
+    changed them drew random numbers."""
+    states = [torch.get_rng_state().numpy().tobytes()]
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        states.append(torch.cuda.get_rng_state(device).numpy().tobytes())
+    return tuple(states)
+
+
 def copy_parameters(ref: torch.nn.Module, cand: torch.nn.Module) -> str:
     """Load the reference's weights into the candidate when names and shapes match.
 

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ..backends import DeviceBackend, for_torch_device
-from . import output_checks
+from . import loading, output_checks, random_replay
 from .tolerance import compare_values
 
 CacheKey = tuple[str, int, str]
@@ -110,20 +110,54 @@ def resolve_limit(requested: int | None, fraction: float, device: torch.device,
     return CPU_DEFAULT_BYTES
 
 
-def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: torch.device) -> Any:
+def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: torch.device,
+                      seed: int | None = None, draws_on: torch.device | None = None,
+                      notes: list[str] | None = None) -> Any:
     """The reference in float64: on the evaluation device (a GPU's float64 units do in
-    milliseconds what the host needs seconds for), on the host if the device cannot."""
+    milliseconds what the host needs seconds for), on the host if the device cannot.
+    ``seed``: the job's forward seed (``loading.seed_forward``), set before the call as it
+    was before the eager reference's. ``draws_on``: the reference draws random numbers
+    (training-mode dropout) and eager ran on this device: eager runs once more there,
+    seeded, its draws recorded, and the float64 run replays them (``random_replay``: from
+    one seed a GPU's float64 dropout keeps other elements than its float32 one, the host
+    others again). A replay that does not line up leaves the float64 run seeded only, with
+    a line in ``notes``."""
+    draws = None
+    if draws_on is not None:
+        with torch.no_grad():
+            ref_in = output_checks.clone_tree(output_checks.map_tree(inputs, lambda t: t.to(draws_on)))
+            if seed is not None:
+                loading.seed_forward(seed)
+            _, draws = random_replay.record(lambda: ref_model(*ref_in))
+            del ref_in
+
+    def run(m64: torch.nn.Module, in64: list[Any]) -> Any:
+        with torch.no_grad():
+            if seed is not None:
+                loading.seed_forward(seed)
+            if draws is None:
+                return m64(*in64)
+            try:
+                return random_replay.replay(lambda: m64(*in64), draws)
+            except random_replay.ReplayMismatch as exc:
+                if notes is not None:
+                    notes.append(f"the float64 reference could not replay eager's random draws ({exc}): it drew "
+                                 f"its own, and the float64 error budget is void where they matter")
+            if seed is not None:
+                loading.seed_forward(seed)
+            return m64(*in64)
+
     try:
         m64 = copy.deepcopy(ref_model).to(device=device, dtype=torch.float64)
         in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(device)))
-        with torch.no_grad():
-            return m64(*in64)
-    except (RuntimeError, NotImplementedError):
+        return run(m64, in64)
+    except (RuntimeError, NotImplementedError) as exc:
+        if isinstance(exc, random_replay.ReplayMismatch):
+            raise
         cpu = torch.device("cpu")
         m64 = copy.deepcopy(ref_model).to(device=cpu, dtype=torch.float64)
         in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(cpu)))
-        with torch.no_grad():
-            return m64(*in64)
+        return run(m64, in64)
 
 
 @dataclass

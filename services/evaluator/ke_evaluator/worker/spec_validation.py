@@ -77,15 +77,25 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
     try:
         inputs = spec.inputs(seed + 1000, device)
         inputs_b = spec.inputs(seed + 1001, device)
+        # Every call seeded as an evaluation seeds it (loading.seed_forward): a training-mode
+        # dropout draws the same mask twice and is not reported nondeterministic.
+        fseed = loading.forward_seed(seed)
         with torch.no_grad():
             ref_in = output_checks.clone_tree(inputs)
             with mem.reference():  # the reference's own peak: the admission's estimate needs it
+                loading.seed_forward(fseed)
+                seeded = loading.generator_states(device)
                 out = model(*ref_in)
+                draws = loading.generator_states(device) != seeded
             del ref_in
+            loading.seed_forward(fseed)
             out_again = model(*output_checks.clone_tree(inputs))
         extra = spec.extra_inputs(seed + 5000, device)
         with torch.no_grad():
-            extra_outs = [model(*output_checks.clone_tree(e)) for e in extra]
+            extra_outs = []
+            for e in extra:
+                loading.seed_forward(fseed)
+                extra_outs.append(model(*output_checks.clone_tree(e)))
     except Exception as exc:  # noqa: BLE001
         if resource_limits.is_memory_error(exc):
             raise
@@ -116,6 +126,11 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
 
     if any(bool(~torch.isfinite(t).all()) for t in tensors if t.is_floating_point()):
         warnings.append("reference output contains NaN or Inf")
+    if draws:
+        info["draws_random_numbers"] = True
+        warnings.append("reference draws random numbers (training-mode dropout?): every forward call starts "
+                        "from the same generator state, so a candidate must make the same draws in the same "
+                        "order (keep such operations library calls)")
     if not tolerance.compare_values(out_again, out, None).ok:
         warnings.append("reference is nondeterministic on identical inputs")
         info["nondeterministic_reference"] = True

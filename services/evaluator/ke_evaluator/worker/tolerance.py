@@ -96,9 +96,10 @@ uses TF32 (or bf16) against an fp32 reference that does not fails rule 3 unless 
 declares the looser contract (``KE_TOLERANCE`` with ``KE_ERROR_BUDGET = False``).
 
 **Randomness and batch statistics.** Training-mode dropout with p > 0 draws random
-numbers: a reference containing it is nondeterministic (``validate_spec`` warns), and
-the offline synthesizer keeps such dropout a library call (the candidate draws from the
-same generator state only by chance), so the policy has no statistical comparison mode.
+numbers: every forward call of a job starts from one generator state
+(``loading.seed_forward``), so the candidate (the offline synthesizer keeps such dropout a
+library call, in the reference's order) draws eager's mask, and the float64 reference
+replays eager's draws (``random_replay``); the policy has no statistical comparison mode.
 Both models run in training mode as built; batch-statistics norms (BatchNorm in
 training) are deterministic functions of the batch and are compared like any output
 (their running-stat update is a side effect, not an output).
