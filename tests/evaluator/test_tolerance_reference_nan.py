@@ -1,9 +1,11 @@
-"""Rule 4 of the tolerance policy (``worker/tolerance.py``): NaN of the eager reference where
-its float64 run is finite are judged against float64; every other NaN must still be matched.
-CPU, real tensors; the last test goes through the whole judge (Triton interpreter)."""
+"""Rule 4 of the tolerance policy (``worker/tolerance.py``): NaN and infinities of the eager
+reference where its float64 run is finite are judged against float64; every other NaN and
+inf must still be matched. CPU, real tensors; the last test goes through the whole judge
+(Triton interpreter)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -23,7 +25,8 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [(1,), (7, 3), (13, 257), (3, 1, 1031)]
 # None: by device (one chunk here); 7 and 64: chunk boundaries inside every pattern below.
 LIMITS = [None, 7, 64]
-DEFECT = "NaN its float64 run has not (a reference defect): judged against float64 there"
+DEFECT = "NaN or infinities its float64 run has not (a reference defect): judged against float64 there"
+INF = float("inf")
 
 
 def _case(shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, every: int = 5) -> tuple[torch.Tensor, ...]:
@@ -175,14 +178,190 @@ def test_without_a_float64_reference_nan_must_match_as_before() -> None:
         in res.reason, res.reason
 
 
-def test_infinities_are_matched_as_before() -> None:
-    """Eager inf where float64 is finite: rule 4 is about NaN only."""
-    ref = torch.tensor([1.0, float("inf"), float("nan"), 2.0])
-    r64 = torch.tensor([1.0, 3.0, 4.0, 2.0], dtype=torch.float64)
-    res = compare(torch.tensor([1.0, 3.0, 4.0, 2.0]), ref, None, ref64=lambda: r64, factor=10.0)
-    assert not res.ok and "infinities differ" in res.reason
-    res = compare(torch.tensor([1.0, float("inf"), 4.0, 2.0]), ref, None, ref64=lambda: r64, factor=10.0)
-    assert res.ok and res.reference_nan == 1, res.reason
+# -- infinities -----------------------------------------------------------------------------------
+# On an H200 (2026-11-28) the eager ConvTranspose2d with a 2^31-element output had +/-inf
+# where the candidate was finite (an earlier run: NaN), and the candidate was judged
+# incorrect ("infinities differ from the reference"): eager inf where float64 is finite is
+# the same defect as eager NaN there.
+
+def _inf_case(shape: tuple[int, ...], dtype: torch.dtype, transposed: bool,
+              every: int = 5) -> tuple[torch.Tensor, ...]:
+    """``_case`` with +inf and -inf (alternating, row-major) instead of its NaN."""
+    ref, cand, exact, mask = _case(shape, dtype, transposed, every)
+    signs = torch.ones(ref.numel())
+    signs[1::2] = -1.0
+    ref = ref.clone().masked_scatter_(mask, (signs[: int(mask.sum())] * INF).to(dtype))
+    assert int(torch.isinf(ref).sum()) == int(mask.sum()) and not bool(torch.isnan(ref).any())
+    return ref, cand, exact, mask
+
+
+def _flat(pos: tuple[int, ...], shape: torch.Size) -> int:
+    return sum(i * s for i, s in zip(pos, torch.empty(shape).stride(), strict=True))
+
+
+@pytest.mark.parametrize("budget", [True, False], ids=["budget", "no-budget"])
+@pytest.mark.parametrize("limit", LIMITS, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_candidate_matching_float64_at_reference_inf_passes_and_they_are_counted(
+        shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None, budget: bool) -> None:
+    """Without the budget the float64 run happens because the reference has inf."""
+    ref, cand, r64, mask = _inf_case(shape, dtype, transposed)
+    n = int(mask.sum())
+    calls: list[int] = []
+
+    def ref64() -> torch.Tensor:
+        calls.append(1)
+        return r64
+
+    res = compare(cand, ref, None, ref64=ref64, factor=10.0, budget=budget, limit=limit)
+    assert res.ok, res.reason
+    assert calls == [1]
+    assert res.reference_nan == n and res.figures()["reference_nan_defects"] == n
+    assert f"the reference had {n} {DEFECT}" in res.bound
+    assert len(res.notes) == 1 and f"the reference had {n} {DEFECT}" in res.notes[0]
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+@pytest.mark.parametrize("shape", [(7, 3), (13, 257), (3, 1, 1031)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_inf_nan_or_a_wrong_value_at_a_reference_inf_fails_and_is_named(
+        shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None) -> None:
+    ref, cand, r64, mask = _inf_case(shape, dtype, transposed)
+    atol, rtol = tolerance.tolerance_for(dtype, None)
+    pos = _positions(mask)[-1]  # the last inf: in the last chunk with the small limits
+    flat = _flat(pos, ref.shape)
+    exact, eager = float(r64[pos]), float(ref[pos])
+    # eager's own inf (a kernel that copies the overflow), the other one, and a wrong value.
+    wrongs = {"eager": eager, "other inf": -eager, "off": exact + 8 * (atol + rtol * abs(exact)) + 0.1}
+    for what, value in wrongs.items():
+        bad = cand.clone()
+        bad[pos] = value
+        res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+        assert not res.ok, what
+        assert DEFECT in res.reason and "1 of them are outside" in res.reason, res.reason
+        assert f"flat index {flat} = {pos}" in res.reason, res.reason
+    bad = cand.clone()
+    bad[pos] = float("nan")
+    res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert not res.ok and "has 1 NaN where the reference has none" in res.reason, res.reason
+    edge = cand.clone()
+    edge[pos] = torch.tensor(exact + 0.5 * (atol + rtol * abs(exact)), dtype=torch.float64).to(dtype)
+    assert compare(edge, ref, None, ref64=lambda: r64, factor=10.0, limit=limit).ok
+    # A candidate that copies every inf of eager fails on all of them, without the budget too.
+    res = compare(cand.masked_fill(mask, 0.0) + ref.masked_fill(~mask, 0.0), ref, None, ref64=lambda: r64,
+                  factor=10.0, limit=limit)
+    assert not res.ok and f"{int(mask.sum())} of them are outside" in res.reason, res.reason
+
+
+@pytest.mark.parametrize("limit", [None, 2], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_eager_inf_that_float64_has_too_must_be_matched(dtype: torch.dtype, limit: int | None) -> None:
+    """A true overflow: float64 is inf, or beyond the dtype's range (4x its largest value);
+    the candidate must have that inf, same sign."""
+    big = torch.finfo(dtype).max * 4.0
+    ref = torch.tensor([1.0, INF, -INF, 2.0, INF, -INF, 3.0], dtype=dtype)
+    r64 = torch.tensor([1.0, big, -big, 2.0, INF, -INF, 3.0], dtype=torch.float64)
+    assert compare(ref.clone(), ref, None, ref64=lambda: r64, factor=10.0, limit=limit).ok
+    top = torch.finfo(dtype).max
+    for at in (1, 2, 4, 5):
+        for value in (-float(ref[at]), top, -top, 0.0):
+            c = ref.clone()
+            c[at] = value
+            res = compare(c, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+            assert not res.ok and res.reason == (
+                f"output[0] infinities differ from the reference (1 of 7 elements; its float64 run, rounded to "
+                f"{dtype}, is not finite there either)"), (at, value, res.reason)
+        c = ref.clone()
+        c[at] = float("nan")
+        assert "has 1 NaN where the reference has none" in compare(c, ref, None, ref64=lambda: r64,
+                                                                   factor=10.0).reason
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_without_a_float64_reference_inf_must_match_as_before(dtype: torch.dtype) -> None:
+    ref, cand, r64, mask = _inf_case((13, 257), dtype, False)
+    want = "output[0] infinities differ from the reference"
+    assert compare_values(cand, ref, None).reason == want
+    assert compare(cand, ref, None).reason == want
+    # Rules 2-4 off by the spec (KE_ERROR_BUDGET = False): no float64 run, inf must match.
+    assert compare(cand, ref, None, ref64=lambda: r64, factor=None).reason == want
+    # A float64 output that is no tensor, or of another shape: nothing to judge against.
+    assert compare(cand, ref, None, ref64=lambda: r64.reshape(-1), factor=10.0).reason == \
+        f"{want} (no float64 output to compare)"
+    assert compare_values(cand.masked_fill(mask, 0.0) + ref.masked_fill(~mask, 0.0), ref, None).ok
+
+    def broken() -> torch.Tensor:
+        raise NotImplementedError("no float64 kernel")
+
+    res = compare(cand, ref, None, ref64=broken, factor=10.0)
+    assert res.reason == f"{want} (float64 reference failed (NotImplementedError))", res.reason
+
+
+@pytest.mark.parametrize("limit", LIMITS, ids=str)
+@pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
+@pytest.mark.parametrize("shape", [(13, 257), (3, 1, 1031)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nan_and_inf_defects_and_true_infinities_in_one_output(
+        shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None) -> None:
+    """Eager NaN at every 5th element, +/-inf at every 7th (float64 finite at both), and
+    true infinities at every 11th (float64 inf as well) of one output."""
+    ref, cand, r64, nan_mask = _case(shape, dtype, transposed)
+    flat = torch.zeros(ref.numel(), dtype=torch.bool)
+    flat[1::7] = True
+    inf_mask = flat.view(ref.shape) & ~nan_mask
+    flat = torch.zeros(ref.numel(), dtype=torch.bool)
+    flat[2::11] = True
+    true_mask = flat.view(ref.shape) & ~nan_mask & ~inf_mask
+    signs = torch.where(torch.arange(ref.numel()) % 2 == 0, INF, -INF).view(ref.shape)
+    ref = ref.clone()
+    ref[inf_mask] = signs[inf_mask].to(dtype)
+    ref[true_mask] = signs[true_mask].to(dtype)
+    r64 = r64.clone()
+    r64[true_mask] = signs[true_mask].to(torch.float64)
+    n = int(nan_mask.sum()) + int(inf_mask.sum())
+    good = cand.clone()
+    good[true_mask] = signs[true_mask].to(dtype)
+    res = compare(good, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert res.ok and res.reference_nan == n, res.reason
+    assert f"the reference had {n} {DEFECT}" in res.bound
+    # The true infinities missed: fails, whatever it does at the defects.
+    res = compare(cand, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert not res.ok and f"infinities differ from the reference ({int(true_mask.sum())} of {ref.numel()}" \
+        in res.reason, res.reason
+    # One value off at an inf defect, one at a NaN defect: both named in the count.
+    bad = good.clone()
+    for m in (inf_mask, nan_mask):
+        p = _positions(m)[0]
+        bad[p] = float(r64[p]) + 10.0
+    res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+    assert not res.ok and DEFECT in res.reason and "2 of them are outside" in res.reason, res.reason
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_an_inf_candidate_where_eager_is_finite_fails(dtype: torch.dtype) -> None:
+    """Rule 2 with the float64 run: an inf candidate where eager and float64 are finite fails
+    (it used to drop out of rule 2 with the non-finite elements); where float64 rounds to that
+    inf in the dtype (beyond its range) it is the correctly rounded value. Eager's error at
+    that element (3x the dtype's largest value) makes its largest error around inf in
+    float32 (fp32, bf16): an inf candidate is still outside that."""
+    top = torch.finfo(dtype).max
+    ref = torch.tensor([1.0, 2.0, top, 3.0], dtype=dtype)
+    r64 = torch.tensor([1.0, 2.0, top * 4.0, 3.0], dtype=torch.float64)
+    for value in (INF, -INF):
+        c = ref.clone()
+        c[1] = value
+        for kw in ({}, {"ref64": lambda: r64, "factor": 10.0}, {"ref64": lambda: r64, "factor": 10.0, "budget": True}):
+            res = compare(c, ref, None, **kw)  # type: ignore[arg-type]
+            assert not res.ok and "mismatch: 1/4 elements" in res.reason and "flat index 1" in res.reason, \
+                (kw, res.reason)
+    c = ref.clone()
+    c[2] = INF
+    assert compare(c, ref, None, ref64=lambda: r64, factor=10.0).ok
+    c[2] = -INF
+    assert not compare(c, ref, None, ref64=lambda: r64, factor=10.0).ok
 
 
 def test_the_kernel_dependency_comparison_excuses_reference_nan() -> None:
@@ -193,12 +372,19 @@ def test_the_kernel_dependency_comparison_excuses_reference_nan() -> None:
     assert compare_values(cand, ref, None, excuse_reference_nan=True).ok
     assert not compare_values(torch.full_like(cand, float("nan")), ref, None, excuse_reference_nan=True).ok
     assert not compare_values(cand + 1, ref, None, excuse_reference_nan=True).ok
+    ref, cand, _, mask = _inf_case((13, 257), torch.float32, False)
+    assert compare_values(cand, ref, None, excuse_reference_nan=True).ok
+    assert not compare_values(cand.masked_fill(mask, float("nan")), ref, None, excuse_reference_nan=True).ok
+    assert not compare_values(cand + 1, ref, None, excuse_reference_nan=True).ok
 
 
-def test_the_repeat_after_the_reference_must_agree_with_the_first_call_at_reference_nan() -> None:
-    """Candidate -> reference -> candidate: where eager's NaN were judged against float64,
-    a second call that returns the reference's memory (NaN there) or other values fails."""
-    ref, cand, _, mask = _case((13, 257), torch.float32, False)
+@pytest.mark.parametrize("make", [_case, _inf_case], ids=["nan", "inf"])
+def test_the_repeat_after_the_reference_must_agree_with_the_first_call_at_reference_nan(
+        make: Callable[..., tuple[torch.Tensor, ...]]) -> None:
+    """Candidate -> reference -> candidate: where eager's NaN (or inf) were judged against
+    float64, a second call that returns the reference's memory (NaN or inf there) or other
+    values fails."""
+    ref, cand, _, mask = make((13, 257), torch.float32, False)
     n = int(mask.sum())
     spec = SimpleNamespace(tolerance=None)
     for second, fails in ((cand.clone(), False), (ref.clone(), True), (cand.masked_fill(mask, 7.0), True)):

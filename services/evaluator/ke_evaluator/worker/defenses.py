@@ -32,8 +32,8 @@ def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: 
     """Candidate -> reference -> candidate: the second call runs after the reference's
     output memory was freed, on fresh clones; it must still be right, and agree with the
     first call (bitwise, or within the spec tolerance for atomics-style nondeterminism).
-    ``reference_nan``: how many NaN of ``ref`` the first call's comparison judged against
-    float64 (tolerance.py, rule 4); there the second call must agree with the first."""
+    ``reference_nan``: how many NaN or inf of ``ref`` the first call's comparison judged
+    against float64 (tolerance.py, rule 4); there the second call must agree with the first."""
     again_in = output_checks.clone_tree(inputs)
     out2 = run_candidate(again_in, "repeat after the reference ran")
     for a, b in zip(output_checks.leaves(out1), output_checks.leaves(out2), strict=False):
@@ -50,13 +50,13 @@ def crc_and_determinism(run_candidate: Callable[[list[Any], str], Any], inputs: 
     if not cmp.ok:
         raise Outcome("incorrect", f"{cmp.reason} (repeat after the reference ran: stale memory or caching?)")
     if reference_nan:
-        # Where eager's NaN were judged against float64, the first call is the verified
-        # answer: memory left by the reference (NaN there) fails this.
+        # Where eager's NaN or inf were judged against float64, the first call is the
+        # verified answer: memory left by the reference (NaN or inf there) fails this.
         cmp = tolerance.compare_values(out2, out1, spec.tolerance)
         if not cmp.ok:
             raise Outcome("incorrect", f"{cmp.reason} against the first call, which matched the float64 reference "
-                                       f"where the reference has NaN (repeat after the reference ran: stale memory "
-                                       f"or caching?)")
+                                       f"where the reference has NaN or inf (repeat after the reference ran: stale "
+                                       f"memory or caching?)")
     if output_checks.bitwise_equal(out1, out2):
         v.evidence["deterministic"] = "bitwise"
     else:
@@ -218,7 +218,7 @@ def _still_correct(out: Any, ref0: Any, inputs: list[Any], spec: loading.LoadedS
                    device: torch.device | None) -> bool:
     structure_ok = not output_checks.check_structure(out, ref0, inputs, strict_strides=False,
                                                      device_type=_device_type(device))
-    # Elements where eager is NaN are excused: a correct candidate may differ from eager
+    # Elements where eager is NaN or inf are excused: a correct candidate may differ from eager
     # there (tolerance.py, rule 4), and a library fallback that does must not pass as
     # dependent on its kernels for it.
     return structure_ok and tolerance.compare_values(out, ref0, spec.tolerance, excuse_reference_nan=True).ok

@@ -13,8 +13,8 @@ re-run in float64 (model and inputs upcast; on the host when the device cannot).
    of magnitude 1e19 is judged against 1e-4 x 1e19, what fp32 (eps 1.2e-7) can still
    say about it, never against atol. The verdict names the regime ("relative at
    |ref| ~ 1e19" or "absolute").
-   NaN must appear exactly where the reference has NaN (unless rule 4 says the
-   reference's NaN is no answer), infinities must match. Integer and bool outputs must be
+   NaN must appear exactly where the reference has NaN, infinities must match (unless
+   rule 4 says the reference's NaN or inf is no answer). Integer and bool outputs must be
    equal.
 2. **Elements outside that bound (outliers)** are not accepted by loosening the
    tolerance. An element outside bound 1 is accepted only when the reference's own fp32
@@ -49,21 +49,25 @@ re-run in float64 (model and inputs upcast; on the host when the device cannot).
    precision downgrade (bf16 matmul) that a loose tolerance (``KE_TOLERANCE``) lets
    through. ``KE_ERROR_BUDGET = False`` turns 2, 3 and 4 off (the spec's tolerance is then
    the only bound; it must be explicit).
-4. **NaN of the reference that its float64 run has not.** Where eager is NaN and the
-   float64 value (rounded to the output's dtype) is finite, eager's NaN is no answer: the
-   candidate is held to the float64 value: ``|c - r64| <= atol + rtol * |r64| + L``, with
-   rule 2's ``L`` (zero unless eager breaks the tolerance against float64 somewhere in the
-   output; its NaN count as no error) and no ``k`` term (eager's own error there is
-   unbounded). Why ``L``: bf16 rounding alone breaks the bare bound (rtol 1e-2 is ~2.5 ulp):
-   over 3 x 1031 values of ``exp(x - max) * 3 + x``, eager itself was outside
-   ``atol + rtol * |r64|`` at 0.08 % of its elements (up to 1.02x the bound) and a
-   reordered candidate at 0.13 % (1.10x). A NaN or inf candidate there fails: NaN is
-   also the harness's poison for fresh memory, so a NaN that float64 cannot explain is
-   indistinguishable from an element nobody wrote. Why the rule: on H100s (torch 2.11,
-   cuDNN 9.19) a ConvTranspose2d with a 2^31-element output gave NaN at 4,195,062 elements
-   of finite random inputs inside the judge (none when run alone on an idle card), and
-   candidates were judged ``incorrect`` ("misses 4195062 NaN the reference has") for the
-   library's defect. A float32 overflow
+4. **NaN or inf of the reference that its float64 run has not.** Where eager is NaN or
+   +/-inf and the float64 value (rounded to the output's dtype) is finite, eager's value is
+   no answer: the candidate is held to the float64 value:
+   ``|c - r64| <= atol + rtol * |r64| + L``, with rule 2's ``L`` (zero unless eager breaks
+   the tolerance against float64 somewhere in the output; its NaN and inf count as no
+   error) and no ``k`` term (eager's own error there is unbounded). Why ``L``: bf16
+   rounding alone breaks the bare bound (rtol 1e-2 is ~2.5 ulp): over 3 x 1031 values of
+   ``exp(x - max) * 3 + x``, eager itself was outside ``atol + rtol * |r64|`` at 0.08 % of
+   its elements (up to 1.02x the bound) and a reordered candidate at 0.13 % (1.10x). A NaN
+   or inf candidate there fails, eager's own inf included: NaN is also the harness's
+   poison for fresh memory, so a NaN that float64 cannot explain is indistinguishable
+   from an element nobody wrote, and an inf where the operator's value is finite is that
+   value overflowed. Why the rule: on H100s (torch 2.11, cuDNN 9.19) a ConvTranspose2d
+   with a 2^31-element output gave NaN at 4,195,062 elements of finite random inputs
+   inside the judge (none when run alone on an idle card), and candidates were judged
+   ``incorrect`` ("misses 4195062 NaN the reference has") for the library's defect; on an
+   H200 (2026-11-28) the same spec's eager output had +/-inf where the candidate was
+   finite, judged ``incorrect`` ("infinities differ from the reference"): the same
+   defect, the same treatment. A float32 overflow
    inside the reference is judged the same way: a softmax written without the max
    subtraction gives inf / inf = NaN where float64 gives 1.0; the operator's value there
    is the float64 one, a fused kernel that never overflows computes it and passes, and a
@@ -72,20 +76,24 @@ re-run in float64 (model and inputs upcast; on the host when the device cannot).
    elements the library never wrote, read back from memory the harness NaN-poisoned or the
    first call left NaN) would likely reproduce in the same process, so that test would not
    have told that case apart. Eager NaN that float64 has too (0/0, log of a negative, NaN
-   in the inputs) or whose float64 value overflows the output's dtype must still be
-   matched, and infinities are matched as in rule 1. The candidate moves neither eager
+   in the inputs), eager inf that float64 has too (a true overflow: the float64 value is
+   beyond the dtype's range, or inf itself), and eager NaN or inf whose float64 value is
+   otherwise not finite in the output's dtype must still be matched as in rule 1. A
+   candidate inf where eager is finite fails as in rule 2 (unless the float64 value
+   rounds to that inf). The candidate moves neither eager
    nor float64, so rule 4 admits only the float64 value: an all-NaN output still fails on
-   the reference's finite elements, and wrong values at the NaN elements fail the bound.
-   The float64 run happens on every set whose reference has NaN; without it (it failed,
-   or ``KE_ERROR_BUDGET = False``) NaN must match as in rule 1. The count is reported:
-   in the bound, in a verdict warning ("the reference had N NaN its float64 run has not
-   (a reference defect): judged against float64 there") and in each set's figures.
+   the reference's finite elements, and wrong values at the NaN or inf elements fail the
+   bound. The float64 run happens on every set whose reference has NaN or inf; without it
+   (it failed, or ``KE_ERROR_BUDGET = False``) NaN and inf must match as in rule 1. The
+   count is reported: in the bound, in a verdict warning ("the reference had N NaN or
+   infinities its float64 run has not (a reference defect): judged against float64
+   there") and in each set's figures.
 
 Every verdict carries the figures (``Correctness``): the bound applied (``bound``), the
 candidate's error against float64 (``candidate_error``), the reference's own
 (``reference_error``), their ratio (``error_ratio``: 0.8 means the candidate is closer to
 the exact answer than eager) and how many outliers rule 2 accepted (``outliers``); each
-set's record also counts the elements rule 4 judged against float64
+set's record also counts the elements rule 4 judged against float64, NaN and inf
 (``reference_nan_defects``).
 
 **Accumulation order and TF32.** Bound 1 leaves room for a different summation order
@@ -190,7 +198,7 @@ class Comparison:
     candidate_error: float | None = None
     reference_error: float | None = None
     scale: float = 0.0  # max |r| over finite elements
-    # Rule 4: elements where eager is NaN and float64 is not, judged against float64.
+    # Rule 4: elements where eager is NaN or inf and float64 is finite, judged against float64.
     reference_nan: int = 0
     notes: list[str] = field(default_factory=list)  # for the verdict's warnings
 
@@ -283,7 +291,8 @@ class _Pass1:
     nan_extra: int = 0
     nan_missing: int = 0
     nan_both: int = 0  # NaN in the candidate and the reference
-    inf_mismatch: int = 0
+    inf_mismatch: int = 0  # reference inf where the candidate differs
+    inf_ref: int = 0  # reference inf, matched or not (rule 4 asks float64 about each)
     nbad: int = 0
     max_abs: float = 0.0
     max_rel: float = 0.0
@@ -303,6 +312,7 @@ def _eager_pass(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, limi
         r64 = as_float64(rc, dev)
         nan_o, nan_r = torch.isnan(o64), torch.isnan(r64)
         inf_mismatch = (torch.isinf(r64) & (o64 != r64)).sum(dtype=torch.float64)
+        inf_ref = torch.isinf(r64).sum(dtype=torch.float64)
         finite = torch.isfinite(r64)
         ra = r64.abs().masked_fill_(~finite, 0.0)
         diff = (o64 - r64).abs_().masked_fill_(~finite, 0.0).nan_to_num_(nan=0.0, posinf=math.inf)
@@ -313,13 +323,14 @@ def _eager_pass(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float, limi
             (nan_o & ~nan_r).sum(dtype=torch.float64), (~nan_o & nan_r).sum(dtype=torch.float64), inf_mismatch,
             (excess > 0).sum(dtype=torch.float64), diff.max(),
             (diff / ra.clamp_min(1e-12)).max(), ra.max(), worst,
-            (excess.argmax() + off).to(torch.float64), (nan_o & nan_r).sum(dtype=torch.float64)]).tolist())
+            (excess.argmax() + off).to(torch.float64), (nan_o & nan_r).sum(dtype=torch.float64), inf_ref]).tolist())
     p = _Pass1()
     for row in stats:
         p.nan_extra += int(row[0])
         p.nan_missing += int(row[1])
         p.nan_both += int(row[9])
         p.inf_mismatch += int(row[2])
+        p.inf_ref += int(row[10])
         p.nbad += int(row[3])
         p.max_abs = max(p.max_abs, row[4])
         p.max_rel = max(p.max_rel, row[5])
@@ -344,13 +355,14 @@ class _Pass2:
     worst_index: int = -1
     local: torch.Tensor | None = None  # per block: eager's error over the block and its neighbours
     reference_broken: int = 0  # elements where eager breaks the tolerance against float64
-    # Rule 4: eager NaN where float64 is finite (in the output's dtype), judged against float64.
+    # Rule 4: eager NaN or inf where float64 is finite (in the output's dtype), judged against float64.
     reference_nan: int = 0
     reference_nan_failed: int = 0  # of those, outside atol + rtol*|r64| + L (NaN and inf included)
     reference_nan_error: float = 0.0  # max |c - r64| over those within the bound
     defect_excess: float = -math.inf
     defect_index: int = -1
     nan_missing: int = 0  # eager NaN that float64 has too (or is infinite): the candidate lacks them
+    inf_mismatch: int = 0  # eager inf that float64 has too (or NaN): the candidate differs
 
     def local_error(self, flat: int) -> float:
         return float(self.local[flat // LOCAL_BLOCK]) if self.local is not None else 0.0
@@ -391,39 +403,59 @@ def _float64_pass(o: torch.Tensor, r: torch.Tensor, r64: torch.Tensor, atol: flo
         c = as_float64(oc, dev)
         e = as_float64(rc, dev)
         x = as_float64(xc, dev)
-        fin = torch.isfinite(x) & torch.isfinite(c) & torch.isfinite(e)
+        # Rule 2 judges where eager and float64 are finite. A non-finite candidate there is
+        # outside every bound (|c - r64| is inf), unless float64 rounds to that same inf in
+        # the output's dtype: an inf candidate where eager and float64 are finite used to
+        # drop out of rule 2 with the other non-finite elements and pass.
+        fin = torch.isfinite(x) & torch.isfinite(e)
         ids = torch.arange(off, off + c.numel(), device=dev).floor_divide_(LOCAL_BLOCK)
         around = local[ids].to(torch.float64)
         del ids
-        # Rule 4: where eager is NaN and the float64 value is representable in the output's
-        # dtype, the candidate is held to that value (a NaN or inf candidate is outside it);
-        # eager NaN that float64 has too (or that round to inf) must still be matched. Only a
-        # chunk with eager NaN pays for its temporaries (six chunk-sized ones: with them in
-        # every chunk the 2^26-element probe of test_tolerance grew by 200-207 MiB, over its
-        # 192 MiB bound; without, as before rule 4).
-        e_nan = torch.isnan(e)
-        if bool(e_nan.any()):
-            defect = e_nan & torch.isfinite(x.to(r.dtype))
-            lost = (e_nan & ~defect & ~torch.isnan(c)).sum(dtype=torch.float64)
+        # Rule 4: where eager is NaN or inf and the float64 value is representable in the
+        # output's dtype, the candidate is held to that value (a NaN or inf candidate is
+        # outside it); eager NaN or inf that float64 has too (or that it rounds to inf)
+        # must still be matched. Infinities as NaN: on an H200 (2026-11-28) the eager
+        # ConvTranspose2d with a 2^31-element output had +/-inf where an earlier run had
+        # NaN, and the candidate was judged incorrect ("infinities differ") for the
+        # library's defect. Only a chunk with eager NaN or inf pays for the temporaries
+        # (chunk-sized: with six of them in every chunk the 2^26-element probe of
+        # test_tolerance grew by 200-207 MiB, over its 192 MiB bound; without, as before
+        # rule 4), and only one with an inf candidate for rule 2's rounding test. One host
+        # sync for both questions.
+        flags = torch.stack([~torch.isfinite(e).all(), torch.isinf(c).any()]).tolist()
+        has_bad, has_c_inf = bool(flags[0]), bool(flags[1])
+        if has_bad:
+            e_bad = ~torch.isfinite(e)
+            defect = e_bad & torch.isfinite(x.to(r.dtype))
+            kept = e_bad & ~defect
+            e_nan = torch.isnan(e)
+            nan_lost = (kept & e_nan & ~torch.isnan(c)).sum(dtype=torch.float64)
+            inf_lost = (kept & ~e_nan & (c != e)).sum(dtype=torch.float64)
+            del kept, e_nan
             d_excess = ((c - x).abs_() - x.abs().mul_(rtol).add_(atol) - around).nan_to_num_(nan=math.inf)
             d_bad = defect & (d_excess > 0)
             d_err = (c - x).abs_().masked_fill_(~(defect & ~d_bad), 0.0)
             d_worst = d_excess.masked_fill_(~d_bad, -math.inf)
             rule4 = [defect.sum(dtype=torch.float64), d_bad.sum(dtype=torch.float64), d_err.max(), d_worst.max(),
-                     (d_worst.argmax() + off).to(torch.float64), lost]
-            del defect, d_excess, d_bad, d_err, d_worst
+                     (d_worst.argmax() + off).to(torch.float64), nan_lost, inf_lost]
+            del e_bad, defect, d_excess, d_bad, d_err, d_worst
         else:
             rule4 = [torch.zeros((), dtype=torch.float64, device=dev)] * 3 + [
                 torch.full((), -math.inf, dtype=torch.float64, device=dev),
-                torch.full((), -1.0, dtype=torch.float64, device=dev), torch.zeros((), dtype=torch.float64, device=dev)]
-        del e_nan
-        eager_out = (c - e).abs_() > e.abs().mul_(rtol).add_(atol)
-        err_c = (c - x).abs_().masked_fill_(~fin, 0.0)
+                torch.full((), -1.0, dtype=torch.float64, device=dev)] + [
+                torch.zeros((), dtype=torch.float64, device=dev)] * 2
+        # "not within": a NaN difference counts as outside.
+        eager_out = torch.le((c - e).abs_(), e.abs().mul_(rtol).add_(atol)).logical_not_()
+        err_c = (c - x).abs_().nan_to_num_(nan=math.inf, posinf=math.inf).masked_fill_(~fin, 0.0)
+        if has_c_inf:
+            err_c.masked_fill_(torch.isinf(c) & (c == x.to(r.dtype)), 0.0)
         err_r = (e - x).abs_().masked_fill_(~fin, 0.0)
         del c, e
         near = torch.maximum(around, err_r * k)
         del around
-        excess = err_c - x.abs().mul_(rtol).add_(atol) - near
+        # inf - inf (an inf candidate, eager's error around beyond float32's range) is outside.
+        excess = (err_c - x.abs().mul_(rtol).add_(atol) - near).nan_to_num_(nan=math.inf, posinf=math.inf,
+                                                                             neginf=-math.inf)
         del near
         residual = eager_out & fin & (excess > 0)
         accepted = eager_out & fin & ~(excess > 0)
@@ -447,6 +479,7 @@ def _float64_pass(o: torch.Tensor, r: torch.Tensor, r64: torch.Tensor, atol: flo
         if row[10] > p.defect_excess:
             p.defect_excess, p.defect_index = row[10], int(row[11])
         p.nan_missing += int(row[12])
+        p.inf_mismatch += int(row[13])
     return p
 
 
@@ -467,7 +500,7 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
     reference (called at most once, only when needed); ``factor``: k of rules 2, 3 and 4
     (None: all three off); ``budget``: apply rule 3 on this set (computes ``ref64``); ``limit``:
     elements per chunk (None: by device); ``excuse_reference_nan``: any value agrees with a
-    NaN of the reference (``compare_values``)."""
+    NaN of the reference, a value other than NaN with an inf (``compare_values``)."""
     details: dict[str, Any] = {}
     total = Comparison(True, details=details)
     r64_tree: list[Any] | None = None
@@ -506,15 +539,17 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
         if p.nan_extra:
             return _fail(total, f"{where} has {p.nan_extra} NaN where the reference has none")
         if excuse_reference_nan:
-            p.nan_missing = 0
-        # Eager NaN are settled by rule 4 when the float64 run can say whether they are the
-        # answer: it runs whenever the reference has NaN, matched or not.
+            p.nan_missing = p.inf_mismatch = 0
+        # Eager NaN and inf are settled by rule 4 when the float64 run can say whether they
+        # are the answer: it runs whenever the reference has NaN or inf, matched or not (a
+        # candidate that copies eager's inf where float64 is finite fails on every set,
+        # not only on those whose float64 run happens for another reason).
         if p.nan_missing and not use64:
             return _fail(total, f"{where} misses {p.nan_missing} NaN the reference has (of {r.numel()} elements)")
-        if p.inf_mismatch:
+        if p.inf_mismatch and not use64:
             return _fail(total, f"{where} infinities differ from the reference")
         bound = f"|c - r| <= {atol:g} + {rtol:g}*|r| ({_regime(atol, rtol, p.scale)})"
-        need64 = use64 and (budget or p.nbad > 0 or p.nan_missing + p.nan_both > 0)
+        need64 = use64 and (budget or p.nbad > 0 or p.nan_missing + p.nan_both + p.inf_ref > 0)
         r64s = float64_leaves() if need64 else None
         x = r64s[i] if r64s is not None and i < len(r64s) and isinstance(r64s[i], torch.Tensor) else None
         q: _Pass2 | None = None
@@ -530,10 +565,14 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
             msg += (f"; its float64 run has NaN there too, or a value beyond {r.dtype}'s range" if q is not None
                     else f"; {r64_failed or 'no float64 output to compare'}") + ")"
             return _fail(total, msg)
+        if p.inf_mismatch and (q is None or q.inf_mismatch):
+            return _fail(total, f"{where} infinities differ from the reference" + (
+                f" ({q.inf_mismatch} of {r.numel()} elements; its float64 run, rounded to {r.dtype}, is not "
+                f"finite there either)" if q is not None else f" ({r64_failed or 'no float64 output to compare'})"))
         if q is not None and q.reference_nan:
             total.reference_nan += q.reference_nan
-            defect = (f"the reference had {q.reference_nan} NaN its float64 run has not (a reference defect): "
-                      f"judged against float64 there")
+            defect = (f"the reference had {q.reference_nan} NaN or infinities its float64 run has not (a reference "
+                      f"defect): judged against float64 there")
             rule4 = f"|c - r64| <= {atol:g} + {rtol:g}*|r64|" + (
                 " + the reference's largest error around" if q.reference_broken else "")
             if q.reference_nan_failed:
@@ -612,10 +651,11 @@ def compare_values(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
                    excuse_reference_nan: bool = False) -> Comparison:
     """Rule 1 only (no float64 reference): the repeat, kernel-dependency and signal-floor
     checks, which compare with eager or with a copy of the output. ``excuse_reference_nan``:
-    a value where the reference has NaN agrees (NaN or not), for the checks that reject a
-    candidate whose output is *still* correct without its kernels: a correct candidate may
-    differ from eager there (rule 4), and excusing those elements only makes "still
-    correct" easier to reach, so those checks get stricter, never looser."""
+    a value where the reference has NaN agrees (NaN or not), and so does one that is not NaN
+    where it has inf, for the checks that reject a candidate whose output is *still*
+    correct without its kernels: a correct candidate may differ from eager there (rule 4),
+    and excusing those elements only makes "still correct" easier to reach, so those checks
+    get stricter, never looser."""
     return compare(out, ref, tolerance, ref64=None, factor=None, excuse_reference_nan=excuse_reference_nan)
 
 
