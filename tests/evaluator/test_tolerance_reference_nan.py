@@ -420,3 +420,33 @@ def test_a_stable_softmax_passes_a_spec_whose_eager_overflows(judge: Judge) -> N
     assert counts["trial 0"] == 64 and all(n == 64 for n in counts.values()), counts
     assert v.correctness is not None and all(d["reference_nan_defects"] == 64 for d in v.correctness.details)
 
+
+
+@pytest.mark.parametrize("shape", [(13, 257), (5, 3, 7), (1031,)])
+def test_the_repeat_after_the_reference_is_held_to_the_first_call_where_rule_2_accepted_outliers(
+        shape: tuple[int, ...]) -> None:
+    """Where the first call's comparison accepted elements outside eager's bound against
+    float64 (rule 2; a reference of finite garbage at most of its elements, seen on a
+    2^31-element ConvTranspose2d), the second call must equal the first there, not eager: a
+    bitwise repeat passes, the reference's own values or another value fail. Without such
+    outliers the repeat is held to eager as before."""
+    ref = torch.randn(*shape)
+    first = ref.clone()
+    first.view(-1)[::11] += 1.0  # outside eager's bound (float64 said the candidate is right)
+    outliers = first.view(-1)[::11].numel()
+    spec = SimpleNamespace(tolerance=None)
+    moved = first.clone()
+    moved.view(-1)[3] += 0.5
+    for second, outl, fails in ((first.clone(), outliers, False), (ref.clone(), outliers, True),
+                                (moved, outliers, True), (first.clone(), 0, True)):
+        v = Verdict(status="correct", reason="")
+
+        def run(_inputs: list[torch.Tensor], _label: str, out: torch.Tensor = second) -> torch.Tensor:
+            return out
+        if fails:
+            with pytest.raises(Outcome, match="repeat after the reference ran"):
+                defenses.crc_and_determinism(run, [torch.zeros(3)], first, ref, spec, v,  # type: ignore[arg-type]
+                                             0, outl)
+        else:
+            defenses.crc_and_determinism(run, [torch.zeros(3)], first, ref, spec, v, 0, outl)  # type: ignore[arg-type]
+            assert v.evidence["deterministic"] == "bitwise"

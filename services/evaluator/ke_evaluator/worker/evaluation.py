@@ -506,7 +506,8 @@ class Evaluator:
                 # candidate's own buffers (kept for trial 1, equal to the set: checked above).
                 inputs0 = inputs = memory.to_host(inputs0, self.backend)
                 assert persistent is not None
-                defenses.crc_and_determinism(run_candidate, persistent, out, ref, spec, v, cmp.reference_nan)
+                defenses.crc_and_determinism(run_candidate, persistent, out, ref, spec, v, cmp.reference_nan,
+                                             cmp.outliers)
             # Nothing of this set stays on the device while the next one is made.
             del out, ref, cmp, reference
             inputs = None
