@@ -146,3 +146,32 @@ def test_bad_cache_options_are_refused() -> None:
         Judge(EvalOptions(device="cpu", cache=ReferenceCacheOptions(limit_bytes=-1)))
     with pytest.raises(InvalidArgumentError):
         Judge(EvalOptions(device="cpu", cache=ReferenceCacheOptions(seed_rotation_jobs=0)))
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_float64_run_on_the_host_lets_the_device_lock_go_unless_it_replays_draws(train: bool) -> None:
+    """The host's float64 run (seconds to minutes) happens with the device lock let go, after
+    its copies were made; a run that replays eager's random draws reads them from the
+    device during the run, and keeps the lock."""
+    import contextlib
+    from collections.abc import Iterator
+
+    import torch
+
+    from ke_evaluator.worker import reference_cache
+
+    model = torch.nn.Sequential(torch.nn.Linear(7, 5), torch.nn.Dropout(0.3)).train(train)
+    x = torch.randn(3, 7)
+    entered: list[int] = []
+
+    @contextlib.contextmanager
+    def unlocked() -> Iterator[None]:
+        entered.append(1)
+        yield
+
+    out = reference_cache.float64_reference(model, [x], torch.device("cpu"), seed=11,
+                                            draws_on=torch.device("cpu") if train else None, unlocked=unlocked)
+    assert out.dtype == torch.float64 and out.shape == (3, 5)
+    assert entered == ([] if train else [1])
+    if not train:
+        assert torch.allclose(out, model.double()(x.double()))

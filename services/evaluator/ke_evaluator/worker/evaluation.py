@@ -615,7 +615,7 @@ class Evaluator:
         out = reference_cache.float64_reference(ref_model, inputs, self._float64_device(inputs),
                                                 seed=self._forward_seed,
                                                 draws_on=self.device if self._reference_draws else None,
-                                                notes=self._float64_notes)
+                                                notes=self._float64_notes, unlocked=self._unlocked)
         return memory.to_host(out, self.backend)
 
     def _measure_reference(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, seed: int,

@@ -29,6 +29,7 @@ import copy
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,7 +113,8 @@ def resolve_limit(requested: int | None, fraction: float, device: torch.device,
 
 def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: torch.device,
                       seed: int | None = None, draws_on: torch.device | None = None,
-                      notes: list[str] | None = None) -> Any:
+                      notes: list[str] | None = None,
+                      unlocked: Callable[[], AbstractContextManager[None]] | None = None) -> Any:
     """The reference in float64: on the evaluation device (a GPU's float64 units do in
     milliseconds what the host needs seconds for), on the host if the device cannot.
     ``seed``: the job's forward seed (``loading.seed_forward``), set before the call as it
@@ -121,7 +123,10 @@ def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: tor
     seeded, its draws recorded, and the float64 run replays them (``random_replay``: from
     one seed a GPU's float64 dropout keeps other elements than its float32 one, the host
     others again). A replay that does not line up leaves the float64 run seeded only, with
-    a line in ``notes``."""
+    a line in ``notes``. ``unlocked``: a context that lets the device lock go; a run on the
+    host happens inside it, after its copies from the device were made (no device work in
+    it): on an H100 with 8 workers a U-Net's float64 runs on the host took 43 s each, and
+    every other job's timing phase waited for them (2026-11-28)."""
     draws = None
     if draws_on is not None:
         with torch.no_grad():
@@ -147,17 +152,22 @@ def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: tor
                 loading.seed_forward(seed)
             return m64(*in64)
 
+    def placed(where: torch.device) -> Any:
+        m64 = copy.deepcopy(ref_model).to(device=where, dtype=torch.float64)
+        in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(where)))
+        # Replayed draws are read from the device during the run: only a run without them
+        # is free of device work.
+        if where.type != "cpu" or unlocked is None or draws is not None:
+            return run(m64, in64)
+        with unlocked():
+            return run(m64, in64)
+
     try:
-        m64 = copy.deepcopy(ref_model).to(device=device, dtype=torch.float64)
-        in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(device)))
-        return run(m64, in64)
+        return placed(device)
     except (RuntimeError, NotImplementedError) as exc:
         if isinstance(exc, random_replay.ReplayMismatch):
             raise
-        cpu = torch.device("cpu")
-        m64 = copy.deepcopy(ref_model).to(device=cpu, dtype=torch.float64)
-        in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(cpu)))
-        return run(m64, in64)
+        return placed(torch.device("cpu"))
 
 
 @dataclass
