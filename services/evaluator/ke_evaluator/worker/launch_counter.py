@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .memory import HOST_SPILL_BYTES
+from .memory import HOST_SPILL_BYTES, copy_to
 from .tolerance import chunks
 
 
@@ -175,7 +175,7 @@ def _save(a: torch.Tensor, saved: dict[int, _Overwritten]) -> None:
     if _all_nan(a):
         return  # the fill changes nothing: a fresh output from the NaN-poisoned allocator
     host = a.device.type != "cpu" and a.numel() * a.element_size() >= HOST_SPILL_BYTES
-    values = a.detach().to("cpu", copy=True) if host else a.detach().clone()
+    values = copy_to(a, "cpu") if host else a.detach().clone()  # staged: memory.staged_copy
     key = next(_fills)
 
     def forget(_: object, k: int = key) -> None:
