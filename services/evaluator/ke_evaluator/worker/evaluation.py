@@ -158,10 +158,7 @@ class Evaluator:
 
     def _call(self, model: torch.nn.Module, inputs: list[Any]) -> Any:
         with torch.no_grad():
-            loading.seed_forward(self._forward_seed)
-            seeded = loading.generator_states(self.device)
-            out = model(*inputs)
-            self._last_call_drew = loading.generator_states(self.device) != seeded
+            out, self._last_call_drew = loading.seeded_call(model, inputs, self._forward_seed, self.device)
         if self.backend.accelerated:
             self.backend.synchronize()
         else:

@@ -186,6 +186,15 @@ def generator_states(device: torch.device) -> tuple[bytes, ...]:
     return tuple(states)
 
 
+def seeded_call(model: torch.nn.Module, inputs: list[Any], seed: int, device: torch.device) -> tuple[Any, bool]:
+    """``model(*inputs)`` from the generator state ``seed_forward(seed)`` sets, and whether
+    the call drew random numbers (changed a generator's state)."""
+    seed_forward(seed)
+    before = generator_states(device)
+    out = model(*inputs)
+    return out, generator_states(device) != before
+
+
 def copy_parameters(ref: torch.nn.Module, cand: torch.nn.Module) -> str:
     """Load the reference's weights into the candidate when names and shapes match.
 

@@ -53,7 +53,6 @@ class _Replay(TorchDispatchMode):
     def __init__(self, draws: list[tuple[Any, Any]]) -> None:
         super().__init__()
         self.draws = list(reversed(draws))
-        self.replayed = 0
 
     def _next(self, func: Any) -> Any:
         if not self.draws:
@@ -61,7 +60,6 @@ class _Replay(TorchDispatchMode):
         op, value = self.draws.pop()
         if op != func:
             raise ReplayMismatch(f"the float64 run drew with {func} where eager drew with {op}")
-        self.replayed += 1
         return value
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204

@@ -164,9 +164,7 @@ def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: tor
 
     try:
         return placed(device)
-    except (RuntimeError, NotImplementedError) as exc:
-        if isinstance(exc, random_replay.ReplayMismatch):
-            raise
+    except (RuntimeError, NotImplementedError):  # run() settles a replay that does not line up
         return placed(torch.device("cpu"))
 
 

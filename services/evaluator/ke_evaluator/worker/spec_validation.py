@@ -83,19 +83,12 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
         with torch.no_grad():
             ref_in = output_checks.clone_tree(inputs)
             with mem.reference():  # the reference's own peak: the admission's estimate needs it
-                loading.seed_forward(fseed)
-                seeded = loading.generator_states(device)
-                out = model(*ref_in)
-                draws = loading.generator_states(device) != seeded
+                out, draws = loading.seeded_call(model, ref_in, fseed, device)
             del ref_in
-            loading.seed_forward(fseed)
-            out_again = model(*output_checks.clone_tree(inputs))
+            out_again, _ = loading.seeded_call(model, output_checks.clone_tree(inputs), fseed, device)
         extra = spec.extra_inputs(seed + 5000, device)
         with torch.no_grad():
-            extra_outs = []
-            for e in extra:
-                loading.seed_forward(fseed)
-                extra_outs.append(model(*output_checks.clone_tree(e)))
+            extra_outs = [loading.seeded_call(model, output_checks.clone_tree(e), fseed, device)[0] for e in extra]
     except Exception as exc:  # noqa: BLE001
         if resource_limits.is_memory_error(exc):
             raise
