@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,15 +26,3 @@ def example(name: str) -> str:
 
 def spec_for_tests(name: str) -> str:
     return (TEST_SPECS / f"{name}.py").read_text()
-
-
-def kernel_module(folder: Path, name: str, source: str) -> types.ModuleType:
-    """``source`` (Triton kernels for a test) imported as module ``name`` from a file in
-    ``folder``: Triton reads a kernel's source from its file."""
-    path = folder / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -8,7 +8,6 @@ real graph: test_graph_gpu.py."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import types
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.emit import cuda_graph
 from kernelevolve import graph_replay
 from kernelevolve.static_policy import check_candidate
+from tests.kernel_files import import_source
 from tests.synthesizer.conftest import example_source, lower_example
 
 from . import graph_candidates as gc
@@ -154,12 +154,7 @@ graph_ledger.wrap(StandInGraph)
 
 
 def _module(tmp_path_factory: pytest.TempPathFactory, name: str) -> types.ModuleType:
-    path = Path(tmp_path_factory.mktemp(name)) / f"{name}.py"
-    path.write_text(KERNEL)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_source(Path(tmp_path_factory.mktemp(name)), name, KERNEL)
     launch_counter.install()
     return module
 

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from ke_evaluator.worker import arithmetic_audit, launch_counter
-
-from .sources import kernel_module
+from tests.kernel_files import import_source
 
 KERNELS = '''
 import triton
@@ -83,7 +82,7 @@ def argmax_pairs(src_ptr, idx_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
-    module = kernel_module(Path(tmp_path_factory.mktemp("audit")), "audit_kernels", KERNELS)
+    module = import_source(Path(tmp_path_factory.mktemp("audit")), "audit_kernels", KERNELS)
     launch_counter.install()
     return module
 

@@ -15,8 +15,7 @@ import torch
 
 from ke_evaluator.judge import Judge
 from ke_evaluator.worker import launch_counter
-
-from .sources import kernel_module
+from tests.kernel_files import import_source
 
 SPEC = '''
 import torch
@@ -122,7 +121,7 @@ def scale_by(x_ptr, t_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
-    module = kernel_module(Path(tmp_path_factory.mktemp("probe")), "probe_kernels", KERNELS)
+    module = import_source(Path(tmp_path_factory.mktemp("probe")), "probe_kernels", KERNELS)
     launch_counter.install()
     return module
 

@@ -6,7 +6,6 @@ reruns the captured function into the same static outputs, as a graph would)."""
 
 from __future__ import annotations
 
-import importlib.util
 import types
 from pathlib import Path
 from typing import Any
@@ -16,19 +15,10 @@ import torch
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.emit import cuda_graph
+from tests.kernel_files import import_source
 from tests.synthesizer.conftest import example_source, lower_example
 
 WHOLE_MODEL = "model_mlp_layer_list"
-
-
-def _load(tmp_path: Path, name: str, source: str) -> types.ModuleType:
-    path = tmp_path / f"{name}.py"  # Triton reads kernel source from a file
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _reference(name: str) -> types.ModuleType:
@@ -82,7 +72,7 @@ class _EagerGraph:
 def test_replay_logic_with_an_eager_stand_in(synth: OfflineSynthesizer, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     on, _, _ = lower_example(synth, WHOLE_MODEL, {"cuda_graph": "on"})
-    cand = _load(tmp_path, "cand_graph_on", on)
+    cand = import_source(tmp_path, "cand_graph_on", on)
     ref = _reference(WHOLE_MODEL)
     torch.manual_seed(0)
     model = cand.ModelNew(*ref.get_init_inputs())
@@ -111,7 +101,7 @@ def test_replay_logic_with_an_eager_stand_in(synth: OfflineSynthesizer, tmp_path
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graph capture needs a CUDA device")
 def test_capture_and_replay_on_cuda(synth: OfflineSynthesizer, tmp_path: Path) -> None:
     on, _, _ = lower_example(synth, WHOLE_MODEL, {"cuda_graph": "on"})
-    cand = _load(tmp_path, "cand_graph_cuda", on)
+    cand = import_source(tmp_path, "cand_graph_cuda", on)
     ref = _reference(WHOLE_MODEL)
     torch.manual_seed(0)
     model = cand.ModelNew(*ref.get_init_inputs()).cuda()

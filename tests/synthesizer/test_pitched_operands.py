@@ -9,7 +9,6 @@ when no operand is pitched."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit.launch_helpers import LAUNCH_HELPERS
 from kernelevolve.ports.synthesis import ProposalRequest
+from tests.kernel_files import import_source
 
 from .conftest import example_source
 
@@ -193,12 +193,7 @@ class _Recorder:
 
 def _load_recorded(source: str, tmp_path: Path, name: str) -> tuple[Any, _Recorder]:
     """The candidate module with its (only) pointwise kernel replaced by a recorder."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_source(tmp_path, name, source)
     (kernel,) = [k for k in vars(mod) if k.startswith("pointwise_")]
     rec = _Recorder()
     setattr(mod, kernel, rec)

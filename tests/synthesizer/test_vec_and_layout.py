@@ -9,7 +9,6 @@ a VEC=4 launch on a bad element count would drop the tail and fail the checks.""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.ports.synthesis import Transformation
+from tests.kernel_files import import_source
 
 from .conftest import example_source, lower_example, seed_children
 
@@ -125,12 +125,7 @@ class _Recorder:
 
 def test_launcher_checks_count_and_alignment(synth: OfflineSynthesizer, tmp_path: Path) -> None:
     source, _, _ = lower_example(synth, "gelu_tanh_chain", {"g0.VEC": "4"})
-    path = tmp_path / "cand_vec.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("cand_vec", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = import_source(tmp_path, "cand_vec", source)
     rec = _Recorder()
     setattr(mod, "pointwise_gelu_sub_tanh_sigmoid_etc_0", rec)  # noqa: B010 - the name is generated
     launch = mod.launch_pointwise_gelu_sub_tanh_sigmoid_etc_0
