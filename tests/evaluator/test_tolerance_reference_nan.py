@@ -43,6 +43,13 @@ def _case(shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, every: i
     return ref, cand, exact, mask
 
 
+def _assert_defects_reported(res: tolerance.Comparison, n: int) -> None:
+    """``n`` reference defects counted, in the bound and in one note."""
+    assert res.reference_nan == n and res.figures()["reference_nan_defects"] == n
+    assert f"the reference had {n} {DEFECT}" in res.bound
+    assert len(res.notes) == 1 and f"the reference had {n} {DEFECT}" in res.notes[0]
+
+
 def _positions(mask: torch.Tensor) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in p) for p in mask.nonzero()]
 
@@ -57,9 +64,7 @@ def test_a_candidate_matching_float64_at_reference_nan_passes_and_they_are_count
     n = int(mask.sum())
     res = compare(cand, ref, None, ref64=lambda: r64, factor=10.0, budget=True, limit=limit)
     assert res.ok, res.reason
-    assert res.reference_nan == n and res.figures()["reference_nan_defects"] == n
-    assert f"the reference had {n} {DEFECT}" in res.bound
-    assert len(res.notes) == 1 and f"the reference had {n} {DEFECT}" in res.notes[0]
+    _assert_defects_reported(res, n)
     # The budget is unchanged by the defect elements (eager's error there is undefined).
     assert res.error_ratio is not None and res.error_ratio < 10.0
 
@@ -218,9 +223,7 @@ def test_a_candidate_matching_float64_at_reference_inf_passes_and_they_are_count
     res = compare(cand, ref, None, ref64=ref64, factor=10.0, budget=budget, limit=limit)
     assert res.ok, res.reason
     assert calls == [1]
-    assert res.reference_nan == n and res.figures()["reference_nan_defects"] == n
-    assert f"the reference had {n} {DEFECT}" in res.bound
-    assert len(res.notes) == 1 and f"the reference had {n} {DEFECT}" in res.notes[0]
+    _assert_defects_reported(res, n)
 
 
 @pytest.mark.parametrize("limit", LIMITS, ids=str)
