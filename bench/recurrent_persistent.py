@@ -1,9 +1,12 @@
 """Recurrent layers: the per-step loop (``persistent`` = ``off``: one step-kernel launch per
 time step) against the persistent kernel (``on``: one launch per layer looping over time
-inside the kernel), eager (cuDNN's fused RNN) and torch.compile, timed side by side with the
-judge's protocol (``ke_evaluator.worker.timing``: L2 flush, rotating order). Both forms are
-named in the genome: the seed (``auto``) is either, by the layer's size
-(``kernel_recurrent.PERSISTENT_SEED_MAX_WEIGHTS``).
+inside the kernel, W_hh streamed) and the resident kernel (``resident``: the same with the
+layer held in registers), eager (cuDNN's fused RNN) and torch.compile, timed side by side
+with the judge's protocol (``ke_evaluator.worker.timing``: L2 flush, rotating order). Every
+form that fits is named in the genome; the seed (``auto``) is resident up to
+``kernel_recurrent.RESIDENT_MAX_WEIGHTS``, the per-step loop past it. ``--resident-blocks``
+times the resident form at other batch rows a program too; a layer past the seed's 4-warp
+register budget is timed at 8 warps as well, and at tf32 where the spec allows it.
 
 Two sets of specs: the recurrent examples at their GPU sizes (``--specs``), and a sweep of
 one-layer LSTM / GRU / tanh RNN specs over hidden sizes (``--hidden``, at ``--batch``,
@@ -14,7 +17,7 @@ past it can be timed too. Per contestant: device, host enqueue and per-call time
 candidate's largest error against the reference.
 
 Usage (GPU): ``cd bench && python3 recurrent_persistent.py [--specs a,b] [--hidden 64,128,256,512]
-[--max-weights 1048576] [--out DIR]``. Without CUDA it lowers both candidates, checks them
+[--max-weights 1048576] [--resident-blocks 16,64] [--out DIR]``. Without CUDA it lowers the candidates, checks them
 on the CPU through Triton's interpreter and records that nothing was timed (the smoke test
 in the suite does this).
 """
@@ -72,22 +75,44 @@ def _arguments() -> argparse.ArgumentParser:
     ap.add_argument("--steps", type=int, default=128)
     ap.add_argument("--features", type=int, default=128)
     ap.add_argument("--max-weights", type=int, default=0, help="the capacity bound for this run (0: the family's)")
+    ap.add_argument("--resident-blocks", default="",
+                    help="batch rows per program (BLOCK_B) to time the resident form at too, comma-separated")
     ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
     return ap
 
 
-def _row(synth: Any, name: str, source: str, device: str) -> dict[str, Any]:
+def _row(synth: Any, name: str, source: str, device: str, blocks: list[int]) -> dict[str, Any]:
     row: dict[str, Any] = {"spec": name}
     keys = [k for k, _ in synth.space(source, name) if k.endswith(".persistent")]
     if not keys:
         row["note"] = "persistent not offered (past the capacity rule, or no recurrent layer)"
         return row
+    space = dict(synth.space(source, name))
     captured = synth.captured(source, name)
-    per_step, off, _ = synth.lower(captured, dict.fromkeys(keys, "off"))
-    persistent, genome, _ = synth.lower(captured, dict.fromkeys(keys, "on"))
+    forms: dict[str, str] = {}
+    # each form, where it fits every layer (kernel_recurrent's capacity rules): its launch in the source
+    for label, choice, launch in (("per_step", "off", "for step in range(T):"), ("persistent", "on", "_seq[grid_q]("),
+                                  ("resident", "resident", "_res[grid_q](")):
+        genome = dict.fromkeys(keys, choice)
+        source_, _, _ = synth.lower(captured, genome)
+        if source_.count(launch) == len(keys):
+            forms[label] = source_
+            warps = [k.replace(".persistent", ".num_warps") for k in keys]
+            if label == "resident" and any(space[k][0] == "auto" and "resident" in space[k] for k in keys) \
+                    and all("8" in space.get(w, []) for w in warps):
+                # past the seed's resident bound (4 warps spill there): 8 warps timed too
+                forms["resident_w8"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(warps, "8")})
+            precisions = [k.replace(".persistent", ".precision") for k in keys]
+            if label == "resident" and all("tf32" in space.get(k, []) for k in precisions):
+                # one tl.dot per gate instead of tf32x3's three, where the spec's precision allows it
+                forms["resident_tf32"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(precisions, "tf32")})
+            if label == "resident":
+                for rows in blocks:  # batch rows per program other than the form's own choice
+                    forms[f"resident_b{rows}"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(
+                        [k.replace(".persistent", ".BLOCK_B") for k in keys], str(rows))})
     row["knobs"] = keys
-    assert all(off[k] == "off" and genome[k] == "on" for k in keys), (off, genome)
-    row.update(against_eager(source, {"per_step": per_step, "persistent": persistent}, device, "rnn"))
+    row["forms"] = sorted(forms)
+    row.update(against_eager(source, forms, device, "rnn"))
     return row
 
 
@@ -97,13 +122,15 @@ def _print(row: dict[str, Any]) -> None:
         print(f"{name:32s} {row.get('note') or 'ERROR ' + row['error']}", flush=True)
     elif row.get("timed"):
         times = "  ".join(f"{kind}: " + " ".join(f"{label} {row[f'{label}_{kind}_ms']:.3f}"
-                                                 for label in ("eager", "compile", "per_step", "persistent")
+                                                 for label in ("eager", "compile", "per_step", "persistent",
+                                                               "resident", "resident_w8", "resident_b16",
+                                                               "resident_b32", "resident_b64", "resident_tf32")
                                                  if f"{label}_{kind}_ms" in row)
                           for kind in ("per_call", "device"))
         print(f"{name:32s} ms {times}", flush=True)
     else:
-        print(f"{name:32s} errors per-step {row['per_step_max_abs_error']:.2e} persistent "
-              f"{row['persistent_max_abs_error']:.2e} (not timed: no CUDA)", flush=True)
+        errors = " ".join(f"{label} {row[f'{label}_max_abs_error']:.2e}" for label in row["forms"])
+        print(f"{name:32s} errors {errors} (not timed: no CUDA)", flush=True)
 
 
 def main() -> None:
@@ -128,7 +155,7 @@ def main() -> None:
             rows.append({"spec": name, "skipped": "time limit of this run"})
             continue
         try:
-            row = _row(synth, name, source, device)
+            row = _row(synth, name, source, device, [int(b) for b in args.resident_blocks.split(",") if b])
         except Exception as exc:  # one spec's failure is a row, not the end of the run
             row = {"spec": name, "error": repr(exc)[:400], "traceback": traceback.format_exc()[-2000:]}
         _print(row)

@@ -15,6 +15,7 @@ import torch
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.emit import cuda_graph
+from kernelevolve.ports.synthesis import ProposalRequest
 from tests.kernel_files import import_source
 from tests.synthesizer.conftest import example_source, lower_example
 
@@ -34,6 +35,26 @@ def test_the_knob_is_offered_for_whole_models_only(synth: OfflineSynthesizer, mo
     assert all(key != "cuda_graph" for key, _ in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL))
     assert ("cuda_graph", ["off", "on"]) in synth.space(example_source(WHOLE_MODEL), WHOLE_MODEL, {"cuda_graph": "off"})
     assert all(key != "cuda_graph" for key, _ in synth.space(example_source("relu_scale_add"), "relu_scale_add"))
+
+
+@pytest.mark.parametrize(("name", "offered"), [
+    # two groups, but the two-layer LSTM launches a projection and a recurrence per layer
+    ("model_lstm_classifier", True),
+    # one layer, one direction: the projection and the recurrence, two launches
+    ("model_gru_encoder", False),
+])
+def test_a_recurrent_layer_counts_its_launches(synth: OfflineSynthesizer, name: str, offered: bool) -> None:
+    keys = dict(synth.space(example_source(name), name))
+    assert ("cuda_graph" in keys) is offered, keys
+
+
+@pytest.mark.parametrize("name", [WHOLE_MODEL, "model_lstm_classifier"])
+def test_the_replay_is_the_first_seed_variant(synth: OfflineSynthesizer, name: str) -> None:
+    """After the default lowering, the same lowering replayed as one CUDA graph: a budget's
+    first evaluations judge the launch-bound forward both ways."""
+    seeds = synth.propose(ProposalRequest(spec_source=example_source(name), spec_name=name, count=3))
+    assert [s.transformation.params["variant"] for s in seeds[:2]] == ["default", "cuda_graph=on"]
+    assert seeds[1].genome == {**seeds[0].genome, "cuda_graph": "on"}
 
 
 def test_off_is_the_plain_candidate_and_on_wraps_it(synth: OfflineSynthesizer) -> None:

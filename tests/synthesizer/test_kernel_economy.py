@@ -214,7 +214,7 @@ def test_steps_that_read_older_steps_are_not_rolled() -> None:
 def test_a_recurrent_candidate_is_judged_with_every_launch_counted(judge: Judge) -> None:
     """The evaluator's protocol (integrity checks, launch accounting at ``JITFunction.run``)
     on a candidate whose time steps are a loop inside the recurrent layer's launcher (the
-    per-step loop: this layer's seed is the persistent kernel): every step's launch is
+    per-step loop: this layer's seed is the resident kernel): every step's launch is
     counted, one per layer and step (both directions in one launch)."""
     src = (EXAMPLES_DIR / "model_lstm_classifier.py").read_text()
     synth = OfflineSynthesizer()

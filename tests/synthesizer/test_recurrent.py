@@ -1,12 +1,13 @@
-"""Recurrent layers (nn.LSTM / nn.GRU / nn.RNN) stay one node of the symbolic graph and
-are lowered by the recurrent family to a loop over time: per layer one input-projection
-matmul per direction for all time steps, then either per step one launch of the same step
-kernel (hidden projection, biases and gates fused, both directions in one launch;
-``persistent`` = ``off``) or one persistent launch per layer looping over time inside the
-kernel, which the seed takes at these sizes (gates x hidden^2 under the family's seed
-bound). Both, on odd sizes (prime hidden sizes, T = 1), both layouts, one to three layers,
-one and two directions, given initial states, unbatched inputs; the capture, the kernel
-count and the candidate's source do not depend on the sequence length."""
+"""Recurrent layers (nn.LSTM / nn.GRU / nn.RNN) stay one node of the symbolic graph and are
+lowered by the recurrent family to a loop over time: per layer one input-projection matmul
+per direction for all time steps, then either per step one launch of the same step kernel
+(hidden projection, biases and gates fused, both directions in one launch; ``persistent`` =
+``off``) or one launch per layer looping over time inside the kernel with the layer held in
+registers (``resident``), which the seed takes at these sizes (the padded gates x hidden^2
+under the family's resident bound). Both, on odd sizes (prime hidden sizes, T = 1), both
+layouts, one to three layers, one and two directions, given initial states, unbatched
+inputs; the capture, the kernel count and the candidate's source do not depend on the
+sequence length."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def _name(case: tuple[Any, ...]) -> str:
         ("_" + case[5].partition("|")[2] if "|" in case[5] else "")
 
 
-# the per-step loop (the seed takes it only past the family's seed bound)
+# the per-step loop (the seed takes it only past the family's resident bound)
 OFF = {"g0.persistent": "off"}
 
 
@@ -102,7 +103,7 @@ def lowered() -> dict[str, tuple[str, dict[str, Any]]]:
     for case in CASES:
         src = specs[_name(case)] = _spec(*case)
         (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=_name(case), count=1))
-        # nothing left to the library; the seed's own choice, persistent at these sizes
+        # nothing left to the library; the seed's own choice, resident at these sizes
         assert not prop.fallback_nodes and prop.genome["g0.persistent"] == "auto", prop.genome
         off, full, fallback = synth.lower(synth.captured(src, _name(case)), OFF)
         assert not fallback and full["g0.persistent"] == "off", (fallback, full)
@@ -122,12 +123,12 @@ def _launcher(source: str) -> str:
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)
-def test_the_seed_of_a_small_layer_runs_persistent_and_correct(case: tuple[Any, ...],
+def test_the_seed_of_a_small_layer_runs_resident_and_correct(case: tuple[Any, ...],
                                                                lowered: dict[str, tuple[str, dict[str, Any]]]) -> None:
     source, result = lowered[f"{_name(case)}/seed"]
     assert result["ok"], result
-    # two kernels: the input projection and the persistent one; the forward launches the layer once
-    assert _kernels(source) == ["proj", "seq"], source
+    # two kernels: the input projection and the resident one; the forward launches the layer once
+    assert _kernels(source) == ["proj", "res"], source
     forward = source[source.index("    def forward("):]
     assert forward.count("= launch_rnn_") == 1, forward
     assert "for step in range(T)" not in _launcher(source)
@@ -171,7 +172,7 @@ def test_capture_kernels_and_source_do_not_depend_on_sequence_length(cls: str) -
         sources.append(prop.source)
     assert nodes[0] == nodes[1] <= 8, nodes
     assert sources[0] == sources[1]
-    assert count_kernels(sources[0]) == 3  # input projection, the persistent kernel (the seed here) and _tanh
+    assert count_kernels(sources[0]) == 3  # input projection, the resident kernel (the seed here) and _tanh
 
 
 _HALF_SPEC = """

@@ -1,14 +1,16 @@
 """The recurrent family's ``persistent`` knob: one launch per layer whose programs each own
 a block of batch rows and every hidden unit and loop over time inside the kernel, instead
-of one launch per time step. Correct against the module in the interpreter (LSTM, GRU,
-tanh / relu RNN; one and two layers and directions; both layouts; initial states given or
-not; odd sizes; hidden sizes spanning several tiles; fp32 and fp16), the same source and
-kernel count at any sequence length, the seed up to the seed bound (and correct there),
-offered only under the capacity rule, and carried by the genome from a parent to its
-children."""
+of one launch per time step, with W_hh streamed (``on``) or the layer held in registers
+(``resident``). Correct against the module in the interpreter (LSTM, GRU, tanh / relu RNN;
+one and two layers and directions; both layouts; initial states given or not; odd sizes;
+hidden sizes spanning several tiles; batch rows a program; fp32 and fp16), the same source
+and kernel count at any sequence length, the seed resident up to the resident bound (and
+correct on both sides of it), each form offered only under its capacity rule, carried by
+the genome from a parent to its children, and compiled for an H100."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -25,7 +27,7 @@ from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit.kernel_sharing import count_kernels
 from ke_synthesizer.offline.families.recurrent.kernel_recurrent import (
     PERSISTENT_MAX_WEIGHTS,
-    PERSISTENT_SEED_MAX_WEIGHTS,
+    RESIDENT_MAX_WEIGHTS,
 )
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest
 
@@ -34,6 +36,7 @@ from .test_kernel_economy import _large
 from .test_recurrent import _spec
 
 ON = {"g0.persistent": "on"}
+RES = {"g0.persistent": "resident"}
 # BLOCK_H = BLOCK_K = 16 under hidden 20: two hidden tiles per step, two K chunks per tile
 TILED = {**ON, "g0.BLOCK_H": "16", "g0.BLOCK_K": "16"}
 
@@ -73,33 +76,64 @@ def _persistent(source: str) -> bool:
     return "_seq[grid_q](" in source and "for step in range(T)" not in source and "_step" not in source
 
 
+def _resident(source: str) -> bool:
+    """The candidate launches the resident kernel and no per-step loop."""
+    return "_res[grid_q](" in source and "for step in range(T)" not in source and "_step" not in source
+
+
+def _resident_genome(genome: dict[str, str]) -> dict[str, str]:
+    """A case's genome for the resident form: the hidden tiles mean nothing there, so the
+    tiled cases take 16 batch rows a program instead (the automatic choice otherwise)."""
+    return {**RES, "g0.BLOCK_B": "16"} if "g0.BLOCK_H" in genome else {**RES, **{
+        k: v for k, v in genome.items() if k == "g0.precision"}}
+
+
 @pytest.fixture(scope="module")
 def checked() -> dict[str, tuple[str, dict[str, Any]]]:
-    """Every case lowered with the knob on, checked against the module in one interpreter
-    subprocess (fp32: the checker's 1e-4 tolerance)."""
+    """Every case lowered with the knob on and resident (ids ``<case>/on``, ``<case>/res``),
+    checked against the module in one interpreter subprocess (fp32: the checker's 1e-4
+    tolerance)."""
     synth = OfflineSynthesizer()
     sources: dict[str, tuple[str, str]] = {}
     for case in CASES:
         cls, bf, layers, hidden, steps, extra, batch, genome = case
         src = _spec(cls, bf, layers, hidden, steps, extra, batch=batch, in_f=7)
-        source, full, fallback = synth.lower(synth.captured(src, _name(case)), genome)
-        assert not fallback and full["g0.persistent"] == "on", (fallback, full)
-        sources[_name(case)] = (src, source)
+        captured = synth.captured(src, _name(case))
+        for form, g in (("on", genome), ("resident", _resident_genome(genome))):
+            source, full, fallback = synth.lower(captured, g)
+            assert not fallback and full["g0.persistent"] == form, (fallback, full)
+            sources[f"{_name(case)}/{form}"] = (src, source)
     results = run_in_subprocess([{"id": k, "spec_source": s, "candidate_source": c, "seeds": [1, 2]}
                                  for k, (s, c) in sources.items()])
     by_id = {r["id"]: r for r in results}
     return {k: (c, by_id[k]) for k, (_s, c) in sources.items()}
 
 
+def _kernel_kinds(source: str) -> list[str]:
+    return [k.rsplit("_", 1)[-1] for k in re.findall(r"^def (rnn_\w+)\(", source, re.MULTILINE)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=_name)
 def test_the_persistent_kernel_matches_the_module(case: tuple[Any, ...],
                                                  checked: dict[str, tuple[str, dict[str, Any]]]) -> None:
-    source, result = checked[_name(case)]
+    source, result = checked[f"{_name(case)}/on"]
     assert result["ok"], result
     assert _persistent(source), source
     # two kernels: the input projection and the persistent one
-    kernels = re.findall(r"^def (rnn_\w+)\(", source, re.MULTILINE)
-    assert [k.rsplit("_", 1)[-1] for k in kernels] == ["proj", "seq"], kernels
+    assert _kernel_kinds(source) == ["proj", "seq"], source
+
+
+@pytest.mark.parametrize("case", CASES, ids=_name)
+def test_the_resident_kernel_matches_the_module(case: tuple[Any, ...],
+                                               checked: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    source, result = checked[f"{_name(case)}/resident"]
+    assert result["ok"], result
+    assert _resident(source), source
+    # two kernels: the input projection and the resident one; W_hh loaded before the time loop
+    assert _kernel_kinds(source) == ["proj", "res"], source
+    body = source[source.index("_res(xp_ptr"):source.index("def launch_rnn_")]
+    assert body.index("w0 = tl.load(") < body.index("for step in range(0, T):"), body
+    assert "tl.debug_barrier" not in body and "h0_ptr + state" in body
 
 
 _HALF = """
@@ -130,15 +164,19 @@ def get_init_inputs():
 
 def test_half_precision_layers_run_persistent_within_the_half_tolerance() -> None:
     """fp16 weights and inputs: fp32 accumulation and gates in registers, h stored as fp16
-    between steps as the per-step loop does; judged at the spec's fp16 tolerance."""
+    between steps as the per-step loop does (the resident kernel carries it in fp32 and
+    stores fp16 copies); judged at the spec's fp16 tolerance."""
     synth = OfflineSynthesizer()
     jobs = []
     for cls, extra in (("LSTM", ", bidirectional=True"), ("GRU", ""), ("RNN", ", nonlinearity='relu'")):
         src = _HALF.format(cls=cls, extra=extra)
-        source, full, fallback = synth.lower(synth.captured(src, f"half_{cls}"), TILED)
-        # operands are cast to fp32 first: tf32x3 stays the default, as in the per-step loop
-        assert _persistent(source) and not fallback and full["g0.precision"] == "tf32x3"
-        jobs.append({"id": cls, "spec_source": src, "candidate_source": source, "seeds": [1, 2]})
+        captured = synth.captured(src, f"half_{cls}")
+        for genome, form in ((TILED, _persistent), (RES, _resident)):
+            source, full, fallback = synth.lower(captured, genome)
+            # operands are cast to fp32 first: tf32x3 stays the default, as in the per-step loop
+            assert form(source) and not fallback and full["g0.precision"] == "tf32x3"
+            jobs.append({"id": f"{cls}/{form.__name__}", "spec_source": src, "candidate_source": source,
+                         "seeds": [1, 2]})
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results
 
@@ -191,42 +229,50 @@ def test_the_knob_is_offered_under_the_capacity_rule_only() -> None:
             assert "g0.persistent" not in full and "for step in range(T):" in source
 
 
-def test_the_seed_runs_persistent_up_to_the_seed_bound_and_correct() -> None:
-    """gates x hidden^2 <= PERSISTENT_SEED_MAX_WEIGHTS (an LSTM up to hidden 45, a GRU up to
-    52, an RNN up to 90): the seed (``auto``) is the persistent kernel, ``off`` the explicit
-    choice; one past it the seed is the per-step loop and ``on`` the choice. Both sides of
-    the bound (hidden sizes past one tile, odd ones) correct in the interpreter."""
+def _padded_bound(limit: int, gates: int) -> int:
+    """The largest hidden size whose gates x (hidden padded to a power of two)^2 is at most
+    ``limit``: the padded bound itself, a power of two."""
+    return 1 << (int((limit // gates) ** 0.5).bit_length() - 1)
+
+
+def test_the_seed_runs_resident_up_to_the_resident_bound_and_correct() -> None:
+    """gates x HP^2 <= RESIDENT_MAX_WEIGHTS (HP: hidden padded to a power of two; an LSTM up
+    to hidden 64, a GRU up to 64, an RNN up to 128): the seed (``auto``) is the resident
+    kernel, ``off`` and ``on`` the explicit choices; one past it the seed is the per-step
+    loop and ``on`` the only choice (``resident`` not offered, and a genome naming it keeps
+    the loop). Both sides of the bound correct in the interpreter."""
     synth = OfflineSynthesizer()
     jobs = []
     for cls, gates in (("LSTM", 4), ("GRU", 3), ("RNN", 1)):
-        bound = _bound(PERSISTENT_SEED_MAX_WEIGHTS, gates)
+        bound = _padded_bound(RESIDENT_MAX_WEIGHTS, gates)
         for hidden, seeded in ((bound, True), (bound + 1, False)):
             name = f"{cls}_{hidden}"
             src = _spec(cls, False, 1, hidden, 2, "|state", batch=3, in_f=5)
             keys = dict(synth.space(src, name))
-            assert keys["g0.persistent"] == ["auto", "off" if seeded else "on"], (name, keys)
+            assert keys["g0.persistent"] == (["auto", "off", "on"] if seeded else ["auto", "on"]), (name, keys)
+            assert ("g0.BLOCK_H" in keys) is not seeded, keys  # no hidden tiles in the resident kernel
             captured = synth.captured(src, name)
             seed, full, fallback = synth.lower(captured, {})
             assert not fallback and full["g0.persistent"] == "auto"
-            assert _persistent(seed) is seeded, name
-            # auto is its explicit twin's code, and the other choice the other form
-            assert synth.lower(captured, {"g0.persistent": "on" if seeded else "off"})[0] == seed
-            other, _, _ = synth.lower(captured, {"g0.persistent": "off" if seeded else "on"})
-            assert _persistent(other) is not seeded, name
-            jobs.append({"id": name, "spec_source": src, "candidate_source": seed, "seeds": [1]})
+            assert _resident(seed) is seeded and ("for step in range(T):" in seed) is not seeded, name
+            # auto is its explicit twin's code
+            assert synth.lower(captured, {"g0.persistent": "resident" if seeded else "off"})[0] == seed
+            other, _, _ = synth.lower(captured, ON)
+            assert _persistent(other), name
+            jobs += [{"id": name, "spec_source": src, "candidate_source": seed, "seeds": [1]}]
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results
 
 
 def test_the_knob_round_trips_through_the_genome() -> None:
-    """The seed of a small layer runs persistent with ``persistent`` auto in its genome; a
+    """The seed of a small layer runs resident with ``persistent`` auto in its genome; a
     child turns it off (the per-step loop in its source, ``off`` in its genome), and that
     genome, as a parent's, gives children that keep it unless their edge is the knob itself
-    (back to auto: persistent)."""
+    (back to auto: resident, or on: persistent)."""
     synth = OfflineSynthesizer()
     src = (EXAMPLES_DIR / "model_lstm_classifier.py").read_text()
     (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=1))
-    assert seed.genome["g0.persistent"] == "auto" and _persistent(seed.source)
+    assert seed.genome["g0.persistent"] == "auto" and _resident(seed.source)
     parent = ParentInfo("seed", seed.source, seed.transformation, seed.genome)
     children = synth.propose(ProposalRequest(spec_source=src, spec_name="rt", count=100, parent=parent))
     (off,) = [c for c in children if c.genome.get("g0.persistent") == "off"]
@@ -240,7 +286,7 @@ def test_the_knob_round_trips_through_the_genome() -> None:
     for child in grand:
         kept = child.genome["g0.persistent"] == "off"
         assert kept == (child.transformation.name != "persistent"), child.transformation
-        assert _persistent(child.source) != kept
+        assert (_persistent(child.source) or _resident(child.source)) != kept
 
 
 # the recurrent examples: the ops ones as written, the large ones at shrunk sizes
@@ -255,16 +301,19 @@ _EXAMPLES = {
 }
 
 
-def test_the_recurrent_examples_run_persistent_and_correct() -> None:
-    """Under the seed bound: the seed is the persistent candidate."""
+def test_the_recurrent_examples_run_resident_or_persistent_and_correct() -> None:
+    """Under the resident bound: the seed is the resident candidate; the persistent one
+    correct too."""
     synth = OfflineSynthesizer()
     jobs = []
     for name, src in _EXAMPLES.items():
         captured = synth.captured(src, name)
         source, _, fallback = synth.lower(captured, ON)
         assert _persistent(source) and not fallback, name
-        assert synth.lower(captured, {})[0] == source, name
-        jobs.append({"id": name, "spec_source": src, "candidate_source": source, "seeds": [1]})
+        seed, _, fallback = synth.lower(captured, {})
+        assert _resident(seed) and not fallback and synth.lower(captured, RES)[0] == seed, name
+        jobs += [{"id": f"{name}/on", "spec_source": src, "candidate_source": source, "seeds": [1]},
+                 {"id": f"{name}/seed", "spec_source": src, "candidate_source": seed, "seeds": [1]}]
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results
 
@@ -293,9 +342,10 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 args = sys.argv[1:]
-blocks = {"HAS_BIAS": True, "BLOCK_B": 16, "BLOCK_H": 32, "BLOCK_K": 32}
 for i in range(0, len(args), 3):
     path, name, dtype = args[i:i + 3]
+    blocks = {"HAS_BIAS": True, "BLOCK_B": 16, **({"HP": 32} if name.endswith("_res") else
+                                                   {"BLOCK_H": 32, "BLOCK_K": 32})}
     spec = importlib.util.spec_from_file_location(f"candidate_aot_{i}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -312,21 +362,24 @@ for i in range(0, len(args), 3):
 @pytest.mark.skipif(not _PTXAS.exists(), reason="triton's NVIDIA backend (ptxas) is not installed")
 def test_the_persistent_kernels_compile_for_an_h100(tmp_path: Path) -> None:
     """The interpreter runs a kernel as NumPy and accepts what the compiler would not (a
-    loop-carried pointer whose type changes, a barrier inside loops): compile the LSTM,
-    GRU (fp16) and RNN persistent kernels ahead of time for sm_90 down to cubins, no GPU
-    needed, in one subprocess."""
+    loop-carried pointer whose type changes, a barrier inside loops, a loop-carried value
+    whose layout changes): compile the LSTM, GRU (fp16) and RNN persistent and resident
+    kernels ahead of time for sm_90 down to cubins, no GPU needed, in one subprocess."""
     synth = OfflineSynthesizer()
     args = []
-    for cls, dtype in (("LSTM", "fp32"), ("GRU", "fp16"), ("RNN", "fp32")):
+    for (cls, dtype), (form, genome) in itertools.product((("LSTM", "fp32"), ("GRU", "fp16"), ("RNN", "fp32")),
+                                                          (("seq", ON), ("res", RES))):
         source, _, _ = synth.lower(synth.captured(_spec(cls, True, 2, 20, 5, ", bidirectional=True", in_f=7), cls),
-                                   ON)
-        path = tmp_path / f"candidate_{cls}.py"
+                                   genome)
+        path = tmp_path / f"candidate_{cls}_{form}.py"
         path.write_text(source)
-        (name,) = re.findall(r"^def (rnn_\w+_seq)\(", source, re.MULTILINE)
+        (name,) = re.findall(rf"^def (rnn_\w+_{form})\(", source, re.MULTILINE)
         args += [str(path), name, dtype]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _AOT, *args], capture_output=True, text=True, env=env,
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     outs = [json.loads(line) for line in proc.stdout.strip().splitlines()]
-    assert len(outs) == 3 and all(o["cubin"] > 0 and o["barriers"] >= 1 for o in outs), outs
+    # the persistent kernels order a step's stores before the next step's loads with a barrier;
+    # the resident ones have only the shared-memory exchange of h into tl.dot's operand layout
+    assert len(outs) == 6 and all(o["cubin"] > 0 and o["barriers"] >= 1 for o in outs), outs

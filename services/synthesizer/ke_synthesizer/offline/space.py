@@ -119,7 +119,8 @@ def knobs(plan: Plan, genome: dict[str, str] | None = None,
         if anchor in offered:
             default = plan.impl_defaults.get(key, IMPL_CHOICES[0])  # the seed policy's (impl_policy.py)
             out.append(Knob(key, "impl", anchor, (default,) + tuple(c for c in IMPL_CHOICES if c != default)))
-    if len(plan.groups) >= cuda_graph.MIN_KERNELS and (cuda_graph.SEARCHED or cuda_graph.KNOB in genome):
+    launches = sum(families[g.kind].launches(g) for g in plan.groups)
+    if launches >= cuda_graph.MIN_KERNELS and (cuda_graph.SEARCHED or cuda_graph.KNOB in genome):
         # whole models: replay the forward's many launches as one CUDA graph (searched
         # while cuda_graph.SEARCHED; a genome that names it always gets it)
         out.append(Knob(cuda_graph.KNOB, cuda_graph.KNOB, "", cuda_graph.CHOICES))

@@ -22,6 +22,7 @@ from kernelevolve.ports.knowledge import KnowledgeReader
 from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformation
 
 from .codegen import assemble
+from .emit import cuda_graph
 from .families import FAMILIES
 from .families.family import KernelFamily
 from .families.impl_policy import ImplPolicy
@@ -181,6 +182,12 @@ class OfflineSynthesizer:
         rng.shuffle(edges)
         if self.knowledge is not None:  # seeds found the islands: skill-backed variants first
             edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
+        # The default lowering replayed as one CUDA graph is the first variant wherever the knob
+        # is offered: a launch-bound forward (whole models, recurrent layers) loses to the
+        # library on launches, not arithmetic (4.19x per call from the replay over 18 whole
+        # models on an H100, bench/RESULTS.md), and a random draw among a large model's
+        # hundred edges would seldom reach it within a budget of 32.
+        edges.sort(key=lambda e: (e[0].key, e[1]) != (cuda_graph.KNOB, "on"))
         for knob, value in edges:
             if len(out) >= count:
                 break

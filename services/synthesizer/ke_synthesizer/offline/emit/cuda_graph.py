@@ -20,8 +20,8 @@ launcher) fails visibly and the search keeps the ``off`` genome. The capture run
 the caller's stream through ``torch.cuda.graph``; the evaluator allows exactly the
 spellings ``torch.cuda.CUDAGraph`` and ``torch.cuda.graph`` for this.
 
-Offered only for plans with at least ``MIN_KERNELS`` kernels (whole-model specs), where
-launch overhead is worth a graph.
+Offered only for plans whose forward launches at least ``MIN_KERNELS`` kernels (whole-model
+specs, recurrent layers: ``KernelFamily.launches``), where launch overhead is worth a graph.
 """
 
 from __future__ import annotations

@@ -58,6 +58,11 @@ class KernelFamily(ABC):
         read knobs through this, so a default is written once, in ``knobs``."""
         return genome.get(f"{group.key}.{name}", narrowed(group, name, cls.knobs[name])[0])
 
+    def launches(self, group: Group) -> int:
+        """Kernel launches of one forward call of ``group``'s launcher, at least (the
+        ``cuda_graph`` knob is offered by the plan's total): one by default."""
+        return 1
+
     @abstractmethod
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         """Triton kernel(s) and host launcher of ``group``; any exception demotes the group

@@ -19,8 +19,15 @@ directions, grid axis 1): each program owns BLOCK_B rows of the batch and every 
 unit and loops over time inside the kernel, running the same tile code for each
 [BLOCK_B, BLOCK_H] tile of a step; a barrier among the program's threads orders one step's
 stores of ``h`` before the next step's loads, and no grid-wide synchronisation is needed
-because no other program reads those rows. Offered only under PERSISTENT_MAX_WEIGHTS; the
-seed (``auto``) runs it under PERSISTENT_SEED_MAX_WEIGHTS, the per-step loop past that."""
+because no other program reads those rows. Offered only under PERSISTENT_MAX_WEIGHTS.
+
+``persistent`` = ``resident``: one launch per layer as ``on``, but a program holds the whole
+layer in registers: W_hh (every gate, hidden padded to a power of two) and b_hh loaded once
+before the time loop, h and c carried from step to step in registers, so a step is one
+dependent chain of tl.dot and gate math with no load of h, no W_hh traffic and no barrier;
+the stores of h to the layer output are never read back. Offered while the padded gates x
+H x H stays under RESIDENT_MAX_WEIGHTS; the seed (``auto``) runs it there, the per-step loop
+past it."""
 
 from __future__ import annotations
 
@@ -59,15 +66,27 @@ _PROJ_BLOCKS = (64, 64, 32)
 # where it may still win per call; past it the per-step loop is kept and the knob not
 # offered (at 2^16 the LSTM's persistent step already takes about 22 us, 2.834 ms / 128).
 PERSISTENT_MAX_WEIGHTS = 1 << 16
-# The seed (``auto``) runs persistent up to 2^13 (LSTM hidden <= 45, GRU <= 52, RNN <= 90),
-# where it won on both counts. 2^13 lies between 3,844 (measured a device-time win) and
-# 16,384 (a loss): their geometric midpoint is 7,936, and the log of the device-time ratio,
-# interpolated in log weights between those two points (0.66x and 1.39x), crosses 1 near
-# 8,650. Past it the per-step loop seeds, its device time (the search's fitness) having
-# been the better one, and the search may still turn the knob on.
-PERSISTENT_SEED_MAX_WEIGHTS = 1 << 13
-# knob ``persistent``: auto (persistent up to PERSISTENT_SEED_MAX_WEIGHTS), off, on
-PERSISTENT_CHOICES = ("auto", "off", "on")
+# The register-resident form holds gates x HP x HP fp32 weights (HP: hidden padded to a power
+# of two, at least 16) per program; bounded at 2^14 (an LSTM up to hidden 64, a GRU up to 64,
+# a tanh / relu RNN up to 128): there ptxas (sm_90) gives an LSTM of hidden 64 255 registers
+# and 128 bytes of spills at 4 warps (172 registers, no spill, at 8), an RNN of 128 120 bytes.
+RESIDENT_MAX_WEIGHTS = 1 << 14
+# The seed (``auto``) runs resident wherever it fits, the per-step loop past it (the
+# persistent form seeded up to 2^13 weights before the resident one existed; every such
+# layer fits the resident bound). Timed by bench/recurrent_persistent.py on one NVIDIA H100
+# 80GB HBM3 (2026-11-28, torch 2.11.0+cu130, triton 3.6.0; results/recurrent_resident_h100_*.json),
+# device ms, persistent -> resident (4 warps, BLOCK_B auto), faster in all 19 cases:
+#   the six recurrent examples at GPU size: LSTM classifier 0.220 -> 0.124, GRU over 2,048
+#     rows 0.047 -> 0.040, LSTM cell loop 0.078 -> 0.066, GRU cell loop 6.709 -> 3.435;
+#   batch 64, 128 steps: LSTM h32 0.394 -> 0.264, h64 (2^14, spilling) 0.968 -> 0.424,
+#     GRU h64 0.743 -> 0.422 (0.311 at 8 warps), RNN h128 1.012 -> 0.409 (0.317 at 8 warps);
+#   batch 4,096, 16 steps: LSTM h64 0.386 -> 0.252 (cuDNN 0.493), GRU h64 0.277 -> 0.162.
+# The per-step loop lost to it in all 19 too (RNN h64 at batch 4,096: 0.128 -> 0.068).
+# knob ``persistent``: auto (the seed's form by size), off (per-step loop), on (persistent,
+# W_hh streamed), resident (persistent, the layer held in registers)
+PERSISTENT_CHOICES = ("auto", "off", "on", "resident")
+# the three forms a layer runs as
+STEP, PERSISTENT, RESIDENT = "step", "persistent", "resident"
 
 
 def _weights(extra: dict[str, Any]) -> int:
@@ -75,18 +94,33 @@ def _weights(extra: dict[str, Any]) -> int:
     return _GATES[extra["mode"]] * extra["hidden"] ** 2
 
 
+def padded_hidden(extra: dict[str, Any]) -> int:
+    """The hidden size as the resident kernel's tiles hold it: a power of two, at least 16
+    (tl.dot's smallest K and N)."""
+    return max(16, 1 << (int(extra["hidden"]) - 1).bit_length())
+
+
+def _resident_weights(extra: dict[str, Any]) -> int:
+    return _GATES[extra["mode"]] * padded_hidden(extra) ** 2
+
+
 def persistent_fits(extra: dict[str, Any]) -> bool:
     """Whether a recurrent layer (the recogniser's ``extra``) may run persistent."""
     return _weights(extra) <= PERSISTENT_MAX_WEIGHTS
 
 
-def persistent_of(extra: dict[str, Any], choice: str) -> bool:
-    """Whether a layer runs persistent under ``persistent`` = ``choice``: ``auto`` up to
-    the seed bound, never past the capacity rule (a genome naming ``on`` there keeps the
-    per-step loop)."""
-    if not persistent_fits(extra):
-        return False
-    return _weights(extra) <= PERSISTENT_SEED_MAX_WEIGHTS if choice == "auto" else choice == "on"
+def resident_fits(extra: dict[str, Any]) -> bool:
+    """Whether a recurrent layer may run register-resident."""
+    return _resident_weights(extra) <= RESIDENT_MAX_WEIGHTS
+
+
+def form_of(extra: dict[str, Any], choice: str) -> str:
+    """The form a layer runs as under ``persistent`` = ``choice`` (``auto``: resident where
+    it fits); a choice past its capacity rule keeps the per-step loop."""
+    if choice in ("auto", "resident"):
+        return RESIDENT if resident_fits(extra) else STEP
+    return PERSISTENT if choice == "on" and persistent_fits(extra) else STEP
+
 
 
 def _gate_lines(mode: str) -> list[str]:
@@ -104,7 +138,7 @@ def _gate_lines(mode: str) -> list[str]:
     return ["    h = _tanh(x0 + a0)"]
 
 
-def _kernels(name: str, mode: str, precision: str, persistent: bool) -> str:
+def _kernels(name: str, mode: str, precision: str, form: str) -> str:
     prec, notes = dot_precision(precision)
     dot = f'tl.dot({{}}, {{}}, input_precision="{prec}")'
     proj = [
@@ -130,7 +164,8 @@ def _kernels(name: str, mode: str, precision: str, persistent: bool) -> str:
         "        acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]",
         "    tl.store(c_ptr + rm[:, None] * ldc + col0 + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))",
     ]
-    second = (_persistent_kernel if persistent else _step_kernel)(name, mode, dot, notes)
+    second = {STEP: _step_kernel, PERSISTENT: _persistent_kernel, RESIDENT: _resident_kernel}[form](
+        name, mode, dot, notes)
     return "\n".join(proj) + "\n\n\n" + "\n".join(second) + "\n"
 
 
@@ -240,17 +275,87 @@ def _persistent_kernel(name: str, mode: str, dot: str, notes: list[str]) -> list
     ]
 
 
-def _persistent_grid(dirs: int) -> list[str]:
-    """The persistent kernel's grid: programs of BLOCK_B batch rows each, per direction."""
-    # Each program does a whole step's h_prev @ W_hh^T for its rows: 16 rows (tl.dot's
-    # smallest M) give the most programs; past about 128 programs (an H100 has 132 SMs)
-    # wider row blocks reuse each W_hh tile for more rows instead.
-    return [f"    bq = min(64, max(16, _pow2((B * {dirs} + 127) // 128)))",
-            f"    grid_q = ((B + bq - 1) // bq, {dirs})"]
+def _resident_kernel(name: str, mode: str, dot: str, notes: list[str]) -> list[str]:
+    """Every time step of one layer in one launch with the layer in registers (``persistent``
+    = ``resident``): a program owns BLOCK_B batch rows, loads W_hh and b_hh once, carries h
+    (and c) from step to step and only stores h."""
+    gates = _GATES[mode]
+    lines = [
+        "@triton.jit",
+        f"def {name}_res(xp_ptr, h0_ptr, out_ptr, hn_ptr, c_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr,",
+        "               T, B, H, xrt, xrb, xld, ost, osb, s_off,",
+        "               HAS_BIAS: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr):",
+        f"    # Every time step of one layer, both directions ({mode}), in one launch, the layer held",
+        "    # in registers: W_hh per gate as [HP, HP] tiles (hidden padded to HP, the padding",
+        "    # zero) and b_hh loaded once; h (and c) carried from step to step, never re-read from",
+        "    # memory; per step h_prev @ W_hh^T per gate, the step's input projection (xp, fp32,",
+        "    # b_ih added) and the gates; h stored to the layer output, h_n (and c) after the last",
+        "    # step. Padded hidden units stay zero and their W_hh rows are zero.",
+        *(f"    {n}" for n in notes),
+        "    d = tl.program_id(1)",
+        "    rb = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # offsets may pass 2**31",
+        "    rj = tl.arange(0, HP)  # hidden units: the new state's columns",
+        "    rk = tl.arange(0, HP)  # hidden units: the reduction over h_prev",
+        *_direction_lines(),
+        "    tile = (rb[:, None] < B) & (rj[None, :] < H)",
+        "    wmask = (rj[None, :] < H) & (rk[:, None] < H)",
+        *(f"    w{g} = tl.load(w_ptr + ({g} * H + rj[None, :]) * H + rk[:, None], mask=wmask, other=0.0)"
+          ".to(tl.float32)" for g in range(gates)),
+        "    if HAS_BIAS:",
+        *(f"        bh{g} = tl.load(bh_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)"
+          for g in range(gates)),
+        "    else:",
+        *(f"        bh{g} = tl.zeros([HP], dtype=tl.float32)" for g in range(gates)),
+        "    state = s_off + d * B * H + rb[:, None] * H + rj[None, :]",
+        "    h = tl.load(h0_ptr + state, mask=tile, other=0.0).to(tl.float32)",
+    ]
+    if mode == "lstm":
+        lines.append("    c = tl.load(c_ptr + state, mask=tile, other=0.0).to(tl.float32)")
+    lines += [
+        "    for step in range(0, T):",
+        "        t = (step + d * (T - 1 - 2 * step)).to(tl.int64)  # the reverse direction walks backwards",
+        "        xrow = t * xrt + rb * xrb",
+        *(f"        x{g} = tl.load(xp_ptr + xrow[:, None] * xld + d * {gates} * H + {g} * H + rj[None, :],"
+          " mask=tile, other=0.0)" for g in range(gates)),
+        *(f"        a{g} = {dot.format('h', f'w{g}')} + bh{g}[None, :]" for g in range(gates)),
+    ]
+    if mode == "gru":
+        lines.append("        hp = h")
+    if mode == "lstm":
+        lines.append("        cp = c")
+    lines += ["    " + ln for ln in _gate_lines(mode)]
+    lines += [
+        "        tl.store(out_ptr + t * ost + rb[:, None] * osb + d * H + rj[None, :],"
+        " h.to(out_ptr.dtype.element_ty), mask=tile)",
+        "    tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), mask=tile)",
+    ]
+    if mode == "lstm":
+        lines.append("    tl.store(c_ptr + state, c.to(c_ptr.dtype.element_ty), mask=tile)")
+    return lines
+
+
+def _persistent_grid(dirs: int, block_b: str, resident: bool) -> list[str]:
+    """The persistent and resident kernels' grid: programs of BLOCK_B batch rows each, per
+    direction (``block_b`` the knob's value; ``auto`` by the batch)."""
+    if block_b != "auto":
+        rows = f"    bq = {int(block_b)}"
+    elif resident:
+        # A resident program's step is a chain of dependent tl.dot and gate math on its own
+        # rows, latency-bound: 16 rows (tl.dot's smallest M) give the most programs, two per
+        # SM of a 132-SM H100 before wider blocks share the loaded W_hh among more rows.
+        # Measured (H100, recurrent_resident_h100_*.json): 64 rows a program was slower in all
+        # 19 cases (LSTM h64 at batch 64: 0.424 -> 1.354 ms), 16 within 3% of this rule.
+        rows = f"    bq = min(64, max(16, _pow2((B * {dirs} + 263) // 264)))"
+    else:
+        # Each program does a whole step's h_prev @ W_hh^T for its rows: 16 rows (tl.dot's
+        # smallest M) give the most programs; past about 128 programs (an H100 has 132 SMs)
+        # wider row blocks reuse each W_hh tile for more rows instead.
+        rows = f"    bq = min(64, max(16, _pow2((B * {dirs} + 127) // 128)))"
+    return [rows, f"    grid_q = ((B + bq - 1) // bq, {dirs})"]
 
 
 def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, int], warps: int,
-              persistent: bool) -> str:
+              form: str, block_b: str) -> str:
     layers, dirs, hidden, bf, bias = e["layers"], e["dirs"], e["hidden"], e["batch_first"], e["bias"]
     gates = _GATES[mode]
     bm, bn, bk = _PROJ_BLOCKS
@@ -259,8 +364,10 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
     lines = [
         f"def launch_{name}(x, hx, mod):",
         f"    # {mode}: {layers} layer(s) x {dirs} direction(s), hidden {hidden}; per layer one input",
-        "    # projection per direction, then " + ("one launch for every time step and both directions."
-                                                   if persistent else "one launch per time step for both directions."),
+        "    # projection per direction, then " + {
+            STEP: "one launch per time step for both directions.",
+            PERSISTENT: "one launch for every time step and both directions.",
+            RESIDENT: "one launch for every time step and both directions, the layer in registers."}[form],
         "    # Weights are read from the module on every call (all_weights: a parameter may be replaced).",
         "    unbatched = x.dim() == 2",
         "    bf = not unbatched  # an unbatched sequence is time-major" if bf else "    bf = False",
@@ -287,8 +394,8 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
     lines += [
         f"    xp = torch.empty((rows, {dirs * gates * hidden}), device=x.device, dtype=torch.float32)",
         f"    grid_p = ((rows + {bm - 1}) // {bm}, ({gates * hidden} + {bn - 1}) // {bn})",
-        *(_persistent_grid(dirs) if persistent else
-          ["    bb = min(64, max(16, _pow2(B)))",
+        *(_persistent_grid(dirs, block_b, form == RESIDENT) if form != STEP else
+          [f"    bb = {int(block_b)}" if block_b != "auto" else "    bb = min(64, max(16, _pow2(B)))",
            f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})"]),
         "    weights = mod.all_weights" if not e.get("cell") else
         f"    weights = [[mod.weight_ih, mod.weight_hh, {'mod.bias_ih, mod.bias_hh' if bias else 'None, None'}]]"
@@ -313,7 +420,13 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
         f"        b0, b1 = {'ws[0][3], ws[-1][3]' if bias else 'w0, w1'}",
         f"        s_off = layer * {dirs} * B * {hidden}",
     ]
-    if persistent:
+    if form == RESIDENT:
+        lines += [
+            f"        {name}_res[grid_q](xp, h0, out, hn, cn, w0, w1, b0, b1, T, B, {hidden}, xrt, xrb,",
+            f"            {dirs * gates * hidden}, ost, osb, s_off, HAS_BIAS={bias},",
+            f"            BLOCK_B=bq, HP={padded_hidden(e)}, num_warps={warps})",
+        ]
+    elif form == PERSISTENT:
         lines += [
             f"        {name}_seq[grid_q](xp, h0, out, hn, cn, w0, w1, b0, b1, T, B, {hidden}, xrt, xrb,",
             f"            {dirs * gates * hidden}, ost, osb, s_off, HAS_BIAS={bias},",
@@ -349,9 +462,11 @@ class RecurrentFamily(KernelFamily):
         "num_warps": ("4", "2", "8"),
         "precision": ("tf32x3", "ieee", "tf32"),
         # on: one launch per layer runs every time step (_persistent_kernel); off: one launch
-        # per time step; auto (the seed): on up to PERSISTENT_SEED_MAX_WEIGHTS, where it was
-        # timed faster both ways, off past it. Only where persistent_fits.
+        # per time step; resident: one launch per layer with the layer in registers
+        # (_resident_kernel); auto (the seed): by size (form_of). Each only where it fits.
         "persistent": PERSISTENT_CHOICES,
+        # batch rows per program; auto: by the batch and the form (_persistent_grid)
+        "BLOCK_B": ("auto", "16", "32", "64"),
     }
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
@@ -382,11 +497,15 @@ class RecurrentFamily(KernelFamily):
         out = []
         for name, choices in super().group_knobs(plan, group, genome):
             if name == "persistent":
-                if not persistent_fits(e):
+                fits = {"auto": True, "off": True, "on": persistent_fits(e), "resident": resident_fits(e)}
+                if not fits["on"] and not fits["resident"]:
                     continue
                 # the explicit twin of what auto resolves to gives the same code
-                twin = "on" if persistent_of(e, "auto") else "off"
-                choices = tuple(c for c in choices if c != twin or c == genome.get(f"{group.key}.persistent"))
+                twin = {STEP: "off", PERSISTENT: "on", RESIDENT: "resident"}[form_of(e, "auto")]
+                chosen = genome.get(f"{group.key}.persistent")
+                choices = tuple(c for c in choices if fits[c] and (c != twin or c == chosen))
+            if name in ("BLOCK_H", "BLOCK_K") and form_of(e, self.value(genome, group, "persistent")) == RESIDENT:
+                continue  # the resident kernel holds the whole padded layer: no hidden tiles
             out.append((name, choices))
         return out
 
@@ -409,11 +528,17 @@ class RecurrentFamily(KernelFamily):
         name = f"rnn_{mode}_{group.gid}"
         blocks = (int(self.value(genome, group, "BLOCK_H")), int(self.value(genome, group, "BLOCK_K")), 0)
         warps = int(self.value(genome, group, "num_warps"))
-        persistent = persistent_of(e, self.value(genome, group, "persistent"))
+        form = form_of(e, self.value(genome, group, "persistent"))
         if mode != "rnn_relu":
             emitter.needs("", "_tanh")
-        kernel = _kernels(name, mode, self.value(genome, group, "precision"), persistent)
-        return kernel, _launcher(name, mode, e, blocks, warps, persistent), f"launch_{name}"
+        kernel = _kernels(name, mode, self.value(genome, group, "precision"), form)
+        launcher = _launcher(name, mode, e, blocks, warps, form, self.value(genome, group, "BLOCK_B"))
+        return kernel, launcher, f"launch_{name}"
+
+    def launches(self, group: Group) -> int:
+        # per layer one input projection per direction and (at least) one recurrence launch
+        e = group.ops[group.members[0]].extra
+        return int(e["layers"]) * (int(e["dirs"]) + 1)
 
     def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
         node = group.members[0]
