@@ -16,10 +16,10 @@ or without a bias):
 - LSTM: ``c' = sigmoid(f) * c + sigmoid(i) * tanh(g)``, ``h' = sigmoid(o) * tanh(c')``;
 - tanh / relu RNN: ``h' = tanh(gates)`` / ``relu(gates)``;
 
-(every sum and product with its operands in either order) with step ``k + 1`` reading
-step ``k``'s ``h`` (and ``c``) where the cell reads its state, the first step an initial
-state of the state's shape (no broadcasting), every other value of a step read only inside
-it, and a middle step's ``c`` only by the next step.
+(every sum and product with its operands in either order) over every step of the
+sequence, step ``k + 1`` reading step ``k``'s ``h`` (and ``c``) where the cell reads its
+state, the first step an initial state of the state's shape (no broadcasting), every other
+value of a step read only inside it, and a middle step's ``c`` only by the next step.
 
 Anything else stays as it was: other math (an extra term or constant, another activation,
 a peephole, a normalisation), a gate read twice or in a role torch's cell does not give
@@ -188,10 +188,10 @@ def _pieces(gates: Node, blocks: int, hidden: int) -> tuple[dict[Node, int], set
         for part in user.users:
             if not (part.op == "call_function" and part.target is operator.getitem and part.args[0] is user):
                 return None
-            j = part.args[1]
-            if not isinstance(j, int) or isinstance(j, bool) or not -blocks <= j < blocks:
+            at = part.args[1]
+            if not isinstance(at, int) or isinstance(at, bool) or not -blocks <= at < blocks:
                 return None
-            out[part] = j % blocks
+            out[part] = at % blocks
     if sorted(out.values()) != list(range(blocks)):
         return None
     return out, splitters
@@ -290,7 +290,7 @@ def _lstm(gm: torch.fx.GraphModule, gates: Node, hidden: int) -> _Step | None:
         return None
     fc = pair[1] if pair[0] is ig else pair[0]
     pair = _binary(fc, "mul")
-    if pair is None or _only(fc) is not c:
+    if pair is None or not isinstance(fc, Node) or _only(fc) is not c:
         return None
     sf = next((p for p in pair if p in sig and p is not si), None)
     c_prev = pair[1] if pair[0] is sf else pair[0]
@@ -298,7 +298,8 @@ def _lstm(gm: torch.fx.GraphModule, gates: Node, hidden: int) -> _Step | None:
         return None
     # h' = sigmoid(o) * tanh(c')
     for tc in c.users:
-        if _act(gm, tc, "tanh") is not c or (h := _only(tc)) is None:
+        h = _only(tc)
+        if _act(gm, tc, "tanh") is not c or h is None:
             continue
         pair = _binary(h, "mul")
         if pair is None or tc not in pair:
@@ -346,13 +347,15 @@ def _link(steps: list[_Step]) -> list[list[_Step]]:
     succ: dict[int, int] = {}
     bad: set[int] = set()
     for j, s in enumerate(steps):
-        sides = [side for side in (0, 1) if s.ins[side] in by_h]
+        # a side that reads another step's h written by the same code (a second cell
+        # stacked in the loop reads the first one's h as its input: not its state)
+        sides = [side for side in (0, 1) if s.ins[side] in by_h and
+                 (s.mode, s.linears, s.order) == (steps[by_h[s.ins[side]]].mode, steps[by_h[s.ins[side]]].linears,
+                                                  steps[by_h[s.ins[side]]].order)]
         if not sides:
             continue
         i = by_h[s.ins[sides[0]]]
-        p = steps[i]
-        if len(sides) > 1 or i in succ or s.c_prev is not p.c or \
-                (s.mode, s.linears, s.order) != (p.mode, p.linears, p.order):
+        if len(sides) > 1 or i in succ or s.c_prev is not steps[i].c:
             bad.update((i, j))
             continue
         s.hidden_side = sides[0]
@@ -399,6 +402,10 @@ def _valid(gm: torch.fx.GraphModule, chain: list[_Step]) -> tuple[Node, int, nn.
     source, time_dim, _ = reads[0]
     shape, dtype = shape_of(source), dtype_of(source)
     if shape is None or len(shape) not in (2, 3) or (len(shape) == 2 and time_dim != 0):
+        return None
+    if shape[time_dim] != len(chain):
+        # the chain stops before the sequence does: the loop computes something else
+        # after (its first step alone may still look like the cell)
         return None
     # the Linear layers: the cell's sizes, one floating dtype, the sequence's
     cat = len(first.linears) == 1
