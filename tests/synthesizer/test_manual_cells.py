@@ -5,7 +5,7 @@ interpreter whatever the gate order, biases, step reads, initial state and split
 anything that is not exactly the cell (an extra term, another activation, a peephole, a
 gate in a wrong role, a normalisation, a middle cell state read elsewhere) keeps its
 step-by-step lowering and is still correct. Odd sizes: batch 3, 7 input features, hidden
-20 or 29, T = 1 and 5."""
+20 or 29, T = 1 and 5 (near misses 3)."""
 
 from __future__ import annotations
 

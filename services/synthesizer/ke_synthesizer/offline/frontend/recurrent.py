@@ -71,7 +71,7 @@ class ManualCell(nn.Module):
     finds it), as the cell a ``CellLoop`` calls: ``ih`` projects the step's input and
     ``hh`` the previous ``h``, or (``hh`` None) one Linear projects ``cat([x, h])``
     (``x_first``) or ``cat([h, x])``. ``order[g]`` is the row block of the projections
-    that holds gate ``g`` in torch's order (LSTM i, f, g, o; GRU r, z, n).
+    that holds gate ``g`` in torch's order (LSTM i, f, g, o). LSTM and tanh / relu RNN.
 
     The Linear layers are the model's own, referenced (not submodules, not copied): the
     forward and ``weight_sources`` read their parameters on every call, as they are then."""
@@ -113,6 +113,7 @@ class ManualCell(nn.Module):
         return [parts[b] for b in self.order]
 
     def forward(self, x: torch.Tensor, hx: Any) -> Any:
+        """The user's math on the user's modules (sums and products commute exactly)."""
         h = hx[0] if self.mode == "lstm" else hx
         if self.hh is None:
             gates = self.ih(torch.cat([x, h] if self.x_first else [h, x], -1))
@@ -122,14 +123,6 @@ class ManualCell(nn.Module):
             i, f, g, o = self._blocks(gates)
             c = torch.sigmoid(f) * hx[1] + torch.sigmoid(i) * torch.tanh(g)
             return torch.sigmoid(o) * torch.tanh(c), c
-        if self.mode == "gru":
-            assert self.hh is not None
-            xr, xz, xn = self._blocks(self.ih(x))
-            hr, hz, hn = self._blocks(self.hh(h))
-            r = torch.sigmoid(xr + hr)
-            z = torch.sigmoid(xz + hz)
-            n = torch.tanh(xn + r * hn)
-            return (1 - z) * n + z * h
         return torch.relu(gates) if self.mode == "rnn_relu" else torch.tanh(gates)
 
     def weight_sources(self, mod: str) -> tuple[str, str, str, str]:
