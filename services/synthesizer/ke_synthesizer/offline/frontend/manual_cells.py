@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -74,12 +74,6 @@ class _Step:
     c: Node | None = None
     c_prev: Node | None = None
     hidden_side: int = -1  # which of ``ins`` is the previous h (set by the chain)
-
-
-@dataclass
-class _Chain:
-    steps: list[_Step] = field(default_factory=list)
-    source: Node | None = None
 
 
 def _linear(gm: torch.fx.GraphModule, node: Any) -> nn.Linear | None:
