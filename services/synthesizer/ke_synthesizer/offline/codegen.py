@@ -53,7 +53,7 @@ def attr_path(path: str) -> str:
     """``self`` attribute access for a dotted module path; numeric parts (children of
     nn.Sequential / nn.ModuleList) become indexing."""
     out = "self"
-    for part in path.split("."):
+    for part in path.split(".") if path else ():  # an empty path: the model itself
         out += f"[{part}]" if part.isdigit() else f".{part}"
     return out
 
@@ -70,6 +70,8 @@ class Names:
 
     def attr(self, path: str) -> str:
         out, obj = "self", self.model
+        if not path:  # the model itself
+            return out
         for part in path.split("."):
             for table in ("_modules", "_parameters", "_buffers"):
                 entries = getattr(obj, table, None)

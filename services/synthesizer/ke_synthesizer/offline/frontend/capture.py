@@ -34,6 +34,7 @@ from .captured import CapturedSpec
 from .cell_loops import chained_cells, roll_cell_loops
 from .decompose import decompose, fuse_attention
 from .fx_meta import propagate_shapes
+from .manual_cells import fold_manual_cells, forget_manual_cells
 from .model_source import model_source
 from .recurrent import loop_mode
 from .shape_tracer import shape_specialized_trace
@@ -440,12 +441,15 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
     if traced is not None and state_bytes is not None:
         # buffers are fake too: proofs on their values (a causal mask) read the real ones
         real_state.attach(gm, functools.partial(_real_model, ns, init_inputs, seed), state_bytes, name)
-    rolled = 0
+    rolled = folded = 0
     while traced is not None:
         # calls of one cell over the time steps as one loop node (cell_loops.py): the graph
         # ran as traced; the loop node calls the same cell step by step. Again after shapes
         # are known: a second cell stacked in the same loop reads the first loop's steps.
+        # A cell written by hand from Linear layers and gate math is such a cell first.
+        folded += fold_manual_cells(gm)
         count = roll_cell_loops(gm, specialised=how != "symbolic")
+        forget_manual_cells(gm)
         if not count:
             break
         rolled += count
@@ -472,6 +476,8 @@ def _capture(source: str, name: str, seed: int, decomposed: bool, attention: str
     )
     if rolled:
         spec.rewrites["cell_loops"] = rolled
+    if folded:
+        spec.rewrites["manual_cells"] = folded
     if decomposed and traced is not None:
         try:
             spec.rewrites["decomposed"] = decompose(spec)

@@ -12,6 +12,7 @@ written as a Python loop calling one ``nn.LSTMCell`` / ``nn.GRUCell`` / ``nn.RNN
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -47,6 +48,8 @@ def loop_mode(mod: nn.Module) -> str | None:
 def cell_mode(mod: nn.Module) -> str | None:
     """``lstm``, ``gru``, ``rnn_tanh`` or ``rnn_relu`` for a cell the recurrent step kernel
     computes (exact type: a subclass may override forward); None otherwise."""
+    if type(mod) is ManualCell:
+        return mod.mode
     if type(mod) is nn.LSTMCell:
         mode = "lstm"
     elif type(mod) is nn.GRUCell:
@@ -63,6 +66,105 @@ def cell_mode(mod: nn.Module) -> str | None:
     return mode
 
 
+class ManualCell(nn.Module):
+    """A cell written by hand from ``nn.Linear`` layers and gate math (``manual_cells.py``
+    finds it), as the cell a ``CellLoop`` calls: ``ih`` projects the step's input and
+    ``hh`` the previous ``h``, or (``hh`` None) one Linear projects ``cat([x, h])``
+    (``x_first``) or ``cat([h, x])``. ``order[g]`` is the row block of the projections
+    that holds gate ``g`` in torch's order (LSTM i, f, g, o). LSTM and tanh / relu RNN.
+
+    The Linear layers are the model's own, referenced (not submodules, not copied): the
+    forward and ``weight_sources`` read their parameters on every call, as they are then."""
+
+    def __init__(self, mode: str, ih: nn.Linear, ih_path: str, hh: nn.Linear | None, hh_path: str,
+                 order: tuple[int, ...], hidden: int, x_first: bool = True) -> None:
+        super().__init__()
+        object.__setattr__(self, "ih", ih)  # not submodules: the parameters stay the model's alone
+        object.__setattr__(self, "hh", hh)
+        self.mode = mode
+        self.ih_path, self.hh_path = ih_path, hh_path
+        self.order = order
+        self.hidden_size = hidden
+        self.x_first = x_first
+        self.input_size = ih.in_features if hh is not None else ih.in_features - hidden
+        self.bias = ih.bias is not None or (hh is not None and hh.bias is not None)
+        # the module both Linear layers live in: what the candidate's launcher is handed
+        paths = [ih_path] + ([hh_path] if hh is not None else [])
+        parents = [p.split(".")[:-1] for p in paths]
+        common: list[str] = []
+        for parts in zip(*parents, strict=False):
+            if len(set(parts)) != 1:
+                break
+            common.append(parts[0])
+        self.parent = ".".join(common)
+
+    ih: nn.Linear
+    hh: nn.Linear | None
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
+        """The Linear layers' parameters (their dtype is the cell's)."""
+        yield from self.ih.parameters()
+        if self.hh is not None:
+            yield from self.hh.parameters()
+
+    def _blocks(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """The gates of a projection (last dim) in torch's order."""
+        parts = t.split(self.hidden_size, -1)
+        return [parts[b] for b in self.order]
+
+    def forward(self, x: torch.Tensor, hx: Any) -> Any:
+        """The user's math on the user's modules (sums and products commute exactly)."""
+        h = hx[0] if self.mode == "lstm" else hx
+        if self.hh is None:
+            gates = self.ih(torch.cat([x, h] if self.x_first else [h, x], -1))
+        else:
+            gates = self.ih(x) + self.hh(h)
+        if self.mode == "lstm":
+            i, f, g, o = self._blocks(gates)
+            c = torch.sigmoid(f) * hx[1] + torch.sigmoid(i) * torch.tanh(g)
+            return torch.sigmoid(o) * torch.tanh(c), c
+        return torch.relu(gates) if self.mode == "rnn_relu" else torch.tanh(gates)
+
+    def weight_sources(self, mod: str) -> tuple[str, str, str, str]:
+        """Python expressions of ``W_ih``, ``W_hh``, ``b_ih``, ``b_hh`` (gates in torch's
+        order, row-major) over ``mod``, the module at ``self.parent``: the recurrent family's
+        launcher reads them on every call. A missing bias is zeros (while the other exists)."""
+        gates = len(self.order)
+        size = gates * self.hidden_size
+        permuted = self.order != tuple(range(gates))
+
+        def module(path: str) -> str:
+            rel = path.split(".")[len(self.parent.split(".")) if self.parent else 0:]
+            return mod + "".join(f"._modules[{p!r}]" for p in rel)
+
+        def rows(expr: str, matrix: bool) -> str:
+            if not permuted:
+                return expr
+            shape = f"{gates}, {self.hidden_size}" + (", -1" if matrix else "")
+            return f"{expr}.view({shape})[{list(self.order)}].flatten(0, 1)" if matrix else \
+                f"{expr}.view({shape})[{list(self.order)}].flatten()"
+
+        ih = module(self.ih_path)
+        w_ih, b_ih = f"{ih}._parameters['weight']", f"{ih}._parameters['bias']"
+        zeros = f"{w_ih}.new_zeros({size})"
+        if self.hh is None:  # one Linear over cat([x, h]): its columns split (contiguous copies)
+            x_cols, h_cols = (f":{self.input_size}", f"{self.input_size}:") if self.x_first else \
+                (f"{self.hidden_size}:", f":{self.hidden_size}")
+            w_hh = f"{w_ih}[:, {h_cols}].contiguous()"
+            w_ih = f"{w_ih}[:, {x_cols}].contiguous()"
+            has_ih, has_hh, b_hh = self.ih.bias is not None, False, ""
+        else:
+            hh = module(self.hh_path)
+            w_hh, b_hh = f"{hh}._parameters['weight']", f"{hh}._parameters['bias']"
+            has_ih, has_hh = self.ih.bias is not None, self.hh.bias is not None
+        w_ih, w_hh = rows(w_ih, True), rows(w_hh, True)
+        if not self.bias:
+            return w_ih, w_hh, "None", "None"
+        b_ih = rows(b_ih, False) if has_ih else zeros
+        b_hh = rows(b_hh, False) if has_hh else zeros
+        return w_ih, w_hh, b_ih, b_hh
+
+
 class CellLoop(nn.Module):
     """The calls of ``cell`` over the time steps of a sequence, one node of a graph
     (``cell_loops.py`` finds them): step ``t`` of ``x`` along ``time_dim``, the state
@@ -74,7 +176,9 @@ class CellLoop(nn.Module):
     def __init__(self, cell: nn.Module, path: str, time_dim: int) -> None:
         super().__init__()
         object.__setattr__(self, "cell", cell)  # not a submodule: its parameters stay the model's alone
-        self.path = path  # the cell's path in the model (what the candidate reads)
+        # the cell's path in the model (what the candidate reads); a hand-written cell's
+        # Linear layers are read from the module they live in
+        self.path = cell.parent if isinstance(cell, ManualCell) else path
         self.time_dim = time_dim
         self.mode = cell_mode(cell) or ""
         self.hidden = int(cell.hidden_size)  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.precision import dot_precision, dot_precisions
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
-from ...frontend.recurrent import CellLoop, loop_mode
+from ...frontend.recurrent import CellLoop, ManualCell, loop_mode
 from ...plan.plan import Group, Plan, PlanContext
 from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 
@@ -398,6 +398,8 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
           [f"    bb = {int(block_b)}" if block_b != "auto" else "    bb = min(64, max(16, _pow2(B)))",
            f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})"]),
         "    weights = mod.all_weights" if not e.get("cell") else
+        f"    weights = [[{', '.join(e['weights'])}]]  # a hand-written cell's Linear layers, gates in torch's order"
+        if e.get("weights") else
         f"    weights = [[mod.weight_ih, mod.weight_hh, {'mod.bias_ih, mod.bias_hh' if bias else 'None, None'}]]"
         "  # a cell's, looped over time",
         "    inp = x.contiguous()",
@@ -519,6 +521,8 @@ class RecurrentFamily(KernelFamily):
             return None
         extra = {"mode": loop.mode, "layers": 1, "dirs": 1, "hidden": loop.hidden, "batch_first": loop.time_dim == 1,
                  "bias": bool(getattr(loop.cell, "bias", True)), "path": loop.path, "cell": True}
+        if isinstance(loop.cell, ManualCell):  # Linear layers and gate math (frontend/manual_cells.py)
+            extra["weights"] = loop.cell.weight_sources("mod")
         allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
         return NormOp("recurrent", {"input": x, "hx": node.args[1]}, extra=extra), {"allowed": allowed}
 
