@@ -4,9 +4,9 @@ inside the kernel, W_hh streamed) and the resident kernel (``resident``: the sam
 layer held in registers), eager (cuDNN's fused RNN) and torch.compile, timed side by side
 with the judge's protocol (``ke_evaluator.worker.timing``: L2 flush, rotating order). Every
 form that fits is named in the genome; the seed (``auto``) is resident up to
-``kernel_recurrent.RESIDENT_MAX_WEIGHTS``, the per-step loop past it. ``--resident-blocks``
-times the resident form at other batch rows a program too; a layer past the seed's 4-warp
-register budget is timed at 8 warps as well, and at tf32 where the spec allows it.
+``kernel_recurrent.RESIDENT_MAX_WEIGHTS``, the per-step loop past it. ``--resident-variants``
+times the resident form with other knob values too (batch rows a program, precision,
+prefetch, warps); a layer past the seed's 4-warp register budget is timed at 8 warps as well.
 
 Two sets of specs: the recurrent examples at their GPU sizes (``--specs``), and a sweep of
 one-layer LSTM / GRU / tanh RNN specs over hidden sizes (``--hidden``, at ``--batch``,
@@ -17,7 +17,7 @@ past it can be timed too. Per contestant: device, host enqueue and per-call time
 candidate's largest error against the reference.
 
 Usage (GPU): ``cd bench && python3 recurrent_persistent.py [--specs a,b] [--hidden 64,128,256,512]
-[--max-weights 1048576] [--resident-blocks 16,64] [--out DIR]``. Without CUDA it lowers the candidates, checks them
+[--max-weights 1048576] [--resident-variants BLOCK_B=16,prefetch=off] [--out DIR]``. Without CUDA it lowers the candidates, checks them
 on the CPU through Triton's interpreter and records that nothing was timed (the smoke test
 in the suite does this).
 """
@@ -75,13 +75,14 @@ def _arguments() -> argparse.ArgumentParser:
     ap.add_argument("--steps", type=int, default=128)
     ap.add_argument("--features", type=int, default=128)
     ap.add_argument("--max-weights", type=int, default=0, help="the capacity bound for this run (0: the family's)")
-    ap.add_argument("--resident-blocks", default="",
-                    help="batch rows per program (BLOCK_B) to time the resident form at too, comma-separated")
+    ap.add_argument("--resident-variants", default="",
+                    help="knob=value settings to time the resident form with too, one at a time, comma-separated "
+                         "(BLOCK_B=16,precision=ieee,prefetch=off,num_warps=8)")
     ap.add_argument("--time-limit-s", type=float, default=540.0, help="stop starting new specs after this")
     return ap
 
 
-def _row(synth: Any, name: str, source: str, device: str, blocks: list[int]) -> dict[str, Any]:
+def _row(synth: Any, name: str, source: str, device: str, variants: list[tuple[str, str]]) -> dict[str, Any]:
     row: dict[str, Any] = {"spec": name}
     keys = [k for k, _ in synth.space(source, name) if k.endswith(".persistent")]
     if not keys:
@@ -102,14 +103,12 @@ def _row(synth: Any, name: str, source: str, device: str, blocks: list[int]) -> 
                     and all("8" in space.get(w, []) for w in warps):
                 # past the seed's resident bound (4 warps spill there): 8 warps timed too
                 forms["resident_w8"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(warps, "8")})
-            precisions = [k.replace(".persistent", ".precision") for k in keys]
-            if label == "resident" and all("tf32" in space.get(k, []) for k in precisions):
-                # one tl.dot per gate instead of tf32x3's three, where the spec's precision allows it
-                forms["resident_tf32"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(precisions, "tf32")})
             if label == "resident":
-                for rows in blocks:  # batch rows per program other than the form's own choice
-                    forms[f"resident_b{rows}"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(
-                        [k.replace(".persistent", ".BLOCK_B") for k in keys], str(rows))})
+                for knob, value in variants:  # the resident form with one more knob set, where offered
+                    targets = [k.replace(".persistent", f".{knob}") for k in keys]
+                    if all(value in space.get(t, [value] if knob == "BLOCK_B" else []) for t in targets):
+                        forms[f"resident_{knob}_{value}"], _, _ = synth.lower(
+                            captured, {**genome, **dict.fromkeys(targets, value)})
     row["knobs"] = keys
     row["forms"] = sorted(forms)
     row.update(against_eager(source, forms, device, "rnn"))
@@ -122,9 +121,7 @@ def _print(row: dict[str, Any]) -> None:
         print(f"{name:32s} {row.get('note') or 'ERROR ' + row['error']}", flush=True)
     elif row.get("timed"):
         times = "  ".join(f"{kind}: " + " ".join(f"{label} {row[f'{label}_{kind}_ms']:.3f}"
-                                                 for label in ("eager", "compile", "per_step", "persistent",
-                                                               "resident", "resident_w8", "resident_b16",
-                                                               "resident_b32", "resident_b64", "resident_tf32")
+                                                 for label in ("eager", "compile", *row["forms"])
                                                  if f"{label}_{kind}_ms" in row)
                           for kind in ("per_call", "device"))
         print(f"{name:32s} ms {times}", flush=True)
@@ -155,7 +152,8 @@ def main() -> None:
             rows.append({"spec": name, "skipped": "time limit of this run"})
             continue
         try:
-            row = _row(synth, name, source, device, [int(b) for b in args.resident_blocks.split(",") if b])
+            row = _row(synth, name, source, device, [(v.partition("=")[0], v.partition("=")[2])
+                                                     for v in args.resident_variants.split(",") if v])
         except Exception as exc:  # one spec's failure is a row, not the end of the run
             row = {"spec": name, "error": repr(exc)[:400], "traceback": traceback.format_exc()[-2000:]}
         _print(row)

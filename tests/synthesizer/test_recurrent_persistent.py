@@ -99,9 +99,11 @@ def checked() -> dict[str, tuple[str, dict[str, Any]]]:
         cls, bf, layers, hidden, steps, extra, batch, genome = case
         src = _spec(cls, bf, layers, hidden, steps, extra, batch=batch, in_f=7)
         captured = synth.captured(src, _name(case))
-        for form, g in (("on", genome), ("resident", _resident_genome(genome))):
+        resident = _resident_genome(genome)
+        for form, g in (("on", genome), ("resident", resident), ("resident_noprefetch",
+                                                                 {**resident, "g0.prefetch": "off"})):
             source, full, fallback = synth.lower(captured, g)
-            assert not fallback and full["g0.persistent"] == form, (fallback, full)
+            assert not fallback and full["g0.persistent"] == form.partition("_")[0], (fallback, full)
             sources[f"{_name(case)}/{form}"] = (src, source)
     results = run_in_subprocess([{"id": k, "spec_source": s, "candidate_source": c, "seeds": [1, 2]}
                                  for k, (s, c) in sources.items()])
@@ -123,17 +125,22 @@ def test_the_persistent_kernel_matches_the_module(case: tuple[Any, ...],
     assert _kernel_kinds(source) == ["proj", "seq"], source
 
 
+@pytest.mark.parametrize("prefetch", [True, False], ids=["prefetch", "noprefetch"])
 @pytest.mark.parametrize("case", CASES, ids=_name)
-def test_the_resident_kernel_matches_the_module(case: tuple[Any, ...],
+def test_the_resident_kernel_matches_the_module(case: tuple[Any, ...], prefetch: bool,
                                                checked: dict[str, tuple[str, dict[str, Any]]]) -> None:
-    source, result = checked[f"{_name(case)}/resident"]
+    source, result = checked[f"{_name(case)}/resident" + ("" if prefetch else "_noprefetch")]
     assert result["ok"], result
     assert _resident(source), source
     # two kernels: the input projection and the resident one; W_hh loaded before the time loop
     assert _kernel_kinds(source) == ["proj", "res"], source
     body = source[source.index("_res(xp_ptr"):source.index("def launch_rnn_")]
-    assert body.index("w0 = tl.load(") < body.index("for step in range(0, T):"), body
+    loop = body.index("for step in range(0, T):")
+    assert body.index("w0 = tl.load(") < loop, body
     assert "tl.debug_barrier" not in body and "h0_ptr + state" in body
+    # prefetch: the first step's projection before the loop, the next one's ahead of the dots
+    assert (body.index("x0 = tl.load(") < loop) is prefetch, body
+    assert ("n0 = tl.load(" in body) is prefetch and body.index("a0 = tl.dot(") > loop, body
 
 
 _HALF = """
