@@ -100,8 +100,9 @@ def checked() -> dict[str, tuple[str, dict[str, Any]]]:
         src = _spec(cls, bf, layers, hidden, steps, extra, batch=batch, in_f=7)
         captured = synth.captured(src, _name(case))
         resident = _resident_genome(genome)
-        for form, g in (("on", genome), ("resident", resident), ("resident_noprefetch",
-                                                                 {**resident, "g0.prefetch": "off"})):
+        for form, g in (("on", genome), ("resident", resident),
+                        ("resident_noprefetch", {**resident, "g0.prefetch": "off"}),
+                        ("resident_fused", {**resident, "g0.input_proj": "fused"})):
             source, full, fallback = synth.lower(captured, g)
             assert not fallback and full["g0.persistent"] == form.partition("_")[0], (fallback, full)
             sources[f"{_name(case)}/{form}"] = (src, source)
@@ -143,6 +144,39 @@ def test_the_resident_kernel_matches_the_module(case: tuple[Any, ...], prefetch:
     assert ("n0 = tl.load(" in body) is prefetch and body.index("a0 = tl.dot(") > loop, body
 
 
+@pytest.mark.parametrize("case", CASES, ids=_name)
+def test_the_resident_kernel_with_the_input_projection_fused_matches_the_module(
+        case: tuple[Any, ...], checked: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    """``input_proj`` = fused: one kernel, no projection launch and no projection buffer;
+    W_ih and b_ih loaded before the time loop."""
+    source, result = checked[f"{_name(case)}/resident_fused"]
+    assert result["ok"], result
+    assert _resident(source) and _kernel_kinds(source) == ["res"], source
+    assert "xp = torch.empty(" not in source and "_res[grid_q](inp," in source
+    body = source[source.index("_res(xp_ptr"):source.index("def launch_rnn_")]
+    loop = body.index("for step in range(0, T):")
+    assert body.index("wi0 = tl.load(") < loop < body.index("x0 = tl.dot(xin, wi0"), body
+
+
+def test_the_fused_projection_is_offered_where_both_weights_fit() -> None:
+    """Only for a resident layer, while gates x HP x (HP + the widest padded input) stays
+    under FUSED_MAX_WEIGHTS; a genome naming it elsewhere keeps the separate projection."""
+    synth = OfflineSynthesizer()
+    # at the bound (3 x 2^13): an LSTM of 32 up to 128 input features, a GRU of 64 up to 64, an
+    # RNN of 128 up to 64 (16 padded to 16 fits, 129 padded to 256 does not)
+    for cls, hidden, in_f, offered in (("LSTM", 32, 128, True), ("LSTM", 32, 129, False), ("GRU", 64, 64, True),
+                                       ("GRU", 64, 65, False), ("RNN", 128, 16, True), ("RNN", 128, 129, False)):
+        src = _spec(cls, True, 1, hidden, 2, "", batch=2, in_f=in_f)
+        name = f"{cls}_{hidden}_{in_f}"
+        keys = dict(synth.space(src, name))
+        assert (keys.get("g0.input_proj") == ["separate", "fused"]) is offered, (name, keys)
+        assert "g0.input_proj" not in dict(synth.space(src, name, {"g0.persistent": "off"})), name
+        source, _, _ = synth.lower(synth.captured(src, name), {"g0.input_proj": "fused"})
+        assert ("_proj[grid_p](" not in source) is offered, name
+        off, _, _ = synth.lower(synth.captured(src, name), {"g0.input_proj": "fused", "g0.persistent": "off"})
+        assert "_proj[grid_p](" in off and "for step in range(T):" in off, name
+
+
 _HALF = """
 import torch
 import torch.nn as nn
@@ -178,11 +212,11 @@ def test_half_precision_layers_run_persistent_within_the_half_tolerance() -> Non
     for cls, extra in (("LSTM", ", bidirectional=True"), ("GRU", ""), ("RNN", ", nonlinearity='relu'")):
         src = _HALF.format(cls=cls, extra=extra)
         captured = synth.captured(src, f"half_{cls}")
-        for genome, form in ((TILED, _persistent), (RES, _resident)):
+        for genome, form in ((TILED, _persistent), (RES, _resident), ({**RES, "g0.input_proj": "fused"}, _resident)):
             source, full, fallback = synth.lower(captured, genome)
             # operands are cast to fp32 first: tf32x3 stays the default, as in the per-step loop
             assert form(source) and not fallback and full["g0.precision"] == "tf32x3"
-            jobs.append({"id": f"{cls}/{form.__name__}", "spec_source": src, "candidate_source": source,
+            jobs.append({"id": f"{cls}/{form.__name__}/{len(genome)}", "spec_source": src, "candidate_source": source,
                          "seeds": [1, 2]})
     results = run_in_subprocess(jobs)
     assert all(r["ok"] for r in results), results
@@ -357,6 +391,8 @@ for i in range(0, len(args), 3):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     kernel = getattr(module, name)
+    if "KP" in kernel.arg_names:  # the fused input projection: 40 features (both directions' 20)
+        blocks["KP"] = 64
     signature = {a: "constexpr" if a in blocks else "*fp32" if a == "xp_ptr" else "*" + dtype
                  if a.endswith("_ptr") else "i32" for a in kernel.arg_names}
     constexprs = {(kernel.arg_names.index(a),): v for a, v in blocks.items()}
@@ -371,14 +407,16 @@ def test_the_persistent_kernels_compile_for_an_h100(tmp_path: Path) -> None:
     """The interpreter runs a kernel as NumPy and accepts what the compiler would not (a
     loop-carried pointer whose type changes, a barrier inside loops, a loop-carried value
     whose layout changes): compile the LSTM, GRU (fp16) and RNN persistent and resident
-    kernels ahead of time for sm_90 down to cubins, no GPU needed, in one subprocess."""
+    (input projection separate and fused) kernels ahead of time for sm_90 down to cubins, no
+    GPU needed, in one subprocess."""
     synth = OfflineSynthesizer()
     args = []
     for (cls, dtype), (form, genome) in itertools.product((("LSTM", "fp32"), ("GRU", "fp16"), ("RNN", "fp32")),
-                                                          (("seq", ON), ("res", RES))):
+                                                          (("seq", ON), ("res", RES),
+                                                           ("res", {**RES, "g0.input_proj": "fused"}))):
         source, _, _ = synth.lower(synth.captured(_spec(cls, True, 2, 20, 5, ", bidirectional=True", in_f=7), cls),
                                    genome)
-        path = tmp_path / f"candidate_{cls}_{form}.py"
+        path = tmp_path / f"candidate_{cls}_{form}_{len(genome)}.py"
         path.write_text(source)
         (name,) = re.findall(rf"^def (rnn_\w+_{form})\(", source, re.MULTILINE)
         args += [str(path), name, dtype]
@@ -389,4 +427,4 @@ def test_the_persistent_kernels_compile_for_an_h100(tmp_path: Path) -> None:
     outs = [json.loads(line) for line in proc.stdout.strip().splitlines()]
     # the persistent kernels order a step's stores before the next step's loads with a barrier;
     # the resident ones have only the shared-memory exchange of h into tl.dot's operand layout
-    assert len(outs) == 6 and all(o["cubin"] > 0 and o["barriers"] >= 1 for o in outs), outs
+    assert len(outs) == 9 and all(o["cubin"] > 0 and o["barriers"] >= 1 for o in outs), outs

@@ -22,7 +22,8 @@ def test_both_forms_match_the_reference_and_the_bound_moves_per_run(tmp_path: Pa
     # (270,000) fits it though past the family's own 65,536
     proc = subprocess.run([sys.executable, "recurrent_persistent.py", "--specs", "model_lstm_decoder_state",
                            "--hidden", "20,300", "--batch", "3", "--steps", "4", "--features", "7",
-                           "--max-weights", "300000", "--resident-variants", "BLOCK_B=16,prefetch=off,precision=bogus", "--out", str(tmp_path)], cwd=REPO_ROOT / "bench",
+                           "--max-weights", "300000", "--resident-variants", "BLOCK_B=16,prefetch=off,precision=bogus",
+                           "--out", str(tmp_path)], cwd=REPO_ROOT / "bench",
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, TRITON_INTERPRET="1"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((tmp_path / "recurrent_persistent.json").read_text())

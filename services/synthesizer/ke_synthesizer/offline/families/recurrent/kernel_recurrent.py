@@ -82,6 +82,11 @@ RESIDENT_MAX_WEIGHTS = 1 << 14
 #     GRU h64 0.743 -> 0.422 (0.311 at 8 warps), RNN h128 1.012 -> 0.409 (0.317 at 8 warps);
 #   batch 4,096, 16 steps: LSTM h64 0.386 -> 0.252 (cuDNN 0.493), GRU h64 0.277 -> 0.162.
 # The per-step loop lost to it in all 19 too (RNN h64 at batch 4,096: 0.128 -> 0.068).
+# The fused input projection keeps W_ih beside W_hh: tl.dot's tf32x3 keeps both operands'
+# high and low parts in shared memory (Triton 3.6's TTGIR for the resident LSTM: 8 [32, 32]
+# fp32 tiles of W_hh), 8 bytes a weight; 3 x 2^13 padded weights is 192 KiB of the H100's
+# 227 KiB a block.
+FUSED_MAX_WEIGHTS = 3 << 13
 # knob ``persistent``: auto (the seed's form by size), off (per-step loop), on (persistent,
 # W_hh streamed), resident (persistent, the layer held in registers)
 PERSISTENT_CHOICES = ("auto", "off", "on", "resident")
@@ -114,13 +119,24 @@ def resident_fits(extra: dict[str, Any]) -> bool:
     return _resident_weights(extra) <= RESIDENT_MAX_WEIGHTS
 
 
+def fused_fits(extra: dict[str, Any]) -> bool:
+    """Whether a resident layer may also hold W_ih (``input_proj`` = fused): W_hh and W_ih
+    of every gate, padded, at most FUSED_MAX_WEIGHTS (the widest layer input: the first
+    layer's features, a later layer's directions x hidden)."""
+    widest = max(int(extra.get("input_size", 0)), extra["dirs"] * extra["hidden"] if extra["layers"] > 1 else 0)
+    if not widest:
+        return False  # the input width is unknown: not offered
+    kp = max(16, 1 << (widest - 1).bit_length())
+    return resident_fits(extra) and _GATES[extra["mode"]] * padded_hidden(extra) * (padded_hidden(extra) + kp) \
+        <= FUSED_MAX_WEIGHTS
+
+
 def form_of(extra: dict[str, Any], choice: str) -> str:
     """The form a layer runs as under ``persistent`` = ``choice`` (``auto``: resident where
     it fits); a choice past its capacity rule keeps the per-step loop."""
     if choice in ("auto", "resident"):
         return RESIDENT if resident_fits(extra) else STEP
     return PERSISTENT if choice == "on" and persistent_fits(extra) else STEP
-
 
 
 def _gate_lines(mode: str) -> list[str]:
@@ -138,7 +154,7 @@ def _gate_lines(mode: str) -> list[str]:
     return ["    h = _tanh(x0 + a0)"]
 
 
-def _kernels(name: str, mode: str, precision: str, form: str, prefetch: bool) -> str:
+def _kernels(name: str, mode: str, precision: str, form: str, prefetch: bool, fused: bool = False) -> str:
     prec, notes = dot_precision(precision)
     dot = f'tl.dot({{}}, {{}}, input_precision="{prec}")'
     proj = [
@@ -165,9 +181,11 @@ def _kernels(name: str, mode: str, precision: str, form: str, prefetch: bool) ->
         "    tl.store(c_ptr + rm[:, None] * ldc + col0 + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))",
     ]
     if form == RESIDENT:
-        second = _resident_kernel(name, mode, dot, notes, prefetch)
+        second = _resident_kernel(name, mode, dot, notes, prefetch, fused)
     else:
         second = (_persistent_kernel if form == PERSISTENT else _step_kernel)(name, mode, dot, notes)
+    if fused:  # no projection kernel: the resident one projects each step itself
+        return "\n".join(second) + "\n"
     return "\n".join(proj) + "\n\n\n" + "\n".join(second) + "\n"
 
 
@@ -277,27 +295,39 @@ def _persistent_kernel(name: str, mode: str, dot: str, notes: list[str]) -> list
     ]
 
 
-def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch: bool = True) -> list[str]:
+def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch: bool = True,
+                     fused: bool = False) -> list[str]:
     """Every time step of one layer in one launch with the layer in registers (``persistent``
     = ``resident``): a program owns BLOCK_B batch rows, loads W_hh and b_hh once, carries h
     (and c) from step to step and only stores h. ``prefetch``: the next step's input
-    projection is loaded while this step computes (it does not depend on h)."""
+    projection is loaded while this step computes (it does not depend on h). ``fused``: the
+    input projection is computed here, per step, from the layer input's rows and W_ih, b_ih
+    loaded once (no projection launch, no projection buffer); ``xp_ptr`` is then the layer
+    input, ``xld`` its row length K."""
     gates = _GATES[mode]
 
-    def x_loads(var: str, row: str, mask: str) -> list[str]:
+    def x_loads(var: str, row: str, rows_mask: str) -> list[str]:
+        if fused:  # the layer input's rows; their projection is this step's first tl.dot
+            return [f"{var}in = tl.load(xp_ptr + {row}[:, None] * xld + ri[None, :],"
+                    f" mask={rows_mask} & (ri[None, :] < K), other=0.0).to(tl.float32)"]
+        tiles = rows_mask.replace("(rb[:, None] < B)", "tile")  # the rows and the hidden units
         return [f"{var}{g} = tl.load(xp_ptr + {row}[:, None] * xld + d * {gates} * H + {g} * H + rj[None, :],"
-                f" mask={mask}, other=0.0)" for g in range(gates)]
+                f" mask={tiles}, other=0.0)" for g in range(gates)]
     lines = [
         "@triton.jit",
         f"def {name}_res(xp_ptr, h0_ptr, out_ptr, hn_ptr, c_ptr, w0_ptr, w1_ptr, b0_ptr, b1_ptr,",
         "               T, B, H, xrt, xrb, xld, ost, osb, s_off,",
-        "               HAS_BIAS: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr):",
+        *(["               wi0_ptr, wi1_ptr, bi0_ptr, bi1_ptr, K,"] if fused else []),
+        "               HAS_BIAS: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr"
+        + (", KP: tl.constexpr):" if fused else "):"),
         f"    # Every time step of one layer, both directions ({mode}), in one launch, the layer held",
         "    # in registers: W_hh per gate as [HP, HP] tiles (hidden padded to HP, the padding",
         "    # zero) and b_hh loaded once; h (and c) carried from step to step, never re-read from",
         "    # memory; per step h_prev @ W_hh^T per gate, the step's input projection (xp, fp32,",
         "    # b_ih added) and the gates; h stored to the layer output, h_n (and c) after the last",
         "    # step. Padded hidden units stay zero and their W_hh rows are zero.",
+        *(["    # Fused: the input projection x_t @ W_ih^T + b_ih per step here, W_ih per gate as",
+           "    # [KP, HP] tiles and b_ih loaded once; xp_ptr is the layer input (rows of K)."] if fused else []),
         *(f"    {n}" for n in notes),
         "    d = tl.program_id(1)",
         "    rb = (tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)  # offsets may pass 2**31",
@@ -313,29 +343,52 @@ def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch:
           for g in range(gates)),
         "    else:",
         *(f"        bh{g} = tl.zeros([HP], dtype=tl.float32)" for g in range(gates)),
+    ]
+    if fused:
+        lines += [
+            "    ri = tl.arange(0, KP)  # input features: the reduction of the input projection",
+            "    if d == 0:",
+            "        wi_ptr = wi0_ptr",
+            "        bi_ptr = bi0_ptr",
+            "    else:",
+            "        wi_ptr = wi1_ptr",
+            "        bi_ptr = bi1_ptr",
+            "    wimask = (rj[None, :] < H) & (ri[:, None] < K)",
+            *(f"    wi{g} = tl.load(wi_ptr + ({g} * H + rj[None, :]) * K + ri[:, None], mask=wimask, other=0.0)"
+              ".to(tl.float32)" for g in range(gates)),
+            "    if HAS_BIAS:",
+            *(f"        bi{g} = tl.load(bi_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)"
+              for g in range(gates)),
+            "    else:",
+            *(f"        bi{g} = tl.zeros([HP], dtype=tl.float32)" for g in range(gates)),
+        ]
+    lines += [
         "    state = s_off + d * B * H + rb[:, None] * H + rj[None, :]",
         "    h = tl.load(h0_ptr + state, mask=tile, other=0.0).to(tl.float32)",
     ]
     if mode == "lstm":
         lines.append("    c = tl.load(c_ptr + state, mask=tile, other=0.0).to(tl.float32)")
+    rows = "(rb[:, None] < B)"
     if prefetch:
         lines += [
             "    # the first step's input projection; each step loads the next one's before its own",
             "    # math, so that the load's latency is spent on the step, not on the chain over h",
             "    xrow = (d * (T - 1)).to(tl.int64) * xrt + rb * xrb",
-            *("    " + ln for ln in x_loads("x", "xrow", "tile")),
+            *("    " + ln for ln in x_loads("x", "xrow", rows)),
             "    for step in range(0, T):",
             "        t = (step + d * (T - 1 - 2 * step)).to(tl.int64)  # the reverse direction walks backwards",
             "        nrow = (step + 1 + d * (T - 3 - 2 * step)).to(tl.int64) * xrt + rb * xrb  # the next step's",
-            *("        " + ln for ln in x_loads("n", "nrow", "tile & (step + 1 < T)")),
+            *("        " + ln for ln in x_loads("n", "nrow", f"{rows} & (step + 1 < T)")),
         ]
     else:
         lines += [
             "    for step in range(0, T):",
             "        t = (step + d * (T - 1 - 2 * step)).to(tl.int64)  # the reverse direction walks backwards",
             "        xrow = t * xrt + rb * xrb",
-            *("        " + ln for ln in x_loads("x", "xrow", "tile")),
+            *("        " + ln for ln in x_loads("x", "xrow", rows)),
         ]
+    if fused:
+        lines += [f"        x{g} = {dot.format('xin', f'wi{g}')} + bi{g}[None, :]" for g in range(gates)]
     lines += [f"        a{g} = {dot.format('h', f'w{g}')} + bh{g}[None, :]" for g in range(gates)]
     if mode == "gru":
         lines.append("        hp = h")
@@ -345,7 +398,7 @@ def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch:
     lines.append("        tl.store(out_ptr + t * ost + rb[:, None] * osb + d * H + rj[None, :],"
                  " h.to(out_ptr.dtype.element_ty), mask=tile)")
     if prefetch:
-        lines += [f"        x{g} = n{g}" for g in range(gates)]
+        lines += ["        xin = nin"] if fused else [f"        x{g} = n{g}" for g in range(gates)]
     lines.append("    tl.store(hn_ptr + state, h.to(hn_ptr.dtype.element_ty), mask=tile)")
     if mode == "lstm":
         lines.append("    tl.store(c_ptr + state, c.to(c_ptr.dtype.element_ty), mask=tile)")
@@ -373,7 +426,7 @@ def _persistent_grid(dirs: int, block_b: str, resident: bool) -> list[str]:
 
 
 def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, int], warps: int,
-              form: str, block_b: str) -> str:
+              form: str, block_b: str, fused: bool = False) -> str:
     layers, dirs, hidden, bf, bias = e["layers"], e["dirs"], e["hidden"], e["batch_first"], e["bias"]
     gates = _GATES[mode]
     bm, bn, bk = _PROJ_BLOCKS
@@ -410,8 +463,9 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
     else:
         lines.append("    cn = hn  # no cell state")
     lines += [
-        f"    xp = torch.empty((rows, {dirs * gates * hidden}), device=x.device, dtype=torch.float32)",
-        f"    grid_p = ((rows + {bm - 1}) // {bm}, ({gates * hidden} + {bn - 1}) // {bn})",
+        *([] if fused else [
+            f"    xp = torch.empty((rows, {dirs * gates * hidden}), device=x.device, dtype=torch.float32)",
+            f"    grid_p = ((rows + {bm - 1}) // {bm}, ({gates * hidden} + {bn - 1}) // {bn})"]),
         *(_persistent_grid(dirs, block_b, form == RESIDENT) if form != STEP else
           [f"    bb = {int(block_b)}" if block_b != "auto" else "    bb = min(64, max(16, _pow2(B)))",
            f"    grid_s = ((B + bb - 1) // bb, ({hidden} + {bh - 1}) // {bh}, {dirs})"]),
@@ -432,15 +486,24 @@ def _launcher(name: str, mode: str, e: dict[str, Any], blocks: tuple[int, int, i
         f"            ost, osb = B * {dirs * hidden}, {dirs * hidden}",
         "        k = inp.shape[-1]",
         f"        ws = weights[layer * {dirs}:(layer + 1) * {dirs}]",
-        f"        for d in range({dirs}):",
-        f"            {name}_proj[grid_p](inp, ws[d][0], {'ws[d][2]' if bias else 'inp'}, xp, rows,"
-        f" {gates * hidden}, k, {dirs * gates * hidden}, d * {gates * hidden},",
-        f"                HAS_BIAS={bias}, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps=4)",
+        *([] if fused else [
+            f"        for d in range({dirs}):",
+            f"            {name}_proj[grid_p](inp, ws[d][0], {'ws[d][2]' if bias else 'inp'}, xp, rows,"
+            f" {gates * hidden}, k, {dirs * gates * hidden}, d * {gates * hidden},",
+            f"                HAS_BIAS={bias}, BLOCK_M={bm}, BLOCK_N={bn}, BLOCK_K={bk}, num_warps=4)"]),
         "        w0, w1 = ws[0][1], ws[-1][1]",
         f"        b0, b1 = {'ws[0][3], ws[-1][3]' if bias else 'w0, w1'}",
         f"        s_off = layer * {dirs} * B * {hidden}",
     ]
-    if form == RESIDENT:
+    if form == RESIDENT and fused:
+        lines += [
+            "        # the input projection inside the kernel: the layer input's rows and W_ih, b_ih",
+            f"        bi0, bi1 = {'ws[0][2], ws[-1][2]' if bias else 'w0, w1'}",
+            f"        {name}_res[grid_q](inp, h0, out, hn, cn, w0, w1, b0, b1, T, B, {hidden}, xrt, xrb,",
+            f"            k, ost, osb, s_off, ws[0][0], ws[-1][0], bi0, bi1, k, HAS_BIAS={bias},",
+            f"            BLOCK_B=bq, HP={padded_hidden(e)}, KP=max(16, _pow2(k)), num_warps={warps})",
+        ]
+    elif form == RESIDENT:
         lines += [
             f"        {name}_res[grid_q](xp, h0, out, hn, cn, w0, w1, b0, b1, T, B, {hidden}, xrt, xrb,",
             f"            {dirs * gates * hidden}, ost, osb, s_off, HAS_BIAS={bias},",
@@ -492,6 +555,10 @@ class RecurrentFamily(KernelFamily):
         # faster in all 12 cases timed, 3-24% device (LSTM h32 at batch 4,096 0.116 -> 0.088 ms,
         # LSTM classifier 0.122 -> 0.110).
         "prefetch": ("on", "off"),
+        # resident only: the input projection as a matmul launch per layer and direction over
+        # every time step (separate), or inside the resident kernel, per step, from W_ih held
+        # like W_hh (fused: one launch per layer, no projection buffer); where fused_fits
+        "input_proj": ("separate", "fused"),
     }
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
@@ -513,7 +580,7 @@ class RecurrentFamily(KernelFamily):
             return None
         extra = {"mode": mode, "layers": mod.num_layers, "dirs": 2 if mod.bidirectional else 1,
                  "hidden": mod.hidden_size, "batch_first": bool(mod.batch_first), "bias": bool(mod.bias),
-                 "path": str(node.target)}
+                 "path": str(node.target), "input_size": int(mod.input_size)}
         allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
         return NormOp("recurrent", {"input": x, "hx": hx}, extra=extra), {"allowed": allowed}
 
@@ -534,6 +601,8 @@ class RecurrentFamily(KernelFamily):
                 continue  # the resident kernel holds the whole padded layer: no hidden tiles
             if name == "prefetch" and not resident:
                 continue
+            if name == "input_proj" and not (resident and fused_fits(e)):
+                continue
             out.append((name, choices))
         return out
 
@@ -546,7 +615,8 @@ class RecurrentFamily(KernelFamily):
                 or dtype_of(x) != next(loop.cell.parameters()).dtype or (len(shape) == 2 and loop.time_dim):
             return None
         extra = {"mode": loop.mode, "layers": 1, "dirs": 1, "hidden": loop.hidden, "batch_first": loop.time_dim == 1,
-                 "bias": bool(getattr(loop.cell, "bias", True)), "path": loop.path, "cell": True}
+                 "bias": bool(getattr(loop.cell, "bias", True)), "path": loop.path, "cell": True,
+                 "input_size": int(shape[-1])}
         if isinstance(loop.cell, ManualCell):  # Linear layers and gate math (frontend/manual_cells.py)
             extra["weights"] = loop.cell.weight_sources("mod")
         allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
@@ -561,9 +631,10 @@ class RecurrentFamily(KernelFamily):
         form = form_of(e, self.value(genome, group, "persistent"))
         if mode != "rnn_relu":
             emitter.needs("", "_tanh")
+        fused = form == RESIDENT and fused_fits(e) and self.value(genome, group, "input_proj") == "fused"
         kernel = _kernels(name, mode, self.value(genome, group, "precision"), form,
-                          self.value(genome, group, "prefetch") == "on")
-        launcher = _launcher(name, mode, e, blocks, warps, form, self.value(genome, group, "BLOCK_B"))
+                          self.value(genome, group, "prefetch") == "on", fused)
+        launcher = _launcher(name, mode, e, blocks, warps, form, self.value(genome, group, "BLOCK_B"), fused)
         return kernel, launcher, f"launch_{name}"
 
     def launches(self, group: Group) -> int:
