@@ -335,14 +335,7 @@ def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch:
         "    rk = tl.arange(0, HP)  # hidden units: the reduction over h_prev",
         *_direction_lines(),
         "    tile = (rb[:, None] < B) & (rj[None, :] < H)",
-        "    wmask = (rj[None, :] < H) & (rk[:, None] < H)",
-        *(f"    w{g} = tl.load(w_ptr + ({g} * H + rj[None, :]) * H + rk[:, None], mask=wmask, other=0.0)"
-          ".to(tl.float32)" for g in range(gates)),
-        "    if HAS_BIAS:",
-        *(f"        bh{g} = tl.load(bh_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)"
-          for g in range(gates)),
-        "    else:",
-        *(f"        bh{g} = tl.zeros([HP], dtype=tl.float32)" for g in range(gates)),
+        *_held_weights(gates, "w", "bh", "rk", "H"),
     ]
     if fused:
         lines += [
@@ -353,14 +346,7 @@ def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch:
             "    else:",
             "        wi_ptr = wi1_ptr",
             "        bi_ptr = bi1_ptr",
-            "    wimask = (rj[None, :] < H) & (ri[:, None] < K)",
-            *(f"    wi{g} = tl.load(wi_ptr + ({g} * H + rj[None, :]) * K + ri[:, None], mask=wimask, other=0.0)"
-              ".to(tl.float32)" for g in range(gates)),
-            "    if HAS_BIAS:",
-            *(f"        bi{g} = tl.load(bi_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)"
-              for g in range(gates)),
-            "    else:",
-            *(f"        bi{g} = tl.zeros([HP], dtype=tl.float32)" for g in range(gates)),
+            *_held_weights(gates, "wi", "bi", "ri", "K"),
         ]
     lines += [
         "    state = s_off + d * B * H + rb[:, None] * H + rj[None, :]",
@@ -403,6 +389,22 @@ def _resident_kernel(name: str, mode: str, dot: str, notes: list[str], prefetch:
     if mode == "lstm":
         lines.append("    tl.store(c_ptr + state, c.to(c_ptr.dtype.element_ty), mask=tile)")
     return lines
+
+
+def _held_weights(gates: int, w: str, b: str, red: str, k: str) -> list[str]:
+    """The resident kernel's loads, before the time loop, of one weight matrix per gate as a
+    [reduction, HP] tile (``w<g>`` from ``<w>_ptr``, rows ``g * H + j`` of length ``k``,
+    reduction index ``red``) and its bias (``b<g>``, zeros without one)."""
+    return [
+        f"    {w}mask = (rj[None, :] < H) & ({red}[:, None] < {k})",
+        *(f"    {w}{g} = tl.load({w}_ptr + ({g} * H + rj[None, :]) * {k} + {red}[:, None], mask={w}mask,"
+          " other=0.0).to(tl.float32)" for g in range(gates)),
+        "    if HAS_BIAS:",
+        *(f"        {b}{g} = tl.load({b}_ptr + {g} * H + rj, mask=rj < H, other=0.0).to(tl.float32)"
+          for g in range(gates)),
+        "    else:",
+        *(f"        {b}{g} = tl.zeros([HP], dtype=tl.float32)" for g in range(gates)),
+    ]
 
 
 def _persistent_grid(dirs: int, block_b: str, resident: bool) -> list[str]:
