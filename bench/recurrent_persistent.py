@@ -17,9 +17,9 @@ past it can be timed too. Per contestant: device, host enqueue and per-call time
 candidate's largest error against the reference.
 
 Usage (GPU): ``cd bench && python3 recurrent_persistent.py [--specs a,b] [--hidden 64,128,256,512]
-[--max-weights 1048576] [--resident-variants BLOCK_B=16,prefetch=off] [--out DIR]``. Without CUDA it lowers the candidates, checks them
-on the CPU through Triton's interpreter and records that nothing was timed (the smoke test
-in the suite does this).
+[--max-weights 1048576] [--resident-variants BLOCK_B=16,prefetch=off] [--out DIR]``. Without
+CUDA it lowers the candidates, checks them on the CPU through Triton's interpreter and
+records that nothing was timed (the smoke test in the suite does this).
 """
 
 from __future__ import annotations
