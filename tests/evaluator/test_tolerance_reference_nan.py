@@ -54,6 +54,30 @@ def _positions(mask: torch.Tensor) -> list[tuple[int, ...]]:
     return [tuple(int(v) for v in p) for p in mask.nonzero()]
 
 
+def _flat(pos: tuple[int, ...], shape: torch.Size) -> int:
+    return sum(i * s for i, s in zip(pos, torch.empty(shape).stride(), strict=True))
+
+
+def _assert_named_at_the_defect(ref: torch.Tensor, cand: torch.Tensor, r64: torch.Tensor, pos: tuple[int, ...],
+                                limit: int | None, wrongs: dict[str, float]) -> None:
+    """At a reference defect ``pos``: each of ``wrongs`` and a value 8 bounds off float64
+    fail, the defect named with its flat index; a value just inside |c - r64| <= atol +
+    rtol*|r64| passes (the bound is bound 1's, not tighter)."""
+    atol, rtol = tolerance.tolerance_for(cand.dtype, None)
+    exact = float(r64[pos])
+    flat = _flat(pos, ref.shape)
+    for what, value in {**wrongs, "off": exact + 8 * (atol + rtol * abs(exact)) + 0.1}.items():
+        bad = cand.clone()
+        bad[pos] = value
+        res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
+        assert not res.ok, what
+        assert DEFECT in res.reason and "1 of them are outside" in res.reason, res.reason
+        assert f"flat index {flat} = {pos}" in res.reason, res.reason
+    edge = cand.clone()
+    edge[pos] = torch.tensor(exact + 0.5 * (atol + rtol * abs(exact)), dtype=torch.float64).to(cand.dtype)
+    assert compare(edge, ref, None, ref64=lambda: r64, factor=10.0, limit=limit).ok
+
+
 @pytest.mark.parametrize("limit", LIMITS, ids=str)
 @pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
@@ -76,24 +100,8 @@ def test_a_candidate_matching_float64_at_reference_nan_passes_and_they_are_count
 def test_nan_or_a_wrong_value_at_a_reference_nan_fails_and_is_named(
         shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None) -> None:
     ref, cand, r64, mask = _case(shape, dtype, transposed)
-    atol, rtol = tolerance.tolerance_for(dtype, None)
-    # The last NaN position: in the last chunk with the small limits.
-    pos = _positions(mask)[-1]
-    flat = sum(i * s for i, s in zip(pos, torch.empty(ref.shape).stride(), strict=True))
-    exact = float(r64[pos])
-    wrongs = {"nan": float("nan"), "inf": float("inf"),
-              "off": exact + 8 * (atol + rtol * abs(exact)) + 0.1}
-    for what, value in wrongs.items():
-        bad = cand.clone()
-        bad[pos] = value
-        res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
-        assert not res.ok, what
-        assert DEFECT in res.reason and "1 of them are outside" in res.reason, res.reason
-        assert f"flat index {flat} = {pos}" in res.reason, res.reason
-    # A value just inside |c - r64| <= atol + rtol*|r64| passes: the bound is bound 1's, not tighter.
-    edge = cand.clone()
-    edge[pos] = torch.tensor(exact + 0.5 * (atol + rtol * abs(exact)), dtype=torch.float64).to(dtype)
-    assert compare(edge, ref, None, ref64=lambda: r64, factor=10.0, limit=limit).ok
+    pos = _positions(mask)[-1]  # the last NaN: in the last chunk with the small limits
+    _assert_named_at_the_defect(ref, cand, r64, pos, limit, {"nan": float("nan"), "inf": float("inf")})
 
 
 def test_without_reference_error_the_bound_is_the_eager_bound() -> None:
@@ -200,10 +208,6 @@ def _inf_case(shape: tuple[int, ...], dtype: torch.dtype, transposed: bool,
     return ref, cand, exact, mask
 
 
-def _flat(pos: tuple[int, ...], shape: torch.Size) -> int:
-    return sum(i * s for i, s in zip(pos, torch.empty(shape).stride(), strict=True))
-
-
 @pytest.mark.parametrize("budget", [True, False], ids=["budget", "no-budget"])
 @pytest.mark.parametrize("limit", LIMITS, ids=str)
 @pytest.mark.parametrize("transposed", [False, True], ids=["contiguous", "transposed"])
@@ -233,26 +237,14 @@ def test_a_candidate_matching_float64_at_reference_inf_passes_and_they_are_count
 def test_inf_nan_or_a_wrong_value_at_a_reference_inf_fails_and_is_named(
         shape: tuple[int, ...], dtype: torch.dtype, transposed: bool, limit: int | None) -> None:
     ref, cand, r64, mask = _inf_case(shape, dtype, transposed)
-    atol, rtol = tolerance.tolerance_for(dtype, None)
     pos = _positions(mask)[-1]  # the last inf: in the last chunk with the small limits
-    flat = _flat(pos, ref.shape)
-    exact, eager = float(r64[pos]), float(ref[pos])
-    # eager's own inf (a kernel that copies the overflow), the other one, and a wrong value.
-    wrongs = {"eager": eager, "other inf": -eager, "off": exact + 8 * (atol + rtol * abs(exact)) + 0.1}
-    for what, value in wrongs.items():
-        bad = cand.clone()
-        bad[pos] = value
-        res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
-        assert not res.ok, what
-        assert DEFECT in res.reason and "1 of them are outside" in res.reason, res.reason
-        assert f"flat index {flat} = {pos}" in res.reason, res.reason
+    eager = float(ref[pos])
+    # eager's own inf (a kernel that copies the overflow) and the other one
+    _assert_named_at_the_defect(ref, cand, r64, pos, limit, {"eager": eager, "other inf": -eager})
     bad = cand.clone()
     bad[pos] = float("nan")
     res = compare(bad, ref, None, ref64=lambda: r64, factor=10.0, limit=limit)
     assert not res.ok and "has 1 NaN where the reference has none" in res.reason, res.reason
-    edge = cand.clone()
-    edge[pos] = torch.tensor(exact + 0.5 * (atol + rtol * abs(exact)), dtype=torch.float64).to(dtype)
-    assert compare(edge, ref, None, ref64=lambda: r64, factor=10.0, limit=limit).ok
     # A candidate that copies every inf of eager fails on all of them, without the budget too.
     res = compare(cand.masked_fill(mask, 0.0) + ref.masked_fill(~mask, 0.0), ref, None, ref64=lambda: r64,
                   factor=10.0, limit=limit)
