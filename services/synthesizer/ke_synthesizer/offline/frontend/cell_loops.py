@@ -60,12 +60,17 @@ class _Chain:
     c: list[list[torch.fx.Node]] = field(default_factory=list)  # per step (LSTM): its c
 
 
+def free_module_name(gm: torch.fx.GraphModule, prefix: str) -> str:
+    """``prefix`` and the smallest number that names no module of ``gm`` yet."""
+    return next(f"{prefix}{i}" for i in range(len(gm._modules) + 1) if f"{prefix}{i}" not in gm._modules)
+
+
 # a node that is step k of a sequence found before the graph is rewritten: (an identity
 # of the sequence, its time dim, k)
 Stepped = dict[torch.fx.Node, tuple[torch.fx.Node, int, int]]
 
 
-def _step_input(node: Any, k: int, stepped: Stepped | None = None
+def step_input(node: Any, k: int, stepped: Stepped | None = None
                 ) -> tuple[torch.fx.Node, int, torch.fx.Node | None] | None:
     """(X, time dim, the unbind node or None) when ``node`` is step ``k`` of a sequence."""
     if stepped and node in stepped:
@@ -136,7 +141,7 @@ def _chains(gm: torch.fx.GraphModule, stepped: Stepped | None = None) -> list[_C
 
 def _follow(first: torch.fx.Node, mode: str, stepped: Stepped | None = None) -> _Chain | None:
     lstm = mode == "lstm"
-    got = _step_input(first.args[0], 0, stepped)
+    got = step_input(first.args[0], 0, stepped)
     hx0 = _state_arg(first)
     if lstm:
         state_ok = hx0 is None or (isinstance(hx0, (tuple, list)) and len(hx0) == 2
@@ -161,7 +166,7 @@ def _follow(first: torch.fx.Node, mode: str, stepped: Stepped | None = None) -> 
         step = nxt[0]
         if any(u is not step for u in nxt) or not _reads_state(_state_arg(step), parts[0], parts[1], lstm):
             return None  # a state read by two later calls: not one recurrence
-        got = _step_input(step.args[0], len(chain.steps), stepped)
+        got = step_input(step.args[0], len(chain.steps), stepped)
         if got is None or got != (chain.source, chain.time_dim, chain.via_unbind):
             break  # the next call reads something else: the chain ends here
         call = step
@@ -207,8 +212,7 @@ def roll_cell_loops(gm: torch.fx.GraphModule, specialised: bool) -> int:
                 (len(shape) == 2 and chain.time_dim != 0):
             continue
         whole = specialised and shape[chain.time_dim] == len(chain.steps)
-        name = next(f"{_PREFIX}{i}" for i in range(len(gm._modules) + 1) if f"{_PREFIX}{i}" not in gm._modules)
-        _replace(gm, chain, cell, name, whole)
+        _replace(gm, chain, cell, free_module_name(gm, _PREFIX), whole)
         count += 1
     if count:
         gm.graph.lint()

@@ -40,7 +40,7 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .cell_loops import _step_input
+from .cell_loops import free_module_name, step_input
 from .fx_meta import dtype_of, shape_of
 from .recurrent import ManualCell
 
@@ -376,7 +376,7 @@ def _first_side(chain: list[_Step]) -> bool:
             return False
         first.hidden_side = side
         return True
-    steps = [_step_input(x, 0) is not None for x in first.ins]
+    steps = [step_input(x, 0) is not None for x in first.ins]
     if steps.count(True) != 1:
         return False
     first.hidden_side = steps.index(False)
@@ -390,7 +390,7 @@ def _valid(gm: torch.fx.GraphModule, chain: list[_Step]) -> tuple[Node, int, nn.
         return None
     first = chain[0]
     side = first.hidden_side
-    reads = [_step_input(s.ins[1 - side], k) for k, s in enumerate(chain)]
+    reads = [step_input(s.ins[1 - side], k) for k, s in enumerate(chain)]
     if reads[0] is None or any(r != reads[0] for r in reads):
         return None
     source, time_dim, _ = reads[0]
@@ -481,7 +481,7 @@ def _fold(gm: torch.fx.GraphModule, chain: list[_Step], ih: nn.Linear, hh: nn.Li
     cell = ManualCell(first.mode, ih, paths[0] if hh is None else paths[1 - side], hh,
                       "" if hh is None else paths[side], first.order, int(shape_of(first.h)[-1]),  # type: ignore[index]
                       x_first=side == 1)
-    name = next(f"{PREFIX}{i}" for i in range(len(gm._modules) + 1) if f"{PREFIX}{i}" not in gm._modules)
+    name = free_module_name(gm, PREFIX)
     gm.add_module(name, cell)
     lstm = first.mode == "lstm"
     h_prev: Node = first.ins[side]
