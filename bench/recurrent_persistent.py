@@ -6,7 +6,7 @@ with the judge's protocol (``ke_evaluator.worker.timing``: L2 flush, rotating or
 form that fits is named in the genome; the seed (``auto``) is resident up to
 ``kernel_recurrent.RESIDENT_MAX_WEIGHTS``, the per-step loop past it. ``--resident-variants``
 times the resident form with other knob values too (batch rows a program, precision,
-prefetch, warps); a layer past the seed's 4-warp register budget is timed at 8 warps as well.
+prefetch, warps, the fused input projection).
 
 Two sets of specs: the recurrent examples at their GPU sizes (``--specs``), and a sweep of
 one-layer LSTM / GRU / tanh RNN specs over hidden sizes (``--hidden``, at ``--batch``,
@@ -84,11 +84,11 @@ def _arguments() -> argparse.ArgumentParser:
 
 def _row(synth: Any, name: str, source: str, device: str, variants: list[tuple[str, str]]) -> dict[str, Any]:
     row: dict[str, Any] = {"spec": name}
-    keys = [k for k, _ in synth.space(source, name) if k.endswith(".persistent")]
+    space = dict(synth.space(source, name))
+    keys = [k for k in space if k.endswith(".persistent")]
     if not keys:
         row["note"] = "persistent not offered (past the capacity rule, or no recurrent layer)"
         return row
-    space = dict(synth.space(source, name))
     captured = synth.captured(source, name)
     forms: dict[str, str] = {}
     # each form, where it fits every layer (kernel_recurrent's capacity rules): its launch in the source
@@ -98,15 +98,12 @@ def _row(synth: Any, name: str, source: str, device: str, variants: list[tuple[s
         source_, _, _ = synth.lower(captured, genome)
         if source_.count(launch) == len(keys):
             forms[label] = source_
-            warps = [k.replace(".persistent", ".num_warps") for k in keys]
-            if label == "resident" and any(space[k][0] == "auto" and "resident" in space[k] for k in keys) \
-                    and all("8" in space.get(w, []) for w in warps):
-                # past the seed's resident bound (4 warps spill there): 8 warps timed too
-                forms["resident_w8"], _, _ = synth.lower(captured, {**genome, **dict.fromkeys(warps, "8")})
             if label == "resident":
-                for knob, value in variants:  # the resident form with one more knob set, where offered
+                # the resident form with one more knob set, where the seed's space offers it
+                # (the seed is resident wherever the form fits)
+                for knob, value in variants:
                     targets = [k.replace(".persistent", f".{knob}") for k in keys]
-                    if all(value in space.get(t, [value] if knob == "BLOCK_B" else []) for t in targets):
+                    if all(value in space.get(t, []) for t in targets):
                         forms[f"resident_{knob}_{value}"], _, _ = synth.lower(
                             captured, {**genome, **dict.fromkeys(targets, value)})
     row["knobs"] = keys

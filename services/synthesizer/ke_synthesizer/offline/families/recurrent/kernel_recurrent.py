@@ -588,6 +588,7 @@ class RecurrentFamily(KernelFamily):
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         e = group.ops[group.members[0]].extra
+        resident = form_of(e, self.value(genome, group, "persistent")) == RESIDENT
         out = []
         for name, choices in super().group_knobs(plan, group, genome):
             if name == "persistent":
@@ -598,7 +599,6 @@ class RecurrentFamily(KernelFamily):
                 twin = {STEP: "off", PERSISTENT: "on", RESIDENT: "resident"}[form_of(e, "auto")]
                 chosen = genome.get(f"{group.key}.persistent")
                 choices = tuple(c for c in choices if fits[c] and (c != twin or c == chosen))
-            resident = form_of(e, self.value(genome, group, "persistent")) == RESIDENT
             if name in ("BLOCK_H", "BLOCK_K") and resident:
                 continue  # the resident kernel holds the whole padded layer: no hidden tiles
             if name == "prefetch" and not resident:
