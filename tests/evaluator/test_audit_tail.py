@@ -73,6 +73,7 @@ def test_a_deep_model_whose_first_layers_wash_out_is_audited_on_a_bounded_number
     (proposal,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name="squeeze", count=1))
     verdict = judge.evaluate(spec, proposal.source, "squeeze")
     assert verdict.status == "correct", verdict.reason
+    assert verdict.evidence["input_shapes"] == [[2, 3, 33, 33]]  # the shapes judged, stated on the verdict
     audit = verdict.evidence["kernel_arithmetic"]
     launches = sum(verdict.evidence["kernel_launches"].values())
     assert audit["launches"] == launches >= 3 * fires  # every fire module launches kernels of its own
