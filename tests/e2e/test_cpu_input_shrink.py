@@ -1,7 +1,8 @@
 """A CPU-only user's deep CNN with its sizes inline (no constants, no get_cpu_inputs()): the
 CLI judges it at smaller batch and image sizes with the same model, and says so in the
-JSON, the summary and the report; one whose head depends on the image size cannot be
-shrunk without changing the model: exit 3, a limit of ours, in one line."""
+JSON summary, the run folder, the report and each verdict; one whose head depends on the
+image size cannot be shrunk without changing the model: exit 3, a limit of ours, in one
+line."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_a_deep_cnn_is_judged_at_smaller_shapes_and_says_which(tmp_path: Path) -
     assert [i["shape"] for i in shapes["original_inputs"]] == [[12, 3, 160, 160], [12]]
     assert "re-traced: same ops, same parameter shapes" in shapes["description"]
     run = tmp_path / "run"
-    assert json.loads((run / "summary.json").read_text())["judged_shapes"]["description"] == shapes["description"]
+    assert json.loads((run / "judged_shapes.json").read_text())["description"] == shapes["description"]
     assert "Shrunk shapes." in (run / "report.html").read_text()
     judged = [i["shape"] for i in shapes["inputs"]]
     reports = [json.loads(p.read_text()) for p in (run / "reports").glob("*.json")]
