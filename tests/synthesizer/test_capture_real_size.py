@@ -118,11 +118,21 @@ def test_specialised_graph_keeps_real_shapes() -> None:
     assert "[1048576, 128]" in src and "reshape(262144, 512)" in src and not fallbacks
 
 
+def test_specialised_graph_with_inline_sizes_is_verified_on_smaller_inputs() -> None:
+    """No size constant and no get_cpu_inputs(): the inputs' own sizes are shrunk (the
+    same ops at the smaller shapes, spec_probe), and the specialised graph is verified on
+    that spec, then kept at the real shapes."""
+    spec = capture(SPECIALISED.format(constants="", shape="1048576, 128"), "specialised_inline")
+    assert spec.tracer == "shapes" and spec.specialized_shapes == [(1048576, 128)]
+
+
 def test_specialised_graph_without_shrunk_spec_is_not_trusted() -> None:
-    """No size constant and no get_cpu_inputs(): there is no shrunk spec to verify a
-    specialised graph on, so none is taken; the candidate is the reference forward, and it
-    says why."""
-    spec = capture(SPECIALISED.format(constants="", shape="1048576, 128"), "specialised_unshrinkable")
+    """Sizes inline and a forward whose ops change with the size: no shrink keeps its
+    graph, so there is no shrunk spec to verify a specialised graph on, and none is taken;
+    the candidate is the reference forward, and it says why."""
+    source = SPECIALISED.format(constants="", shape="1048576, 128").replace(
+        "* 2.0", "* 2.0 if n > 2 ** 19 else torch.sigmoid(x)")
+    spec = capture(source, "specialised_unshrinkable")
     assert spec.tracer == "library"
     assert "shrunk spec" in spec.library_reason
 
