@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import types
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,7 +106,7 @@ class _Ops(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def measure(source: str, forward: bool = True) -> Measure:
+def measure(source: str, forward: bool = True, trace: bool = False) -> Measure:
     """Inputs, parameters and (``forward``) forward FLOPs of the spec, all on the meta
     device. Raises (anything) when the spec does not build or its forward fails at these
     sizes. Without ``forward`` the FLOPs read 0: a recurrent model's forward on meta tensors
@@ -120,7 +121,9 @@ def measure(source: str, forward: bool = True) -> Measure:
         xs = list(mod.get_inputs())
         ops = _Ops()
         if forward:
-            with torch.no_grad(), FlopCounterMode(display=False) as counter, ops:
+            # The op trace only where a shrink compares graphs: on a recurrent model's
+            # time loop every recorded op costs again.
+            with torch.no_grad(), FlopCounterMode(display=False) as counter, ops if trace else nullcontext():
                 model(*xs)
             flops = float(counter.get_total_flops())
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]
@@ -227,7 +230,7 @@ def _shrink_inputs(source: str, start: Measure, budget: ShrinkBudget) -> tuple[s
                            key=lambda s: -plan.get(s, s)):
             trial = {**plan, size: plan.get(size, size) // 2}
             try:
-                m = measure(variant(trial))
+                m = measure(variant(trial), trace=True)
             except Exception:  # noqa: BLE001 - the forward breaks at that size: keep it
                 frozen.add(size)
                 continue
@@ -281,8 +284,7 @@ def fit(source: str, budget: ShrinkBudget) -> dict[str, Any]:
         except SpecShrinkError:
             # No constants, or none whose halving fits: the inputs' own sizes, the graph kept.
             method = "inputs"
-            if not start.ops:
-                start = measure(source)
+            start = measure(source, trace=True)
             out, changed, now = _shrink_inputs(source, start, budget)
     if method != "as_is":
         try:
