@@ -1,7 +1,4 @@
-"""A transformer-style MLP held as a lambda attribute: ``self.mlpf`` closes over a
-ModuleDict (``c_fc``, ``act``, ``c_proj``), so the forward reaches the submodules only through
-the closure. The evaluator must run the reference as it is built; a copy of the model
-(``copy.deepcopy``) keeps the lambda pointing at the original submodules."""
+"""Transformer-style MLP held as a lambda attribute closing over a ModuleDict, after a layer norm."""
 
 import torch
 import torch.nn as nn
@@ -16,6 +13,8 @@ class Model(nn.Module):
             act=nn.GELU(approximate="tanh"),
             c_proj=nn.Linear(4 * n_embd, n_embd),
         ))
+        # The forward reaches the submodules only through this closure: the evaluator must run
+        # the reference as built (a deepcopy's lambda still points at the original submodules).
         m = self.mlp
         self.mlpf = lambda x: m.c_proj(m.act(m.c_fc(x)))
 
