@@ -39,6 +39,10 @@ def converted(model: torch.nn.Module, device: torch.device | str | None = None,
             made[id(t)] = t.detach().to(device=device, dtype=cast, copy=True)  # never the original itself
         return made[id(t)]
 
+    # Plain tensor attributes (``self.hidden = ...``, neither parameter nor buffer) that the
+    # converted forward assigns would stay behind, in float64, where a copy dropped them:
+    # each module's are put back as they were, and ones it added are removed.
+    attrs = [(mod, {k: v for k, v in vars(mod).items() if isinstance(v, torch.Tensor)}) for mod in model.modules()]
     try:
         for mod in model.modules():
             for p in mod._parameters.values():
@@ -56,3 +60,8 @@ def converted(model: torch.nn.Module, device: torch.device | str | None = None,
             p.data = data
         for mod, name, b in buffers:
             mod._buffers[name] = b
+        for mod, kept in attrs:
+            for k in [k for k, v in vars(mod).items() if isinstance(v, torch.Tensor) and k not in kept]:
+                delattr(mod, k)
+            for k, v in kept.items():
+                object.__setattr__(mod, k, v)

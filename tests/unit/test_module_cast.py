@@ -63,3 +63,26 @@ def test_integer_buffers_keep_their_dtype() -> None:
     with converted(bn, dtype=torch.float64) as m64:
         assert m64.num_batches_tracked.dtype == torch.int64 and m64.running_mean.dtype == torch.float64
     assert bn.running_mean.dtype == torch.float32
+
+
+class KeepsState(nn.Module):
+    """A cell that keeps its last output as a plain attribute (no buffer)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.hidden = torch.zeros(1, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.hidden = torch.tanh(self.lin(x) + self.hidden)
+        self.seen = self.hidden.sum()
+        return self.hidden
+
+
+def test_plain_tensor_attributes_assigned_in_the_block_are_put_back() -> None:
+    cell = KeepsState()
+    hidden = cell.hidden
+    with torch.no_grad(), converted(cell, dtype=torch.float64) as m64:
+        m64(torch.randn(1, 4, dtype=torch.float64))
+        assert cell.hidden.dtype == torch.float64
+    assert cell.hidden is hidden and not hasattr(cell, "seen")
