@@ -49,6 +49,7 @@ from . import (
     loading,
     memory,
     output_checks,
+    precision,
     precompile,
     reference_cache,
     timing,
@@ -108,6 +109,8 @@ class JobOptions:
     # (precompile.py): auto = on GPU only (the interpreter compiles nothing), on, off;
     # the Judge always sends its option (default off: judge/options.py says why)
     precompile: str = "off"
+    # The precision contract (kernelevolve.precision): default | strict | tf32.
+    precision: str = "default"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobOptions:
@@ -216,7 +219,9 @@ class Evaluator:
             self.ref_cache = reference_cache.RefCache(limit)
         cache = self.ref_cache if cacheable and self.ref_cache is not None and self.ref_cache.limit_bytes > 0 else None
         assert opts.seed is not None
-        key = (spec.sha, opts.seed, reference_cache.init_digest(init) if cache is not None else "")
+        # One contract's eager references are never another's.
+        key = (f"{spec.sha}:{opts.precision}", opts.seed,
+               reference_cache.init_digest(init) if cache is not None else "")
         # On a device, a large input set is not kept between jobs (made again from its seed):
         # the cache holds references on the host, never a second set on the device.
         regenerate = memory.HOST_SPILL_BYTES if self.backend.accelerated else None
@@ -277,7 +282,9 @@ class Evaluator:
             mark[0] = now
             self._mem.mark(name)  # the phase's memory peak, for the footprint and its multiples
         jobdir = os.path.join(self.scratch, "jobs")
-        spec = loading.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache)
+        spec = precision.import_spec(
+            lambda: loading.load_spec(job["spec_source"], job.get("spec_name", ""), jobdir, self.spec_cache),
+            loading.source_sha(job["spec_source"]))
         cacheable = opts.seed is not None
         if opts.seed is None:
             opts.seed = random.SystemRandom().randrange(1 << 30)
@@ -294,7 +301,7 @@ class Evaluator:
         self._float64_notes = []
         phase("measure" if opts.measure_reference_cost else "compile")
         self._hold("shared")
-        set_precision_flags()
+        v.precision = precision.enter_job(opts.precision, spec.sha)
         t_build = _clock()
         init = spec.init_inputs()
         ref_model = loading.build_model(spec.Model, init, opts.seed, dev)
