@@ -125,7 +125,7 @@ def import_spec(load: Callable[[], T], sha: str) -> T:
     return loaded
 
 
-def _named(name: str) -> dict[str, str]:
+def named_flags(name: str) -> dict[str, str]:
     """``strict`` / ``tf32`` over torch's defaults: the legacy setters, as users write them."""
     apply_flags(capture_defaults())
     on = name == "tf32"
@@ -145,7 +145,7 @@ def resolve(name: str, sha: str) -> Precision:
     spec_flags = {k: v for k, v in own.items() if defaults.get(k) != v}
     if name == DEFAULT:
         return Precision(name=name, flags=dict(own), spec_flags=spec_flags)
-    flags = _named(name)
+    flags = named_flags(name)
     for key in (CUDNN_BENCHMARK, CUDNN_DETERMINISTIC):
         flags[key] = own.get(key, flags[key])
     return Precision(name=name, flags=flags, spec_flags=spec_flags)
@@ -163,7 +163,7 @@ def apply_job() -> None:
     """The running job's flags again (before the first job: IEEE float32, the contract
     spec validation and start-up used before contracts existed)."""
     if _job is None:
-        apply_flags(_named("strict"))
+        apply_flags(named_flags("strict"))
     else:
         apply_flags(_job.flags)
 
