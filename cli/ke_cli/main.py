@@ -1,7 +1,7 @@
 """``kernelevolve``: optimise an operator, or judge one candidate.
 
     kernelevolve optimize examples/ops/softmax_rows.py --budget 8 [--out DIR] [--json]
-    kernelevolve eval SPEC CANDIDATE [--json]
+    kernelevolve eval SPEC CANDIDATE [--json] [--precision default|strict|tf32]
     kernelevolve up [--evaluators N] [--json]     a local multi-process cluster on loopback
     kernelevolve down
     kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
@@ -43,6 +43,7 @@ from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError, ResourceLimitError
 from kernelevolve.ids import new_session_id
+from kernelevolve.precision import CONTRACTS
 from kernelevolve.spec import load_spec_file
 from kernelevolve.spec_shrink import FitProbe, FitResult
 from kernelevolve.v1 import common_pb2 as pb
@@ -110,6 +111,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="end once a correct candidate reaches this fraction (0..1] of the roofline")
     o.add_argument("--baseline", choices=("eager", "compile"), default="",
                    help="fitness is the speedup over eager PyTorch (default) or torch.compile")
+    o.add_argument("--precision", choices=CONTRACTS, default="",
+                   help="precision contract: default (PyTorch's defaults plus the spec's own flags: cuDNN TF32 on, "
+                   "matmul TF32 off), strict (IEEE float32 everywhere) or tf32 (matmuls too)")
     o.add_argument("--tune-share", type=float, default=None, metavar="F",
                    help="tuning stage: the last fraction F of the budget sweeps the launch configurations (tiles, "
                    "warps, stages) of the best candidates (default 0.25; 0 = no tuning stage)")
@@ -132,6 +136,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("candidate", type=Path)
     e.add_argument("--json", action="store_true", help="print the full verdict as JSON")
     e.add_argument("--trials", type=int, default=None, help="correctness trials (default from config, 5)")
+    e.add_argument("--precision", choices=CONTRACTS, default="",
+                   help="precision contract (default: evaluator.precision, 'default')")
 
     from ke_cli.cluster_cli import add_cluster_commands
 
@@ -208,7 +214,8 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"candidate file {args.candidate} does not exist")
     candidate = args.candidate.read_text(encoding="utf-8")
     ev_settings = settings.evaluator
-    opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials)
+    opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials,
+                                 precision=args.precision or ev_settings.precision)
     with Judge(opts) as judge, working(f"judging {args.candidate.name}", quiet=args.json):
         judge.validate_spec(spec.source, spec.name).raise_if_failed(str(args.spec))
         verdict = judge.evaluate(spec.source, candidate, args.candidate.stem)
@@ -218,6 +225,8 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         out = sys.stdout
         out.write(f"{args.candidate}: {verdict.status}\n")
         out.write(f"  reason: {verdict.reason}\n")
+        if verdict.precision is not None:
+            out.write(f"  precision: {verdict.precision.describe()}\n")
         c = verdict.correctness
         if c is not None and c.error_ratio is not None:
             out.write(f"  error vs float64 {c.candidate_error:.3g} = {c.error_ratio:.2g}x the reference's own "
@@ -329,7 +338,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
                                                  max_inflight=args.max_inflight, seeds=args.seeds,
                                                  time_limit_s=args.time_limit, plateau=args.plateau,
                                                  target_roofline=args.target_roofline, baseline=args.baseline,
-                                                 tune_share=args.tune_share, tune_elite=args.tune_elite)
+                                                 tune_share=args.tune_share, tune_elite=args.tune_elite,
+                                                 precision=args.precision)
             started = True
             if settings.synthesizer.kind == "agent" and not args.gateway and not args.json:
                 sys.stderr.write(f"kernelevolve: candidates come from outside: answer with `kernelevolve agent next "
@@ -415,13 +425,18 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         best = {
             "candidate_id": session.best_candidate_id,
             "status": status_name(resp.node.status),
+            # The re-time in a fresh worker when the finalist had one (the reported figure), the
+            # first evaluation's beside it: nothing is called best on one timing.
             "speedup": session.best_speedup,
+            "speedup_source": "fresh-worker re-time" if resp.node.retimed else "first evaluation",
+            "first_speedup": resp.node.first_fitness if resp.node.retimed else session.best_speedup,
             "path": str(run_dir / "best_kernel.py"),
             "transformation": resp.candidate.transformation.name,
             "reason": report.get("reason", ""),
             "candidate_ms": (report.get("candidate_timing") or {}).get("median_ms"),
             "baseline_ms": (report.get("baseline_timing") or {}).get("median_ms"),
             "device": report.get("device", ""),
+            "precision": (report.get("precision") or {}).get("description", ""),
         }
         interpreted = interpreted or bool(report.get("interpreted"))
     out: dict[str, Any] = {
@@ -440,6 +455,7 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         "common_failure": session.common_failure,
         "end_reason": session.end_reason,
         "baseline": session.baseline or "eager",
+        "precision": session.precision or "default",
     }
     if interpreted:
         out["note"] = CPU_NOTE
@@ -457,8 +473,13 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
     best = s["best"]
     if best:
         over = _BASELINE_NAMES.get(s.get("baseline", ""), "eager PyTorch")
+        retimed = best.get("speedup_source") == "fresh-worker re-time"
+        first = f"; first evaluation {best['first_speedup']:.3f}x" if retimed else ""
         progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
-                      f"speedup {best['speedup']:.3f}x vs {over} on {best['device'] or s['hardware']}.")
+                      f"speedup {best['speedup']:.3f}x vs {over} on {best['device'] or s['hardware']} "
+                      f"({best.get('speedup_source', 'first evaluation')}{first}; precision {s['precision']}).")
+        if best.get("precision"):
+            progress.line(f"Precision: {best['precision']}")
         progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
     elif s["common_failure"]:
         progress.line(f"No correct candidate: {s['common_failure']}")

@@ -170,6 +170,9 @@ class EvaluatorSettings:
     run_timeout_max_s: float = 1800.0
     reference_cost_factor: float = 4.0
     correctness_trials: int = 5
+    # The precision contract of a job that names none (``kernelevolve eval``; a session
+    # names its own): default | strict | tf32 (kernelevolve.precision).
+    precision: str = "default"
     scratch_dir: str = ""
     # Candidates judged at once on this evaluator's device: the Judge keeps this many
     # sandboxed workers; checks overlap, timing takes the device alone (exclusive lock).
@@ -644,6 +647,9 @@ class SearchSessionDefaults:
     plateau: int = 0  # end after N evaluations without a CI-separated improvement; 0 = never
     target_roofline: float = 0.0  # end when a candidate reaches this roofline fraction; 0 = never
     baseline: str = "eager"  # "eager" or "compile" (torch.compile, timed by the evaluator)
+    # The precision contract (kernelevolve.precision): "default" (PyTorch's defaults plus
+    # what the spec sets at import), "strict" (IEEE float32 everywhere) or "tf32".
+    precision: str = "default"
     # Tuning stage (ke_search.tune): the last floor(budget * tune_share) evaluations sweep the
     # launch configurations (tiles, warps, stages) of the tune_elite fittest correct
     # candidates; 0 = no stage. A request sets either explicitly, 0 included.

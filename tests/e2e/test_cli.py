@@ -38,10 +38,16 @@ def test_optimize_json_writes_run_folder(tmp_path: Path) -> None:
 
 
 def test_optimize_progress_and_out(tmp_path: Path) -> None:
-    proc = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun"], tmp_path)
+    proc = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun",
+                 "--precision", "strict"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "generated" in proc.stdout and "evaluated" in proc.stdout
     assert "Best: r1-1" in proc.stdout and "say nothing about GPU speed" in proc.stdout
+    # the figure is the fresh-worker re-time, under the contract asked for
+    assert "(fresh-worker re-time; first evaluation" in proc.stdout and "precision strict)" in proc.stdout
+    assert "Precision: strict (IEEE float32 everywhere" in proc.stdout
+    summary = json.loads((tmp_path / "myrun" / "summary.json").read_text())
+    assert summary["precision"] == "strict" and summary["best_speedup_source"] == "fresh-worker re-time"
     assert (tmp_path / "myrun" / "best_kernel.py").is_file()
     again = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun"], tmp_path)
     assert again.returncode == 2 and "not empty" in again.stderr  # never overwrites a run
@@ -82,6 +88,7 @@ def test_eval_judges_one_candidate(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     verdict = json.loads(proc.stdout)
     assert verdict["status"] == "correct" and verdict["reason"]
+    assert verdict["precision"]["name"] == "default" and verdict["precision"]["flags"]["cudnn.allow_tf32"] == "True"
     assert verdict["candidate_timing"]["median_ms"] > 0 and verdict["baseline_timing"]["median_ms"] > 0
     broken = Path(__file__).parent / "candidates" / "relu_scale_add_wrong_scale.py"
     proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(broken), "--json"], tmp_path)

@@ -22,7 +22,9 @@ class JudgePort(Protocol):
                  fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
         """The verdict on one candidate; a broken candidate is a verdict, never an exception.
         ``compile_baseline``: also time torch.compile of the reference (``speedup_vs_compile``);
-        callers pass it only when asked for, so a judge without it still serves the rest."""
+        callers pass it only when asked for, so a judge without it still serves the rest.
+        A judge may also take ``precision`` (the contract, ``kernelevolve.precision``; the
+        evaluator service passes it for a session that names one): ``ke_evaluator.Judge`` does."""
         ...
 
     def evaluate_many(self, jobs: Iterable[EvalJobTuple]) -> list[Verdict]:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from kernelevolve.errors import InvalidSpecError, ResourceLimitError
+from kernelevolve.precision import Precision
 
 Status = Literal["correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed"]
 STATUSES: tuple[Status, ...] = (
@@ -129,13 +130,20 @@ class Verdict:
     # Optional torch.compile baseline (GPU only, EvalOptions.compile_baseline).
     compile_baseline_timing: Timing | None = None
     speedup_vs_compile: float = 0.0
+    # The precision contract the reference, the baselines and the candidate ran under
+    # (kernelevolve.precision): its name, its flags and what the spec set at import. A
+    # verdict that never reached a worker names the contract asked for, with no flags.
+    precision: Precision | None = None
 
     @property
     def is_correct(self) -> bool:
         return self.status == "correct"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.precision is not None:  # with its one-line description, for reports
+            d["precision"] = self.precision.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
@@ -145,6 +153,8 @@ class Verdict:
         for key in ("candidate_timing", "baseline_timing", "compile_baseline_timing"):
             if d.get(key) is not None:
                 d[key] = Timing(**d[key])
+        if d.get("precision") is not None:
+            d["precision"] = Precision.from_dict(d["precision"])
         if d.get("diagnosis") is not None:
             diag = dict(d["diagnosis"])
             diag["kernels"] = [KernelInfo(**k) for k in diag.get("kernels", [])]

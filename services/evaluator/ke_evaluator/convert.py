@@ -28,6 +28,9 @@ def verdict_to_pb(v: Verdict, hardware_kind: str, report_key: str = "") -> pb.Ev
         warnings=list(v.warnings), speedup_vs_compile=v.speedup_vs_compile,
         compile_baseline_note=str(v.evidence.get("compile_baseline", ""))[:300],
     )
+    if v.precision is not None:
+        res.precision.CopyFrom(pb.PrecisionContract(name=v.precision.name, flags=v.precision.flags,
+                                                    spec_flags=v.precision.spec_flags))
     if v.correctness is not None:
         c = v.correctness
         res.correctness.CopyFrom(pb.CorrectnessStats(trials=c.trials, max_abs_error=c.max_abs_error,

@@ -71,9 +71,13 @@ class EvaluatorService:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
-                       fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
-        # Only a session that asked for the compile baseline passes it on (see JudgePort).
-        extra = {"compile_baseline": True} if compile_baseline else {}
+                       fresh_worker: bool = False, compile_baseline: bool = False, precision: str = "") -> Verdict:
+        # Only a session that asked for the compile baseline passes it on (see JudgePort);
+        # its precision contract, whenever the judge would otherwise judge under another.
+        extra: dict[str, object] = {"compile_baseline": True} if compile_baseline else {}
+        judge_default = getattr(getattr(self._judge, "opts", None), "precision", "default")
+        if precision and precision != judge_default:
+            extra["precision"] = precision
         async with self._slots:
             start = time.perf_counter()
             verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker,
@@ -129,7 +133,8 @@ class EvaluatorService:
             log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})
             # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
             verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime,
-                                          compile_baseline=session.baseline == "compile")
+                                          compile_baseline=session.baseline == "compile",
+                                          precision=session.precision)
             verdict.candidate_id = cid
             if delivery > 1:
                 # An earlier attempt ended without a report (its evaluator was killed): this

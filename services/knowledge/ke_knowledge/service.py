@@ -98,7 +98,7 @@ class KnowledgeService:
             return
         context = SkillContext(s.spec.name, classify_op_family(s.spec.source),
                                shape_class(result.baseline_timing.median_ms), cand.genome.get("dtype", ""),
-                               result.hardware.kind or s.hardware.kind)
+                               result.hardware.kind or s.hardware.kind, s.precision or "default")
         tname, params = cand.transformation.name, dict(cand.transformation.params)
         existing = await self.kb.find_skill(skill_id_for(context, tname, params))
         if existing is not None:

@@ -135,8 +135,10 @@ class SearchService:
         family = classify_op_family(session.spec.source)
         try:
             # The port blocks; a worker thread keeps this loop (maybe the knowledge server's) free.
+            # A skill timed under another precision contract is no evidence here.
             hints = await asyncio.to_thread(self._knowledge.skills, hardware_kind=session.hardware.kind,
-                                            op_family=family, limit=self._prior_skills)
+                                            op_family=family, limit=self._prior_skills,
+                                            precision=session.precision or "default")
         except KernelEvolveError as exc:
             log.warning("no skill priors", extra={"session_id": session.session_id, "error": str(exc)})
             hints = []
@@ -359,7 +361,8 @@ class SearchService:
                      for n in nodes if n.parent_id == rec.parent_id]
             req = ev.CandidateRequested(session_id=sid, request_id=rid, parent_id=rec.parent_id, count=rec.count,
                                         hardware=session.hardware, tried=tried,
-                                        repair_attempt=rec.repair_attempt, tune=rec.tune)
+                                        repair_attempt=rec.repair_attempt, tune=rec.tune,
+                                        precision=session.precision or "default")
             log.info("requesting candidates", extra={"session_id": sid, "request_id": rid, "tune": rec.tune,
                                                      "parent_id": rec.parent_id or ROOT, "count": rec.count})
             await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
@@ -563,14 +566,21 @@ class SearchService:
             "generated": len(st.generated),
             "evaluated": len(st.evaluated),
             "best_candidate_id": best.node_id if best else "",
+            # The best's speedup is its re-time in a fresh worker when it had one (the figure
+            # reported), with the first evaluation's beside it.
             "best_speedup": best.fitness if best else 0.0,
             "best_retimed": bool(best and best.retimed),
+            "best_speedup_source": ("fresh-worker re-time" if best and best.retimed
+                                    else "first evaluation" if best else ""),
+            "best_first_speedup": (best.first_fitness if best.retimed else best.fitness) if best else 0.0,
+            "precision": session.precision or "default",
             "end_reason": st.end_reason,
             "duplicates": len(st.duplicates),
             "notes": st.notes,
             "options": {"seeds": session.seeds, "time_limit_s": session.time_limit_s, "plateau": session.plateau,
                         "target_roofline": session.target_roofline, "baseline": session.baseline or "eager",
-                        "tune_share": session.tune_share, "tune_elite": session.tune_elite},
+                        "tune_share": session.tune_share, "tune_elite": session.tune_elite,
+                        "precision": session.precision or "default"},
             "tuning": tune.summary(st, nodes),
             "error": session.error,
             "bad_input": session.bad_input,

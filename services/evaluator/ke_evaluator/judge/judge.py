@@ -41,6 +41,7 @@ from typing import Any
 from kernelevolve import pyast
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
+from kernelevolve.precision import Precision, check_name
 
 from .. import backends, device_lock, resource_limits
 from ..phase_limits import JobLimits, LimitPolicy, ReferenceCost
@@ -272,7 +273,7 @@ class Judge:
             "compile_baseline": t.compile_baseline, "error_budget_factor": o.error_budget_factor,
             "check_kernel_dependency": o.check_kernel_dependency, "audit_economy": o.audit_economy,
             "profile_library_time": o.profile_library_time,
-            "strict_strides": o.strict_strides, "precompile": o.precompile,
+            "strict_strides": o.strict_strides, "precompile": o.precompile, "precision": o.precision,
         }
 
     def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
@@ -333,12 +334,14 @@ class Judge:
                              resource_limited=bool(p.get("resource_limited")))
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False,
+                 precision: str | None = None) -> Verdict:
         """Judge one candidate. ``fresh_worker=True`` runs it in a newly started worker (use it
         to re-time finalists: a lucky timing in a warm worker should not make an elite).
         ``compile_baseline=True`` also times torch.compile of the reference in the same worker
         for this job, whatever ``TimingOptions.compile_baseline`` says (a session's
-        ``--baseline compile``)."""
+        ``--baseline compile``). ``precision``: the contract of this job (a session's
+        ``--precision``; None: ``EvalOptions.precision``); every verdict names it."""
         if not isinstance(spec_source, str) or not isinstance(candidate_source, str):
             raise InvalidArgumentError("spec_source and candidate_source must be strings")
         if self._pool.closed:
@@ -346,6 +349,7 @@ class Judge:
         pre = _spec_precheck(spec_source)
         if pre:
             raise InvalidSpecError(pre)
+        contract = check_name(precision or self.opts.precision)
         t0 = time.monotonic()
         report = static_policy.check_candidate(candidate_source)
         if not self.opts.enforce_static_policy and not report.syntax_error:
@@ -354,13 +358,15 @@ class Judge:
             status: Status = "compile_error" if report.syntax_error else "rejected"
             v = Verdict(status=status, reason=report.reason, candidate_id=candidate_id, device=self.device,
                         interpreted=self.device == "cpu", fingerprint=dict(self.fingerprint))
+            v.precision = Precision(name=contract)
             v.evidence["static_findings"] = [f.render() for f in report.findings]
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             return v
         affinity = hashlib.sha256(spec_source.encode()).hexdigest()  # the worker whose cache has the spec
         with self._pool.lease(affinity) as slot:
             seed_opts = self._seed_options(affinity, slot)
-            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {})}
+            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {}),
+                       "precision": contract}
             limits = self._job_limits(affinity, options)
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
                    "candidate_source": candidate_source, "candidate_id": candidate_id, "options": options}
@@ -391,6 +397,8 @@ class Judge:
             else:
                 v = Verdict(status=reply.kind, reason=reply.reason)  # type: ignore[arg-type]
             v.candidate_id = candidate_id
+            if v.precision is None or v.precision.name != contract:  # the worker never said (crash, timeout)
+                v.precision = Precision(name=contract)
             v.device = self.device
             v.interpreted = self.device == "cpu"
             if not v.fingerprint:

@@ -164,7 +164,9 @@ class Evaluator:
             self.ref_cache = reference_cache.RefCache(limit)
         cache = self.ref_cache if cacheable and self.ref_cache is not None and self.ref_cache.limit_bytes > 0 else None
         assert opts.seed is not None
-        key = (spec.sha, opts.seed, reference_cache.init_digest(init) if cache is not None else "")
+        # One contract's eager references are never another's.
+        key = (f"{spec.sha}:{opts.precision}", opts.seed,
+               reference_cache.init_digest(init) if cache is not None else "")
         # On a device, a large input set is not kept between jobs (made again from its seed):
         # the cache holds references on the host, never a second set on the device.
         regenerate = memory.HOST_SPILL_BYTES if self.backend.accelerated else None

@@ -50,6 +50,8 @@ class JobOptions:
     # (precompile.py): auto = on GPU only (the interpreter compiles nothing), on, off;
     # the Judge always sends its option (default off: judge/options.py says why)
     precompile: str = "off"
+    # The precision contract (kernelevolve.precision): default | strict | tf32.
+    precision: str = "default"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobOptions:

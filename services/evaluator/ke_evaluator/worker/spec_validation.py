@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .. import resource_limits
-from . import diagnosis, loading, memory, output_checks, tolerance
+from . import diagnosis, loading, memory, output_checks, precision, tolerance
 from .global_state import set_precision_flags
 
 PhaseFn = Callable[[str], None]
@@ -59,10 +59,13 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
     info: dict[str, Any] = {}
     phase("compile")
     try:
-        spec = loading.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache)
+        spec = precision.import_spec(
+            lambda: loading.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache),
+            loading.source_sha(job["spec_source"]))
     except loading.SpecError as exc:
         return {"ok": False, "reason": str(exc), "warnings": warnings, "info": info}
-    set_precision_flags()
+    info["precision"] = precision.enter_job(str(job.get("options", {}).get("precision") or "default"),
+                                            spec.sha).to_dict()
     seed = int(job.get("options", {}).get("seed") or 0)
     try:
         init = spec.init_inputs()

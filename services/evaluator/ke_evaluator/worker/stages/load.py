@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import random
 
-from .. import loading
+from .. import loading, precision
 from ..defenses import Outcome, exc_summary
-from ..global_state import set_precision_flags, snapshot
+from ..global_state import snapshot
 from .context import Evidence, JobContext, clock
 
 NAME = "load"
@@ -18,8 +18,9 @@ NAME = "load"
 def run(ctx: JobContext) -> Evidence:
     ev, opts, v, dev = ctx.ev, ctx.opts, ctx.v, ctx.device
     ctx.jobdir = os.path.join(ev.scratch, "jobs")
-    spec = ctx.spec = loading.load_spec(ctx.job["spec_source"], ctx.job.get("spec_name", ""), ctx.jobdir,
-                                        ev.spec_cache)
+    spec = ctx.spec = precision.import_spec(
+        lambda: loading.load_spec(ctx.job["spec_source"], ctx.job.get("spec_name", ""), ctx.jobdir, ev.spec_cache),
+        loading.source_sha(ctx.job["spec_source"]))
     cacheable = opts.seed is not None
     if opts.seed is None:
         opts.seed = random.SystemRandom().randrange(1 << 30)
@@ -37,7 +38,7 @@ def run(ctx: JobContext) -> Evidence:
     ev._float64_notes = []
     ctx.phase("measure" if opts.measure_reference_cost else "compile")
     ev._hold("shared")
-    set_precision_flags()
+    v.precision = precision.enter_job(opts.precision, spec.sha)
     t_build = clock()
     ctx.init = spec.init_inputs()
     ctx.ref_model = loading.build_model(spec.Model, ctx.init, opts.seed, dev)
