@@ -528,7 +528,8 @@ class Evaluator:
                                            spec, v, device=dev)
                 defenses.kernel_arithmetic(self._call, self.poison, probe_model, recorder, inputs0, ref_out0,
                                            spec, dev.type, v, device=dev,
-                                           economy=arithmetic_audit.Economy() if opts.audit_economy else None)
+                                           economy=arithmetic_audit.Economy() if opts.audit_economy else None,
+                                           reference=partial(self._reference_on, ref_model))
             except Outcome:
                 lap("integrity")  # what deciding a rejection cost
                 raise
@@ -651,6 +652,12 @@ class Evaluator:
         return ReferenceCost(eager_s=t3 - t2, float64_s=t6 - t5, inputs_s=t1 - t0, build_s=build_s,
                              check_s=t4 - t3, extra_sets=extra_sets,
                              float64_on="host" if where.type == "cpu" else "device")
+
+    def _reference_on(self, ref_model: torch.nn.Module, inputs: list[Any]) -> Any:
+        """The reference on inputs no trial used (the arithmetic audit's off-identity check)."""
+        out = self._call(ref_model, inputs)
+        set_precision_flags()
+        return out
 
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
