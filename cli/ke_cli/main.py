@@ -14,7 +14,8 @@
     kernelevolve agent next [--session ID] [--json] / agent submit --request ID FILE [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
-1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
+1 no correct kernel / candidate not correct / the session failed / the spec has nothing to
+compute (its reference only reshapes its inputs: one line says so), 2 bad input (also a
 session that failed because of its spec), 3 a resource limit of ours (the spec is valid
 but its reference ran out of memory inside the evaluator's limits), 130 interrupted
 (SIGINT), 143 terminated (SIGTERM).
@@ -41,7 +42,13 @@ from ke_cli.live import make_progress, working
 from ke_cli.llm_flags import add_llm_flags, apply_llm_flags
 from kernelevolve import logging as ke_logging
 from kernelevolve.config import Settings, load_settings
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError, ResourceLimitError
+from kernelevolve.errors import (
+    InvalidArgumentError,
+    InvalidSpecError,
+    KernelEvolveError,
+    NothingToComputeError,
+    ResourceLimitError,
+)
 from kernelevolve.ids import new_session_id
 from kernelevolve.precision import CONTRACTS
 from kernelevolve.spec import load_spec_file
@@ -184,6 +191,11 @@ def main(argv: list[str] | None = None) -> None:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
         _fail(str(exc))
+    except NothingToComputeError as exc:
+        # Neither the user's error (2) nor a limit of ours (3): the spec is valid, and there is
+        # no kernel to write for it ("...: nothing to compute: the reference only reshapes ...").
+        sys.stderr.write(f"kernelevolve: {exc}\n")
+        code = 1
     except ResourceLimitError as exc:
         # Not the user's input: a limit of this installation (what was needed, the limit and
         # the setting are in the message).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from kernelevolve.errors import InvalidSpecError, ResourceLimitError
+from kernelevolve.errors import InvalidSpecError, NothingToComputeError, ResourceLimitError
 from kernelevolve.precision import Precision
 
 Status = Literal["correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed"]
@@ -99,15 +99,21 @@ class SpecCheck:
     # Not ok because the reference ran out of memory inside the evaluator's own limits:
     # the spec is valid, the evaluator too small (ResourceLimitError, not InvalidSpecError).
     resource_limited: bool = False
+    # Not ok because the reference only views its inputs (reshape, permute, split): valid,
+    # but there is nothing to compute (NothingToComputeError, not InvalidSpecError).
+    nothing_to_compute: bool = False
 
     def raise_if_failed(self, name: str) -> None:
         """The error a caller raises for a failed check: ``ResourceLimitError`` when our
-        limits stopped the reference, else ``InvalidSpecError``."""
+        limits stopped the reference, ``NothingToComputeError`` for a reference that only
+        views its inputs, else ``InvalidSpecError``."""
         if self.ok:
             return
         reason = f"{name}: {self.reason}" if name else self.reason
         if self.resource_limited:
             raise ResourceLimitError(reason)
+        if self.nothing_to_compute:
+            raise NothingToComputeError(reason)
         raise InvalidSpecError(reason or "the reference could not be run")
 
 

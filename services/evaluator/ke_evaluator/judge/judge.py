@@ -331,7 +331,8 @@ class Judge:
                 self._estimate_footprint(spec_source, slot, p.get("info", {}))
             return SpecCheck(ok=bool(p.get("ok")), reason=str(p.get("reason", "")),
                              warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})),
-                             resource_limited=bool(p.get("resource_limited")))
+                             resource_limited=bool(p.get("resource_limited")),
+                             nothing_to_compute=bool(p.get("nothing_to_compute")))
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                  fresh_worker: bool = False, compile_baseline: bool = False,

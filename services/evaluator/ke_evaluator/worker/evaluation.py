@@ -272,6 +272,12 @@ class Evaluator:
                              check_s=t4 - t3, extra_sets=extra_sets,
                              float64_on="host" if where.type == "cpu" else "device")
 
+    def _reference_on(self, ref_model: torch.nn.Module, inputs: list[Any]) -> Any:
+        """The reference on inputs no trial used (the arithmetic audit's off-identity check)."""
+        out = self._call(ref_model, inputs)
+        set_precision_flags()
+        return out
+
     # -- individual defenses ---------------------------------------------------------------
     def _check_state(self, before: GlobalState) -> None:
         problems = state_violations(before, snapshot(), count_os_threads=not self.backend.accelerated)

@@ -29,6 +29,25 @@ def _describe(obj: Any) -> list[dict[str, Any]]:
     ]
 
 
+NOTHING_TO_COMPUTE = "nothing to compute: the reference only reshapes its inputs"
+
+
+def only_views(out: Any, inputs: list[Any], model: torch.nn.Module) -> str:
+    """Non-empty (what it returns, in words) when every tensor the reference returns is a
+    view of one of its inputs, parameters or buffers (reshape, permute, split, a slice, the
+    input itself): there is nothing to compute."""
+    tensors = [t for t in output_checks.leaves(out) if isinstance(t, torch.Tensor)]
+    sources = [t for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
+    sources += list(model.parameters()) + list(model.buffers())
+    if not tensors or not any(t.numel() for t in tensors):
+        return ""
+    for t in tensors:
+        if t.numel() and not any(s.numel() and output_checks.overlaps(t, s) for s in sources):
+            return ""
+    n = len(tensors)
+    return "its output is a view of its inputs" if n == 1 else f"each of its {n} outputs is a view of its inputs"
+
+
 def memory_limit(device: torch.device) -> tuple[int | None, str, str]:
     """(bytes, name, remedy) of the memory limit the worker runs under."""
     if device.type == "cuda":
@@ -87,6 +106,7 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
             ref_in = output_checks.clone_tree(inputs)
             with mem.reference():  # the reference's own peak: the admission's estimate needs it
                 out, draws = loading.seeded_call(model, ref_in, fseed, device)
+            views = only_views(out, ref_in, model)
             del ref_in
             out_again, _ = loading.seeded_call(model, output_checks.clone_tree(inputs), fseed, device)
         extra = spec.extra_inputs(seed + 5000, device)
@@ -100,6 +120,11 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
     tensors = [t for t in output_checks.leaves(out) if isinstance(t, torch.Tensor)]
     if not tensors:
         return {"ok": False, "reason": "reference output contains no tensor", "warnings": warnings, "info": info}
+    if views:
+        # Before any candidate: a kernel for it could only copy (the audit rejects that) or
+        # launch nothing. Neither the spec's author's error nor a failure of ours: its own outcome.
+        return {"ok": False, "nothing_to_compute": True, "warnings": warnings, "info": info,
+                "reason": f"{NOTHING_TO_COMPUTE} ({views})"}
     info["inputs"] = _describe(inputs)
     info["outputs"] = _describe(out)
     info["parameters"] = int(sum(p.numel() for p in model.parameters()))

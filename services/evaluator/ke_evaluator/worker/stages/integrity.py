@@ -4,6 +4,8 @@ process state as it was."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from .. import arithmetic_audit, defenses
@@ -32,7 +34,8 @@ def run(ctx: JobContext) -> Evidence:
                                        ctx.spec, v, device=dev)
             defenses.kernel_arithmetic(ev._call, ev.poison, probe_model, ctx.recorder, ctx.inputs0, ctx.ref_out0,
                                        ctx.spec, dev.type, v, device=dev,
-                                       economy=arithmetic_audit.Economy() if opts.audit_economy else None)
+                                       economy=arithmetic_audit.Economy() if opts.audit_economy else None,
+                                       reference=partial(ev._reference_on, ctx.ref_model))
         except Outcome:
             ctx.lap(NAME)  # what deciding a rejection cost
             raise
