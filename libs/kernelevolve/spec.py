@@ -56,6 +56,14 @@ def check_source(source: str, name: str = "spec") -> None:
             raise InvalidSpecError(f"{name}: {fn} must be a function, found a {defined[fn]}")
 
 
+def hanging_import(seconds: float) -> str:
+    """The one line for a spec whose import (its module-level code) did not return within
+    ``seconds`` (``evaluator.spec_import_timeout_s``): said alike by the evaluator's
+    validation and the CPU sizing probe, whichever imports it first."""
+    return (f"the spec's import did not return within {seconds:g} s (evaluator.spec_import_timeout_s; a spec "
+            "imports in milliseconds): its module-level code hangs")
+
+
 def load_spec_file(path: str | Path) -> pb.OperatorSpec:
     p = Path(path)
     if not p.is_file():

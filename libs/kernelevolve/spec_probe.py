@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
+import threading
 import types
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -19,6 +21,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from kernelevolve.errors import InvalidSpecError
+from kernelevolve.spec import hanging_import
 from kernelevolve.spec_shrink import (
     CPU_SUFFIX,
     InputShape,
@@ -47,11 +50,26 @@ class Measure:
                    self.flops / budget.flops)
 
 
+# Set once a spec's module-level code has run to its end in this process (``main``'s watchdog).
+_imported = threading.Event()
+
+
 def _load(source: str) -> types.ModuleType:
     mod = types.ModuleType("spec_under_probe")
     mod.__dict__["__file__"] = "<spec>"
     exec(compile(source, "<spec>", "exec"), mod.__dict__)  # noqa: S102 - the spec's code, as capture runs it
+    _imported.set()
     return mod
+
+
+def _watch_import(seconds: float) -> None:
+    """End the process with a spec error when the spec's first import does not return within
+    ``seconds``: its module-level code hangs (a thread, since a C-level wait ignores signals)."""
+    if _imported.wait(seconds):
+        return
+    sys.stdout.write("\n" + json.dumps({"error": hanging_import(seconds), "kind": "spec"}) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def _arg_names(model_cls: type, n: int) -> list[str]:
@@ -209,6 +227,8 @@ def main() -> None:
     on the command line, print one JSON answer on the last line of stdout."""
     with open(sys.argv[1], encoding="utf-8") as f:
         request = json.load(f)
+    threading.Thread(target=_watch_import, args=(float(request.get("import_timeout_s", 60.0)),), daemon=True,
+                     name="ke-import-watch").start()
     try:
         answer = fit(request["source"], ShrinkBudget(**request["budget"]))
     except SpecShrinkError as exc:

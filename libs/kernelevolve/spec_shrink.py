@@ -172,10 +172,13 @@ class FitProbe:
     """``fit_for_interpreter`` started now and collected later: the child sizes the spec
     (a few seconds, most of it importing torch) while the caller starts its services."""
 
-    def __init__(self, source: str, budget: ShrinkBudget | None = None) -> None:
+    def __init__(self, source: str, budget: ShrinkBudget | None = None, import_timeout_s: float = 60.0) -> None:
         self._folder = tempfile.TemporaryDirectory(prefix="ke-fit-")
         request = Path(self._folder.name) / "request.json"
-        request.write_text(json.dumps({"source": source, "budget": asdict(budget or ShrinkBudget())}))
+        # import_timeout_s: the spec's first import in the child (evaluator.spec_import_timeout_s);
+        # a hanging one is answered as a spec error then, not after ``result``'s timeout.
+        request.write_text(json.dumps({"source": source, "budget": asdict(budget or ShrinkBudget()),
+                                       "import_timeout_s": import_timeout_s}))
         self._proc = subprocess.Popen([sys.executable, "-m", "kernelevolve.spec_probe", str(request)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

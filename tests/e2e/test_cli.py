@@ -74,6 +74,22 @@ def test_bad_spec_exits_2_and_leaves_nothing(tmp_path: Path, case: str) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_spec_whose_import_never_returns_exits_2_within_the_import_limit(tmp_path: Path) -> None:
+    import time
+
+    spec = tmp_path / "hangs.py"
+    spec.write_text("import threading\nthreading.Event().wait()\n" + (EXAMPLES / "row_sum.py").read_text())
+    t0 = time.monotonic()
+    proc = _run(["optimize", str(spec), "--budget", "1", "--out", "out"], tmp_path, timeout=300,
+                KE_EVALUATOR_SPEC_IMPORT_TIMEOUT_S="5")
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr
+    assert "import did not return within 5 s" in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "out").exists()
+    # Start-up, the import limit and the stop: well inside the 240 s validation may wait.
+    assert took < 120.0, took
+
+
 def test_missing_spec_file(tmp_path: Path) -> None:
     proc = _run(["optimize", "nope.py"], tmp_path)
     assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -220,3 +220,35 @@ def test_a_reference_at_fault_in_the_measure_phase_is_named_as_such(tmp_path: Pa
         raised = judge.evaluate(spec_for_tests("raises"), OK)
         assert raised.status == "runtime_error", raised.reason
         assert raised.reason.startswith("the reference raised while its cost was measured, before any candidate")
+
+
+# -- a spec's import in a validation ----------------------------------------------------------
+HANGS = "import threading\nthreading.Event().wait()\n" + RELU
+SLOW_IMPORT = "import time\ntime.sleep(1.5)\n" + RELU  # a heavy but finite import (transformers: 2.3 s)
+
+
+def test_a_validation_starts_in_the_import_phase_under_its_own_limit() -> None:
+    policy = LimitPolicy.from_job_options({"spec_import_timeout_s": 7, "compile_timeout_s": 30})
+    limits = JobLimits(policy, importing=True)
+    assert limits.seconds() == 7.0 and "evaluator.spec_import_timeout_s" in limits.explain()
+    assert limits.enter({"phase": "compile"}) and limits.seconds() == 30.0
+    assert not limits.enter({"phase": "import"})  # no way back to a phase that restarts a clock
+    # An evaluation has no import phase: a forged one is ignored.
+    assert not JobLimits(policy).enter({"phase": "import"})
+    with pytest.raises(InvalidArgumentError):
+        EvalOptions(spec_import_timeout_s=0.0).validate()
+
+
+def test_a_hanging_import_fails_validation_within_the_import_limit_and_a_slow_one_passes(tmp_path: Path) -> None:
+    import time
+
+    with Judge(_options(tmp_path, spec_import_timeout_s=4.0, run_timeout_s=60.0)) as j:
+        t0 = time.monotonic()
+        check = j.validate_spec(HANGS, "hangs")
+        took = time.monotonic() - t0
+        assert not check.ok and not check.resource_limited
+        assert "import did not return within 4 s" in check.reason and "spec_import_timeout_s" in check.reason
+        # The import limit, plus a worker's start: not the 60 s compile + 60 s run limits.
+        assert took < 40.0, took
+        slow = j.validate_spec(SLOW_IMPORT, "slow_import")
+        assert slow.ok, slow.reason

@@ -188,3 +188,15 @@ def test_every_large_example_shrinks_to_the_budget(path: Path) -> None:
     assert fit.method == "constants" and fit.changed
     assert fit.input_bytes <= ShrinkBudget().input_bytes
     assert fit.describe().startswith("judged at shrunk shapes: ")
+
+
+def test_a_spec_whose_import_never_returns_is_a_spec_error_at_the_import_limit() -> None:
+    import time
+
+    from kernelevolve.spec_shrink import FitProbe
+
+    hangs = "import threading\nthreading.Event().wait()\n" + NO_CONSTANTS
+    t0 = time.monotonic()
+    with pytest.raises(InvalidSpecError, match=r"import did not return within 2 s \(evaluator.spec_import_timeout_s"):
+        FitProbe(hangs, import_timeout_s=2.0).result(timeout_s=120.0)
+    assert time.monotonic() - t0 < 60.0  # the child's torch import and the limit, not result's 120 s

@@ -36,10 +36,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-PHASES = ("measure", "compile", "run")
+# "import": a spec validation's import of the spec (its module-level code) alone, under
+# ``spec_import_timeout_s``; only a validation has it (LimitPolicy, JobLimits(importing=True)).
+PHASES = ("import", "measure", "compile", "run")
 
 # What each phase's limit covers, for a timeout's reason.
-_WHAT = {"measure": "measuring the reference's cost (one reference call, one comparison and its float64 run, "
+_WHAT = {"import": "importing the spec (its module-level code; a normal spec imports in milliseconds)",
+         "measure": "measuring the reference's cost (one reference call, one comparison and its float64 run, "
                     "before any candidate code ran)",
          "compile": "compile phase (import + construct + first call)",
          "run": "run phase (correctness + timing)"}
@@ -105,15 +108,18 @@ class PhaseLimits:
     run_s: float
     measure_s: float
     evidence: dict[str, Any] = field(default_factory=dict)
+    import_s: float = 60.0
 
     def seconds(self, phase: str) -> float:
-        return {"measure": self.measure_s, "compile": self.compile_s}.get(phase, self.run_s)
+        return {"import": self.import_s, "measure": self.measure_s, "compile": self.compile_s}.get(phase, self.run_s)
 
     def explain(self, phase: str) -> str:
         """``<phase> exceeded N s (<why N>)`` for a timeout's reason."""
         ev = self.evidence
         limit = self.seconds(phase)
-        if phase == "measure":
+        if phase == "import":
+            why = "evaluator.spec_import_timeout_s; the spec's import never returned"
+        elif phase == "measure":
             why = "evaluator.run_timeout_max_s; the spec's reference is too slow for this evaluator"
         elif ev.get("basis") != "reference cost":
             why = f"fixed limit; {ev.get('basis', '')}"
@@ -138,6 +144,12 @@ class LimitPolicy:
     min_timing_trials: int = 3
     timing_input_sets: int = 3
     compile_baseline: bool = False
+    # A spec's import in a validation (``JobLimits(importing=True)``). Spec imports measured
+    # here (2 shared cores, torch already imported in the worker): median 0.7 ms, at most
+    # 13 ms over the 137 examples; ``import transformers``, the heaviest import a spec
+    # plausibly makes, 2.3 s. 60 s leaves a cold disk 25x that, and ends a hanging import
+    # well inside the 240 s a session start waits for validation (gateway.validate_timeout_s).
+    spec_import_timeout_s: float = 60.0
 
     @classmethod
     def from_job_options(cls, d: dict[str, Any]) -> LimitPolicy:
@@ -157,6 +169,7 @@ class LimitPolicy:
             min_timing_trials=int(num("min_timing_trials", base.min_timing_trials)),
             timing_input_sets=int(num("timing_input_sets", base.timing_input_sets)),
             compile_baseline=bool(d.get("compile_baseline", base.compile_baseline)),
+            spec_import_timeout_s=num("spec_import_timeout_s", base.spec_import_timeout_s),
         )
 
     @property
@@ -194,7 +207,7 @@ class LimitPolicy:
                      else "reference cost not measured yet")
             return PhaseLimits(self.compile_timeout_s, self.run_timeout_s, measure_s,
                                {"compile_s": self.compile_timeout_s, "run_s": self.run_timeout_s, "basis": basis,
-                                "fixed": fixed})
+                                "fixed": fixed}, import_s=self.spec_import_timeout_s)
         calls = self.protocol(cost.extra_sets)
         n_calls = calls["reference_calls"] + calls["candidate_calls"] + calls["timing_calls"]
         run_work = (n_calls * cost.eager_s + calls["float64_runs"] * cost.float64_s
@@ -210,7 +223,7 @@ class LimitPolicy:
 
         compile_s = bounded("compile", self.compile_timeout_s, compile_work)
         run_s = bounded("run", self.run_timeout_s, run_work)
-        return PhaseLimits(compile_s, run_s, measure_s, {
+        return PhaseLimits(compile_s, run_s, measure_s, import_s=self.spec_import_timeout_s, evidence={
             "compile_s": round(compile_s, 3), "run_s": round(run_s, 3), "basis": "reference cost",
             "fixed": fixed, "factor": self.factor, "cap_s": self.run_timeout_max_s,
             "reference_cost": cost.to_dict(), "protocol": calls,
@@ -228,8 +241,11 @@ class JobLimits:
     """
 
     def __init__(self, policy: LimitPolicy, cost: ReferenceCost | None = None, measure: bool = False,
-                 cost_source: str = "") -> None:
+                 cost_source: str = "", importing: bool = False) -> None:
         self.policy = policy
+        # A validation: the spec's import is a phase of its own (the worker reports "compile"
+        # once the spec imported), under the policy's spec_import_timeout_s.
+        self.importing = importing
         self.measure = measure and policy.scaling and cost is None
         self.cost = cost
         self.cost_source = cost_source if cost is not None else ""
@@ -239,7 +255,7 @@ class JobLimits:
 
     @property
     def first_phase(self) -> str:
-        return "measure" if self.measure else "compile"
+        return "import" if self.importing else "measure" if self.measure else "compile"
 
     def seconds(self, phase: str = "") -> float:
         return self.limits.seconds(phase or self.phase or self.first_phase)
@@ -248,7 +264,7 @@ class JobLimits:
         """Handle a ``phase`` message: True when the job moved to a later phase (its clock
         restarts with ``seconds()``), False when the message was ignored."""
         new = msg.get("phase")
-        if new not in PHASES or (new == "measure" and not self.measure):
+        if new not in PHASES or (new == "measure" and not self.measure) or (new == "import" and not self.importing):
             return False
         if self.phase and PHASES.index(new) <= PHASES.index(self.phase):
             return False

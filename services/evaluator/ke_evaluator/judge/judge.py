@@ -42,6 +42,7 @@ from kernelevolve import pyast
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
 from kernelevolve.precision import Precision, check_name
+from kernelevolve.spec import hanging_import
 
 from .. import backends, device_lock, resource_limits
 from ..phase_limits import JobLimits, LimitPolicy, ReferenceCost
@@ -263,6 +264,7 @@ class Judge:
             "device": self.device, "correctness_trials": o.correctness_trials,
             "compile_timeout_s": o.compile_timeout_s, "run_timeout_s": o.run_timeout_s,
             "run_timeout_max_s": o.run_timeout_max_s, "reference_cost_factor": o.reference_cost_factor,
+            "spec_import_timeout_s": o.spec_import_timeout_s,
             "time_candidates": o.time_candidates, "seed": o.seed,
             "reference_cache_bytes": c.limit_bytes,
             # per worker, of the free memory of its own device
@@ -307,9 +309,12 @@ class Judge:
             msg = {"op": "validate_spec", "job_id": uuid.uuid4().hex, "spec_source": spec_source,
                    "spec_name": spec_name, "options": options}
             # Validation runs the reference a few times and never its float64 run: fixed limits.
-            limits = JobLimits(LimitPolicy.from_job_options(options))
+            limits = JobLimits(LimitPolicy.from_job_options(options), importing=True)
             reply, worker, _ = self._send(slot, msg, hashlib.sha256(spec_source.encode()).hexdigest(), limits)
             self._note_worker(slot)
+            if reply.kind == "timeout" and limits.phase in ("", "import"):
+                slot.replace()
+                return SpecCheck(ok=False, reason=hanging_import(limits.seconds("import")))
             if reply.kind != "result":
                 slot.replace()
                 what = "hung" if reply.kind == "timeout" else "crashed"

@@ -49,6 +49,9 @@ class EvalOptions:
     # 0: fixed limits, nothing measured.
     run_timeout_max_s: float = 1800.0
     reference_cost_factor: float = 4.0
+    # A spec validation's import of the spec (phase_limits.LimitPolicy.spec_import_timeout_s
+    # says why 60 s): a spec whose import never returns fails validation then.
+    spec_import_timeout_s: float = 60.0
     time_candidates: bool = True
     scratch_dir: str | os.PathLike[str] | None = None  # root of worker scratch dirs; a temp dir when None
     # Base seed of inputs and weights. None: derived per evaluation from a secret per-Judge
@@ -101,7 +104,7 @@ class EvalOptions:
             raise InvalidArgumentError(f"precision must be one of {', '.join(CONTRACTS)}")
         if self.precompile not in ("auto", "on", "off"):
             raise InvalidArgumentError("precompile must be auto, on or off")
-        if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0:
+        if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0 or self.spec_import_timeout_s <= 0:
             raise InvalidArgumentError("timeouts must be positive")
         if self.run_timeout_max_s < self.run_timeout_s:
             raise InvalidArgumentError("run_timeout_max_s must be >= run_timeout_s")
@@ -134,6 +137,7 @@ def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> Eval
         run_timeout_max_s=settings.run_timeout_max_s,
         reference_cost_factor=settings.reference_cost_factor,
         precision=settings.precision,
+        spec_import_timeout_s=settings.spec_import_timeout_s,
         scratch_dir=settings.scratch_dir or None,
         parallel_workers=max(1, settings.parallel_workers),
         timing=settings.timing,

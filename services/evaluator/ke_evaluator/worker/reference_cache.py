@@ -25,7 +25,6 @@ Worker side: torch only.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
@@ -34,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from kernelevolve import module_cast
 
 from ..backends import DeviceBackend, for_torch_device
 from . import loading, output_checks, random_replay
@@ -153,14 +154,16 @@ def float64_reference(ref_model: torch.nn.Module, inputs: list[Any], device: tor
             return m64(*in64)
 
     def placed(where: torch.device) -> Any:
-        m64 = copy.deepcopy(ref_model).to(device=where, dtype=torch.float64)
         in64 = output_checks.upcast64(output_checks.map_tree(inputs, lambda t: t.to(where)))
-        # Replayed draws are read from the device during the run: only a run without them
-        # is free of device work.
-        if where.type != "cpu" or unlocked is None or draws is not None:
-            return run(m64, in64)
-        with unlocked():
-            return run(m64, in64)
+        # The reference itself, converted and restored (module_cast): a copy's lambda
+        # attribute kept calling the original float32 submodules.
+        with module_cast.converted(ref_model, where, torch.float64) as m64:
+            # Replayed draws are read from the device during the run: only a run without
+            # them is free of device work.
+            if where.type != "cpu" or unlocked is None or draws is not None:
+                return run(m64, in64)
+            with unlocked():
+                return run(m64, in64)
 
     try:
         return placed(device)

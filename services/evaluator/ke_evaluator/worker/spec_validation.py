@@ -76,13 +76,15 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
               phase: PhaseFn) -> dict[str, Any]:
     warnings: list[str] = []
     info: dict[str, Any] = {}
-    phase("compile")
+    # The import runs under the parent's import limit (phase_limits, "import"): a spec whose
+    # module-level code never returns ends there, not at the compile and run limits.
     try:
         spec = precision.import_spec(
             lambda: loading.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache),
             loading.source_sha(job["spec_source"]))
     except loading.SpecError as exc:
         return {"ok": False, "reason": str(exc), "warnings": warnings, "info": info}
+    phase("compile")
     info["precision"] = precision.enter_job(str(job.get("options", {}).get("precision") or "default"),
                                             spec.sha).to_dict()
     seed = int(job.get("options", {}).get("seed") or 0)

@@ -71,11 +71,11 @@ def _closer_to_float64(model: torch.nn.Module, inputs: list[Any], expected: Any,
     (its tolerance rule 2); without it, a float16 layer norm of nearly constant rows (fuzz
     case 10286: eager 0.066 from float64, the candidate 0.053) failed here and passed the
     judge."""
-    import copy
+    from kernelevolve.module_cast import converted
 
     try:
-        m64 = copy.deepcopy(model).double()
-        with torch.no_grad():
+        # The model itself in float64 (a deepcopy's lambda attribute calls the originals).
+        with converted(model, dtype=torch.float64) as m64, torch.no_grad():
             exact = m64(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                           for x in inputs])
     except Exception:  # noqa: BLE001 - no float64 run: the eager bound stands
