@@ -16,6 +16,9 @@ from ke_evaluator.worker.defenses import _spread
 from ke_evaluator.worker.spec_validation import only_views
 from tests.kernel_files import import_source
 
+# every decision in one piece and piece by piece (what a large write gets): autouse there
+from .test_library_teeth import analysis  # noqa: F401
+
 KERNELS = '''
 import triton
 import triton.language as tl
@@ -41,16 +44,6 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> types.ModuleType:
     module = import_source(Path(tmp_path_factory.mktemp("audit_outputs")), "audit_output_kernels", KERNELS)
     launch_counter.install()
     return module
-
-
-@pytest.fixture(autouse=True, params=["whole", "pieces"])
-def analysis(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each decision in one piece and piece by piece (what a large write gets)."""
-    if request.param == "pieces":
-        monkeypatch.setattr(arithmetic_audit, "EXACT_ELEMENTS", 0)
-        monkeypatch.setattr(arithmetic_audit, "CHUNK", 16)
-        monkeypatch.setattr(arithmetic_audit, "SAMPLE", 8)
-    return str(request.param)
 
 
 def _audit(kernels: types.ModuleType, run) -> arithmetic_audit.LaunchAudit:  # noqa: ANN001
