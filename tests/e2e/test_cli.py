@@ -90,6 +90,24 @@ def test_a_spec_whose_import_never_returns_exits_2_within_the_import_limit(tmp_p
     assert took < 120.0, took
 
 
+VIEW_ONLY = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+             "        return x.permute(1, 0)\n\n\ndef get_inputs():\n    return [torch.randn(7, 33)]\n\n\n"
+             "def get_init_inputs():\n    return []\n")
+
+
+@pytest.mark.parametrize("command", ["optimize", "eval"])
+def test_a_spec_that_only_views_its_inputs_has_nothing_to_compute(tmp_path: Path, command: str) -> None:
+    """Neither the user's error (2) nor a limit of ours (3): exit 1 with one line, no run folder."""
+    spec = tmp_path / "view.py"
+    spec.write_text(VIEW_ONLY)
+    args = ["--budget", "1", "--out", "out"] if command == "optimize" else [str(EXAMPLES / "relu_scale_add.py")]
+    proc = _run([command, str(spec), *args], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "nothing to compute: the reference only reshapes its inputs" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1  # one clear line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
 def test_missing_spec_file(tmp_path: Path) -> None:
     proc = _run(["optimize", "nope.py"], tmp_path)
     assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -7,6 +7,7 @@ applies it). Worker side: torch only.
 
 from __future__ import annotations
 
+import math
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -248,16 +249,18 @@ def _spread(inputs: list[Any], half: float) -> list[Any] | None:
     moved = [False]
 
     def one(t: torch.Tensor) -> torch.Tensor:
-        x = t.detach().cpu()
+        # in the tensor's own dtype, one copy: a float64 temporary of a real-size input set
+        # would be twice its size again
+        x = t.detach().to("cpu", copy=True)
         if not x.is_floating_point() or not x.numel():
-            return x.clone()
-        x64 = x.double()
-        fin = x64[torch.isfinite(x64)]
+            return x
         moved[0] = True
-        if fin.numel() < 2 or float(fin.max()) <= float(fin.min()):
-            return (-(x64.abs() + half)).to(x.dtype)
-        lo, hi = float(fin.min()), float(fin.max())
-        return ((x64 - (lo + hi) / 2) * (2 * half / (hi - lo))).to(x.dtype)
+        fin = torch.isfinite(x)
+        lo = float(x.masked_fill(~fin, math.inf).min())
+        hi = float(x.masked_fill(~fin, -math.inf).max())
+        if not hi > lo:
+            return x.abs_().add_(half).neg_()
+        return x.sub_((lo + hi) / 2).mul_(2 * half / (hi - lo))
 
     out = output_checks.map_tree(inputs, one)
     return out if moved[0] else None

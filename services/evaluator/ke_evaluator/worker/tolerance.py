@@ -665,15 +665,16 @@ def _exact_kind(dtype: torch.dtype) -> str:
 def _first_difference(o: torch.Tensor, r: torch.Tensor) -> str:
     """`` (n of N elements; e.g. flat index i = (..): got a, expected b)`` for a reason; empty
     for a large output (the count would read it whole once more)."""
-    if o.numel() > CHUNK_ELEMENTS or o.device != r.device:
+    if o.numel() > CHUNK_ELEMENTS:
         return ""
-    diff = (o.detach() != r.detach()).reshape(-1)
+    r = r.detach().to(o.device)
+    diff = (o.detach() != r).reshape(-1)
     n = int(diff.sum())
     if not n:
         return ""
     idx = int(diff.nonzero()[0])
     return (f" ({n} of {r.numel()} elements; e.g. flat index {idx} = {_index(r.shape, idx)}: got "
-            f"{o.detach().reshape(-1)[idx].item()!r}, expected {r.detach().reshape(-1)[idx].item()!r})")
+            f"{o.detach().reshape(-1)[idx].item()!r}, expected {r.reshape(-1)[idx].item()!r})")
 
 
 def _equal_chunked(o: torch.Tensor, r: torch.Tensor, limit: int) -> bool:
