@@ -103,6 +103,37 @@ def body(e: dict[str, Any], r: int, ranks_in: list[int], out_dtype: torch.dtype 
         coords = [f"o{d} // {reps}" if k == d else o[k] for k in range(r)]
         return Body([r], [f"    val = {load(0, coords)}"],
                     [f"shape = (*x0.shape[:{d}], x0.shape[{d}] * {reps}, *x0.shape[{d + 1}:])"])
+    if kind == "copy":
+        return Body([r], [f"    val = {load(0, o)}"], [same], prep=[f"x0 = {e['view']}"])
+    if kind == "rot90":
+        a, b = e["dims"]
+        coords = list(o)
+        if e["k"] == 1:
+            coords[a], coords[b] = f"o{b}", f"S{a} - 1 - o{a}"
+        elif e["k"] == 2:
+            coords[a], coords[b] = f"S{a} - 1 - o{a}", f"S{b} - 1 - o{b}"
+        elif e["k"] == 3:
+            coords[a], coords[b] = f"S{b} - 1 - o{b}", f"o{a}"
+        shape = "shape = tuple(x0.shape)" if e["k"] % 2 == 0 else \
+            f"shape = tuple(x0.shape[{b}] if d == {a} else x0.shape[{a}] if d == {b} else n " \
+            "for d, n in enumerate(x0.shape))"
+        return Body([r], [f"    val = {load(0, coords)}"], [shape])
+    if kind == "take_flat":
+        lines = [f"    j = {load(1, o)}", "    j = tl.where(j < 0, j + N, j)", f"    val = {load(0, ['j'])}"]
+        return Body([1, r], lines, ["shape = tuple(x1.shape)"], [("N", "x0.shape[0]")], prep=["x0 = x0.reshape(-1)"])
+    if kind == "diag_embed":
+        b = _diag_embed(int(e["offset"]), int(e["dim1"]), int(e["dim2"]), r)
+        b.prep = ["x0 = x0.reshape(-1)"] if e.get("flat") else []
+        b.ranks = [1] if e.get("flat") else b.ranks
+        return b
+    if kind == "index_fill":
+        d = e["dim"]
+        lines = [f"    val = {load(0, o)}",
+                 "    for i in range(I):  # the indices naming this coordinate (negative ones wrap)",
+                 "        j = tl.load(x1_ptr + i * x1_s0)",
+                 f"        j = tl.where(j < 0, j + S{d}, j)",
+                 f"        val = tl.where(o{d} == j, {_fill(e['value'], out_dtype)}, val)"]
+        return Body([r, 1], lines, [same], [("I", "x1.shape[0]")], prep=["x1 = x1.reshape(-1)"])
     if kind == "take":
         return _take(int(e["first"]), int(e["count"]), r, ranks_in)
     if kind == "search":
@@ -182,6 +213,19 @@ def _take(first: int, count: int, r: int, ranks_in: list[int]) -> Body:
     return Body([ranks_in[0]] + [m] * count, lines,
                 [f"shape = (*x0.shape[:{first}], *x1.shape, *x0.shape[{first + count}:])"],
                 [(f"X{t}", f"x0.shape[{first + t}]") for t in range(count)])
+
+
+def _diag_embed(k: int, d1: int, d2: int, r: int) -> Body:
+    """The input's last dim on diagonal ``k`` of dims (d1, d2) of the result, zeros elsewhere;
+    the other dims of the result are the input's leading dims in order."""
+    rest = [f"o{d}" for d in range(r) if d not in (d1, d2)]
+    i = f"o{d1}" if k >= 0 else f"o{d2}"
+    lines = [f"    on = (o{d2} - o{d1}) == {k}", f"    val = {load(0, rest + [i], 'mask & on')}",
+             "    val = tl.where(on, val, tl.zeros_like(val))"]
+    n = f"x0.shape[-1] + {abs(k)}"
+    lead = "list(x0.shape[:-1])"
+    shape = [f"dims = {lead}", f"for d in sorted(({d1}, {d2})):", f"    dims.insert(d, {n})", "shape = tuple(dims)"]
+    return Body([r - 1], lines, shape)
 
 
 def _pixel(kind: str, f: int, r: int) -> Body:

@@ -84,9 +84,9 @@ def index_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
     kind, t = _target(node)
     if not kind:
         return None
-    for recognise in (_take, _flip, _roll, _cat, _stack, _tri, _repeat, _pad, _index_select, _gather, _embedding,
-                      _pixel, _repeat_interleave, _bucketize, _searchsorted, _embedding_bag, _segment_reduce,
-                      _scatter):
+    for recognise in (_take, _copy, _rot90, _stack_like, _take_flat, _diag, _flip, _roll, _cat, _stack, _tri,
+                      _repeat, _pad, _index_fill, _index_select, _gather, _embedding, _pixel, _repeat_interleave,
+                      _bucketize, _searchsorted, _embedding_bag, _segment_reduce, _scatter):
         found = recognise(node)
         if found is not None:
             return found
@@ -144,6 +144,142 @@ def _take(node: torch.fx.Node) -> NormOp | None:
     if shape_of(node) != (*xs[:first], *(ish or ()), *xs[first + len(dims):]):
         return None
     return _op("gather", "take", [x] + [items[p] for p in dims], first=first, count=len(dims))
+
+
+# ops whose result is a view (or a view's copy) of one input: the launcher takes the view
+# (metadata only) and the kernel copies it through its strides; ``post`` reshapes the
+# contiguous result (free). name -> (function, its parameter names, Tensor method, post)
+_COPIES: dict[str, tuple[Any, list[str], str, str]] = {
+    "clone": (torch.clone, ["input"], "", ""),
+    "alias_copy": (torch.alias_copy, ["input"], "", ""),
+    "detach_copy": (torch.detach_copy, ["input"], "", ""),
+    "select": (torch.select, ["input", "dim", "index"], "select", ""),
+    "select_copy": (torch.select_copy, ["input", "dim", "index"], "select", ""),
+    "diagonal": (torch.diagonal, ["input", "offset", "dim1", "dim2"], "diagonal", ""),
+    "diagonal_copy": (torch.diagonal_copy, ["input", "offset", "dim1", "dim2"], "diagonal", ""),
+    "unfold": (torch.Tensor.unfold, ["input", "dimension", "size", "step"], "unfold", ""),
+    "unfold_copy": (torch.unfold_copy, ["input", "dimension", "size", "step"], "unfold", ""),
+    "expand_copy": (torch.expand_copy, ["input", "size"], "expand", ""),
+    "broadcast_to": (torch.broadcast_to, ["input", "size"], "expand", ""),
+    "permute_copy": (torch.permute_copy, ["input", "dims"], "permute", ""),
+    "transpose_copy": (torch.transpose_copy, ["input", "dim0", "dim1"], "transpose", ""),
+    "t_copy": (torch.t_copy, ["input"], "t", ""),
+    "unsqueeze_copy": (torch.unsqueeze_copy, ["input", "dim"], "unsqueeze", ""),
+    "squeeze_copy": (torch.squeeze_copy, ["input", "dim"], "squeeze", ""),
+    "narrow_copy": (torch.narrow_copy, ["input", "dim", "start", "length"], "narrow", ""),
+    "view_copy": (torch.view_copy, ["input", "size"], "", "view"),
+    "ravel": (torch.ravel, ["input"], "", "view(-1)"),
+}
+
+
+def _literal_args(vals: list[Any]) -> str | None:
+    """Source of constant call arguments (ints, int lists), or None for a graph value."""
+    out = []
+    for v in vals:
+        if isinstance(v, (list, tuple)) and all(isinstance(i, int) for i in v):
+            out.append(repr(tuple(v)))
+        elif isinstance(v, int) and not isinstance(v, bool):
+            out.append(repr(v))
+        else:
+            return None
+    return ", ".join(out)
+
+
+def _copy(node: torch.fx.Node) -> NormOp | None:
+    kind, t = _target(node)
+    found = next((c for c in _COPIES.values() if (kind == "f" and t is c[0])
+                  or (kind == "m" and c[2] in ("select", "diagonal", "unfold") and t == c[2])), None)
+    if found is None:
+        return None
+    _, params, method, post = found
+    a = _bind(node, params)
+    x = a.pop("input", a.pop("self", None))
+    if not _tensor(x) or a.pop("memory_format", None) not in (None, torch.preserve_format, torch.contiguous_format):
+        return None
+    rest = [a[p] for p in params[1:] if p in a]
+    if len(rest) != len(a):
+        return None
+    args = _literal_args(rest)
+    if args is None:
+        return None
+    view = f"x0.{method}({args})" if method else "x0"
+    if post == "view":
+        post = f"view({args})"
+    return _op("gather", "copy", [x], view=view, post=post)
+
+
+def _rot90(node: torch.fx.Node) -> NormOp | None:
+    if not _is(node, (torch.rot90,), "rot90"):
+        return None
+    a = _bind(node, ["input", "k", "dims"])
+    x, k, dims = a.get("input"), a.get("k", 1), a.get("dims", (0, 1))
+    rank = len(shape_of(x) or ()) if _tensor(x) else 0
+    dd = _dims(dims, rank) if rank >= 2 else None
+    if dd is None or len(dd) != 2 or dd[0] == dd[1] or not isinstance(k, int):
+        return None
+    return _op("gather", "rot90", [x], k=k % 4, dims=dd)
+
+
+def _stack_like(node: torch.fx.Node) -> NormOp | None:
+    """vstack / column_stack / dstack: a stack of inputs of one rank below the result's,
+    or a cat of inputs of the result's rank (the atleast_Nd views torch inserts)."""
+    # function -> (the stacked / concatenated dim, the rank of inputs that are stacked)
+    forms = {torch.vstack: (0, 1), torch.row_stack: (0, 1), torch.column_stack: (1, 1), torch.dstack: (2, 2)}
+    fn = next((f for f in forms if _is(node, (f,), None)), None)
+    if fn is None:
+        return None
+    dim, low = forms[fn]
+    ts = _seq(node.args[0] if node.args else node.kwargs.get("tensors"))
+    if ts is None:
+        return None
+    ranks = {len(shape_of(t) or ()) for t in ts}
+    if ranks == {low}:
+        return _op("gather", "stack", ts, dim=dim) if len({shape_of(t) for t in ts}) == 1 else None
+    if len(ranks) == 1 and min(ranks) > low:
+        return _op("gather", "cat", ts, dim=dim)
+    return None
+
+
+def _take_flat(node: torch.fx.Node) -> NormOp | None:
+    if not _is(node, (torch.take,), "take"):
+        return None
+    a = _bind(node, ["input", "index"])
+    x, idx = a.get("input"), a.get("index")
+    if not (_tensor(x) and _tensor(idx)) or dtype_of(idx) not in INDEX_DTYPES or not shape_of(idx):
+        return None
+    return _op("gather", "take_flat", [x, idx])
+
+
+def _diag(node: torch.fx.Node) -> NormOp | None:
+    """diag of a vector (a matrix with the vector on diagonal ``k``) and diag_embed (the
+    last dim on the diagonal of dims ``dim1``, ``dim2`` of the result); diag of a matrix
+    is its diagonal (a copy of the view)."""
+    if _is(node, (torch.diag,), "diag"):
+        a = _bind(node, ["input", "diagonal"])
+        x, k = a.get("input"), a.get("diagonal", 0)
+        if not _tensor(x) or not isinstance(k, int):
+            return None
+        rank = len(shape_of(x) or ())
+        if rank == 2:
+            return _op("gather", "copy", [x], view=f"torch.diagonal(x0, {k})", post="")
+        return _op("gather", "diag_embed", [x], offset=k, dim1=0, dim2=1) if rank == 1 else None
+    if _is(node, (torch.diagflat,), "diagflat"):
+        a = _bind(node, ["input", "offset"])
+        x, k = a.get("input"), a.get("offset", 0)
+        if not _tensor(x) or not isinstance(k, int):
+            return None
+        return _op("gather", "diag_embed", [x], offset=k, dim1=0, dim2=1, flat=True)
+    if _is(node, (torch.diag_embed,), "diag_embed"):
+        a = _bind(node, ["input", "offset", "dim1", "dim2"])
+        x, k = a.get("input"), a.get("offset", 0)
+        out = shape_of(node)
+        if not _tensor(x) or not isinstance(k, int) or out is None:
+            return None
+        dd = _dims((a.get("dim1", -2), a.get("dim2", -1)), len(out))
+        if dd is None or dd[0] == dd[1]:
+            return None
+        return _op("gather", "diag_embed", [x], offset=k, dim1=dd[0], dim2=dd[1])
+    return None
 
 
 def _flip(node: torch.fx.Node) -> NormOp | None:
@@ -258,7 +394,7 @@ def _pad_op(x: Any, pad: tuple[int, ...], mode: str, value: float | None) -> Nor
     rank = len(shape_of(x) or ())
     if len(pad) % 2 or len(pad) // 2 > rank or not all(isinstance(p, int) for p in pad):
         return None
-    if mode != "constant" and any(p < 0 for p in pad):
+    if mode not in ("constant", "replicate") and any(p < 0 for p in pad):
         return None
     # pad lists (left, right) pairs from the last dim backwards
     pairs = {rank - 1 - i: (pad[2 * i], pad[2 * i + 1]) for i in range(len(pad) // 2)}
@@ -276,6 +412,19 @@ def _pad(node: torch.fx.Node) -> NormOp | None:
     if value is not None and not isinstance(value, (int, float)):
         return None
     return _pad_op(x, tuple(pad), mode, None if value is None else float(value))
+
+
+def _index_fill(node: torch.fx.Node) -> NormOp | None:
+    if not _is(node, (torch.index_fill,), "index_fill"):
+        return None
+    a = _bind(node, ["input", "dim", "index", "value"])
+    x, dim, idx, value = a.get("input"), a.get("dim"), a.get("index"), a.get("value")
+    if not (_tensor(x) and _tensor(idx) and isinstance(dim, int) and isinstance(value, (int, float))):
+        return None
+    rank = len(shape_of(x) or ())
+    if rank == 0 or len(shape_of(idx) or ()) > 1 or dtype_of(idx) not in INDEX_DTYPES:
+        return None
+    return _op("gather", "index_fill", [x, idx], dim=dim % rank, value=float(value))
 
 
 def _index_select(node: torch.fx.Node) -> NormOp | None:
@@ -409,19 +558,20 @@ def _embedding_bag(node: torch.fx.Node) -> NormOp | None:
 
 
 def _segment_reduce(node: torch.fx.Node) -> NormOp | None:
-    if not _is(node, (torch.segment_reduce,), None):
+    if not _is(node, (torch.segment_reduce, torch._segment_reduce), None):
         return None
     a = _bind(node, ["data", "reduce", "lengths", "indices", "offsets", "axis", "unsafe", "initial"])
     data, reduce = a.get("data"), a.get("reduce")
-    lengths, offsets = a.get("lengths"), a.get("offsets")
+    lengths, offsets, initial = a.get("lengths"), a.get("offsets"), a.get("initial")
     if not _tensor(data) or reduce not in ("sum", "mean", "max", "min") or a.get("axis", 0) != 0:
         return None
-    if a.get("indices") is not None or a.get("initial") is not None or not shape_of(data):
+    if a.get("indices") is not None or not shape_of(data) or not isinstance(initial, (int, float, type(None))):
         return None
     seg = lengths if lengths is not None else offsets
     if not _tensor(seg) or len(shape_of(seg) or ()) != 1 or dtype_of(seg) not in INDEX_DTYPES:
         return None
-    return _op("bag", "segment_reduce", [data, seg], mode=reduce, lengths=lengths is not None)
+    return _op("bag", "segment_reduce", [data, seg], mode=reduce, lengths=lengths is not None,
+               initial=None if initial is None else float(initial))
 
 
 _SCATTER = {"index_add": (torch.index_add, ["input", "dim", "index", "source", "alpha"]),

@@ -67,12 +67,16 @@ def gen_gather(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     out_dtype = dtype_of(anchor)
     if not out_shape or out_dtype not in TL:
         raise LoweringError("index: a 0-d or unknown-dtype output")
-    r = len(out_shape)
+    post = e.get("post", "")
+    # a copy reshaped afterwards (view_copy, ravel) walks the view's coordinates
+    r = _rank(plan, sources[0]) if post else len(out_shape)
     b = body(e, r, [_rank(plan, s) for s in sources], out_dtype, TL[out_dtype])
     ext, scalars = epilogue_operands(plan, group)
     outs = group_outputs(plan, group)
     full = [operand_shape(plan, v) == group.shape for v in ext]
     bcast = [i for i in range(len(ext)) if not full[i]]
+    if bcast and post:
+        raise LoweringError("index: broadcast epilogue operands of a reshaped copy")
     block = int(IndexFamily.value(genome, group, "BLOCK_SIZE"))
     warps = int(IndexFamily.value(genome, group, "num_warps"))
     name = kernel_name(group, f"index_{e['kind']}")
@@ -96,13 +100,14 @@ def gen_gather(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     kernel = "\n".join(lines) + "\n"
 
     params = [f"x{i}" for i in range(k)] + [f"e{i}" for i in range(len(ext))] + [f"s{i}" for i in range(len(scalars))]
+    returned = ", ".join(f"out{j}" + (f".{post}" if post else "") for j in range(len(outs)))
     ll = [f"def launch_{name}({', '.join(params)}):"]
     ll += [f"    {ln}" for ln in b.prep + b.shape]
     ll += [f"    if len(shape) != {r}:", f"        raise RuntimeError('{name}: an output of rank {r} expected')"]
     ll += epilogue_broadcast_checks(name, len(ext))
     ll += ["    n = 1", "    for d in shape:", "        n *= d"]
     ll += [f"    out{j} = torch.empty(shape, device=x0.device, dtype={dtype_of(m)})" for j, m in enumerate(outs)]
-    ll += ["    if n == 0:", f"        return {', '.join(f'out{j}' for j in range(len(outs)))}"]
+    ll += ["    if n == 0:", f"        return {returned}"]
     ll += [f"    {n} = {expr}" for n, expr in b.runtime]
     ll += ["    tail = ()"] + epilogue_plan_lines(full) + epilogue_materialise_lines(full)
     call = ([f"x{i}" for i in range(k)] + [f"e{i}" for i in range(len(ext))] + [f"out{j}" for j in range(len(outs))]
@@ -110,7 +115,7 @@ def gen_gather(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
             + ["*tail"] + [f"s{i}" for i in range(len(scalars))])
     ll += [f"    block = min({block}, _pow2(n))",
            f"    {name}[((n + block - 1) // block,)]({', '.join(call)}, BLOCK_SIZE=block, num_warps={warps})",
-           f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"]
+           f"    return {returned}"]
     return kernel, "\n".join(ll) + "\n", f"launch_{name}"
 
 
@@ -161,7 +166,8 @@ def gen_bag(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         lines += [f"    start = tl.load({seg}_ptr + b).to(tl.int64)",
                   f"    end = tl.load({seg}_ptr + b + 1, mask=b + 1 < N_OFF, other=N_IDX).to(tl.int64)"]
     is_max = mode in ("max", "min")
-    init = {"max": 'float("-inf")', "min": 'float("inf")'}.get(mode, "0.0")
+    initial = e.get("initial")
+    init = {"max": 'float("-inf")', "min": 'float("inf")'}.get(mode, "0.0") if initial is None else repr(initial)
     lines += [f"    acc = tl.full([BLOCK_D], {init}, tl.float32)",
               "    cnt = tl.zeros([BLOCK_D], dtype=tl.float32)",
               "    for j in range(start, end):",
@@ -178,7 +184,11 @@ def gen_bag(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
         lines += [f"        acc = {step}", "        cnt += 1.0"]
     if mode == "mean":
         # an empty bag is 0 (embedding_bag); an empty segment 0 / 0 = nan (segment_reduce)
-        lines.append("    acc = acc / tl.maximum(cnt, 1.0)" if bag else "    acc = acc / cnt")
+        if bag:
+            lines.append("    acc = acc / tl.maximum(cnt, 1.0)")
+        else:  # (initial + sum) / count; an empty segment is the initial value
+            lines.append("    acc = acc / cnt" if initial is None else
+                         f"    acc = tl.where(cnt > 0, acc / cnt, {initial!r})")
     elif is_max and bag:
         lines.append("    acc = tl.where(cnt > 0, acc, 0.0)")
     lines.append(f"    v_{anchor.name} = acc")
