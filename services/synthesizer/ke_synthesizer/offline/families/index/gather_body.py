@@ -7,6 +7,7 @@ views), sizes are run-time arguments, and values keep their dtype (integers exac
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +127,8 @@ def body(e: dict[str, Any], r: int, ranks_in: list[int], out_dtype: torch.dtype 
         b.prep = ["x0 = x0.reshape(-1)"] if e.get("flat") else []
         b.ranks = [1] if e.get("flat") else b.ranks
         return b
+    if kind == "interpolate":
+        return _interpolate(e, r)
     if kind == "index_fill":
         d = e["dim"]
         lines = [f"    val = {load(0, o)}",
@@ -226,6 +229,72 @@ def _diag_embed(k: int, d1: int, d2: int, r: int) -> Body:
     lead = "list(x0.shape[:-1])"
     shape = [f"dims = {lead}", f"for d in sorted(({d1}, {d2})):", f"    dims.insert(d, {n})", "shape = tuple(dims)"]
     return Body([r - 1], lines, shape)
+
+
+# bicubic's convolution coefficient (torch's upsample_bicubic2d: A = -0.75)
+_CUBIC_A = -0.75
+
+
+def _interpolate(e: dict[str, Any], r: int) -> Body:
+    """Resampling of the last ``r - 2`` dims. Each spatial dim's source coordinate follows
+    torch's ``area_pixel_compute_source_index``: ``SC`` (a run-time float the launcher
+    computes as torch does: (in - 1) / (out - 1) aligned, 1 / scale_factor when given,
+    else in / out); nearest floors ``o * SC`` ((o + 0.5) * SC for nearest-exact), linear
+    modes blend the two neighbours of ((o + 0.5) * SC - 0.5, clamped at 0) or o * SC
+    aligned, bicubic the four around it (indices clamped at the borders)."""
+    mode, nd = e["mode"], r - 2
+    lead = ["o0", "o1"]
+    lines: list[str] = []
+    taps: list[list[tuple[str, str]]] = []  # per spatial dim: (index, weight) pairs
+    for k in range(nd):
+        d = k + 2
+        o, sc, x = f"o{d}.to(tl.float32)", f"SC{k}", f"X{k}"
+        if mode in ("nearest", "nearest-exact"):
+            src = f"({o} + 0.5) * {sc}" if mode == "nearest-exact" else f"{o} * {sc}"
+            lines.append(f"    i{k} = tl.minimum(tl.floor({src}).to(tl.int32), {x} - 1)")
+            taps.append([(f"i{k}", "")])
+            continue
+        if e["align"]:
+            lines.append(f"    s{k} = {o} * {sc}")
+        elif mode == "bicubic":
+            lines.append(f"    s{k} = ({o} + 0.5) * {sc} - 0.5")
+        else:
+            lines.append(f"    s{k} = tl.maximum(({o} + 0.5) * {sc} - 0.5, 0.0)")
+        lines += [f"    f{k} = tl.floor(s{k})", f"    t{k} = s{k} - f{k}", f"    i{k} = f{k}.to(tl.int32)"]
+        if mode != "bicubic":
+            lines += [f"    i{k} = tl.minimum(i{k}, {x} - 1)", f"    j{k} = tl.minimum(i{k} + 1, {x} - 1)"]
+            taps.append([(f"i{k}", f"(1.0 - t{k})"), (f"j{k}", f"t{k}")])
+            continue
+        a = _CUBIC_A
+        near = f"(({a + 2!r} * {{u}} - {a + 3!r}) * {{u}} * {{u}} + 1.0)"
+        far = f"((({a!r} * {{u}} - {5 * a!r}) * {{u}} + {8 * a!r}) * {{u}} - {4 * a!r})"
+        weights = [far.format(u=f"(t{k} + 1.0)"), near.format(u=f"t{k}"), near.format(u=f"(1.0 - t{k})"),
+                   far.format(u=f"(2.0 - t{k})")]
+        pairs = []
+        for m, w in enumerate(weights):
+            lines += [f"    c{k}_{m} = tl.minimum(tl.maximum(i{k} + {m - 1}, 0), {x} - 1)", f"    w{k}_{m} = {w}"]
+            pairs.append((f"c{k}_{m}", f"w{k}_{m}"))
+        taps.append(pairs)
+    terms = []
+    for combo in itertools.product(*taps):
+        value = f"{load(0, lead + [i for i, _ in combo])}.to(tl.float32)"
+        weight = " * ".join(w for _, w in combo if w)
+        terms.append(f"{weight} * {value}" if weight else value)
+    lines.append("    val = " + " + ".join(terms))
+    sizes = e["size"]
+    shape = [f"out = {tuple(sizes)!r}" if sizes is not None else
+             f"out = tuple(int(math.floor(n * f)) for n, f in zip(x0.shape[2:], {tuple(e['scale'])!r}))",
+             "shape = (*x0.shape[:2], *out)"]
+    runtime = [(f"X{k}", f"x0.shape[{k + 2}]") for k in range(nd)]
+    for k in range(nd):
+        if e["align"]:
+            sc = f"(x0.shape[{k + 2}] - 1) / (out[{k}] - 1) if out[{k}] > 1 else 0.0"
+        elif e["scale"] is not None:
+            sc = repr(1.0 / e["scale"][k])
+        else:
+            sc = f"x0.shape[{k + 2}] / out[{k}]"
+        runtime.append((f"SC{k}", sc))
+    return Body([r], lines, shape, runtime)
 
 
 def _pixel(kind: str, f: int, r: int) -> Body:

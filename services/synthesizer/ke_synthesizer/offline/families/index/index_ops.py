@@ -86,7 +86,7 @@ def index_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
         return None
     for recognise in (_take, _copy, _rot90, _stack_like, _take_flat, _diag, _flip, _roll, _cat, _stack, _tri,
                       _repeat, _pad, _index_fill, _index_select, _gather, _embedding, _pixel, _repeat_interleave,
-                      _bucketize, _searchsorted, _embedding_bag, _segment_reduce, _scatter):
+                      _bucketize, _searchsorted, _interpolate, _embedding_bag, _segment_reduce, _scatter):
         found = recognise(node)
         if found is not None:
             return found
@@ -412,6 +412,39 @@ def _pad(node: torch.fx.Node) -> NormOp | None:
     if value is not None and not isinstance(value, (int, float)):
         return None
     return _pad_op(x, tuple(pad), mode, None if value is None else float(value))
+
+
+_INTERP_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "bicubic")
+
+
+def _interpolate(node: torch.fx.Node) -> NormOp | None:
+    """F.interpolate / F.upsample* / nn.Upsample in the modes each output element computes
+    from a fixed set of taps (nearest, nearest-exact, (bi / tri)linear, bicubic), without
+    antialiasing; ``area`` (an adaptive average) stays a library call."""
+    if _is(node, (F.interpolate, F.upsample), None):
+        a = _bind(node, ["input", "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor",
+                         "antialias"])
+    elif _is(node, (F.upsample_bilinear,), None):
+        a = {**_bind(node, ["input", "size", "scale_factor"]), "mode": "bilinear", "align_corners": True}
+    elif _is(node, (F.upsample_nearest,), None):
+        a = {**_bind(node, ["input", "size", "scale_factor"]), "mode": "nearest"}
+    else:
+        return None
+    x, mode = a.get("input"), a.get("mode", "nearest")
+    if not _tensor(x) or mode not in _INTERP_MODES or a.get("antialias") or a.get("recompute_scale_factor"):
+        return None
+    nd = len(shape_of(x) or ()) - 2
+    size, sf = a.get("size"), a.get("scale_factor")
+    if nd < 1 or (mode == "bicubic" and nd != 2) or (size is None) == (sf is None):
+        return None
+    size = (size,) * nd if isinstance(size, int) else tuple(size) if size is not None else None
+    sf = (float(sf),) * nd if isinstance(sf, (int, float)) else tuple(float(v) for v in sf) if sf is not None else None
+    if (size is not None and (len(size) != nd or not all(isinstance(v, int) for v in size))) or \
+            (sf is not None and len(sf) != nd):
+        return None
+    linear = mode in ("linear", "bilinear", "trilinear", "bicubic")
+    return _op("gather", "interpolate", [x], mode=mode, size=size, scale=sf,
+               align=bool(a.get("align_corners")) if linear else False)
 
 
 def _index_fill(node: torch.fx.Node) -> NormOp | None:
