@@ -152,13 +152,12 @@ INITS = {"pad_module": "self.pad = nn.ReflectionPad2d((1, 2, 0, 1))",
          "embedding_module": "self.emb = nn.Embedding(33, 7)"}
 
 
-@pytest.fixture(scope="module")
-def lowered(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
-    """Seed proposal of every case, all checked in one interpreter subprocess."""
+def lower_and_check(synth: OfflineSynthesizer, specs: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Seed proposal of every spec (name -> source), all checked in one interpreter
+    subprocess; each result carries its ``proposal``."""
     jobs = []
     props = {}
-    for name, (body, inputs, extra, _) in CASES.items():
-        src = _spec(body, inputs, extra, INITS.get(name, ""))
+    for name, src in specs.items():
         (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
         props[name] = prop
         jobs.append({"id": name, "spec_source": src, "candidate_source": prop.source, "seeds": [1, 2]})
@@ -166,6 +165,12 @@ def lowered(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
     for name, prop in props.items():
         results[name]["proposal"] = prop
     return results
+
+
+@pytest.fixture(scope="module")
+def lowered(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
+    return lower_and_check(synth, {name: _spec(body, inputs, extra, INITS.get(name, ""))
+                                   for name, (body, inputs, extra, _) in CASES.items()})
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 from ke_synthesizer.offline import OfflineSynthesizer
-from ke_synthesizer.offline.check import run_in_subprocess
-from kernelevolve.ports.synthesis import ProposalRequest
 
-from .test_index_family import R, _spec
+from .test_index_family import R, _spec, lower_and_check
 
 CASES: dict[str, tuple[str, list[str]]] = {
     "dot": ("torch.dot(x, y)", [f"{R}(33)", f"{R}(33)"]),
@@ -35,15 +33,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
 
 @pytest.fixture(scope="module")
 def lowered(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
-    jobs, props = [], {}
-    for name, (body, inputs) in CASES.items():
-        src = _spec(body, inputs)
-        (props[name],) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
-        jobs.append({"id": name, "spec_source": src, "candidate_source": props[name].source, "seeds": [1, 2]})
-    results = {r["id"]: r for r in run_in_subprocess(jobs)}
-    for name, prop in props.items():
-        results[name]["proposal"] = prop
-    return results
+    return lower_and_check(synth, {name: _spec(body, inputs) for name, (body, inputs) in CASES.items()})
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
