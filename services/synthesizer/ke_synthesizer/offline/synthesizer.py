@@ -94,7 +94,7 @@ class OfflineSynthesizer:
                 genome = {**genome, **refused}
                 continue
             bad = {m.name for g in plan.groups if not self._by_kind[g.kind].tuple_outputs
-                   for m in group_outputs(plan, g)
+                   and not self._by_kind[g.kind].any_dtype_outputs for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
             if not bad:

@@ -37,6 +37,9 @@ class KernelFamily(ABC):
     # the group's node returns a tuple of tensors (a recurrent layer's output and final
     # state); its dtypes are the family's to check, not the pipeline's one-tensor rule
     tuple_outputs: ClassVar[bool] = False
+    # the group's outputs may be of any dtype (integer and boolean data moved exactly, an
+    # int64 bucket index): the pipeline's floating-point output rule does not apply
+    any_dtype_outputs: ClassVar[bool] = False
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
         """Whether ``node`` starts a group of this family (``op`` is its canonical op, None

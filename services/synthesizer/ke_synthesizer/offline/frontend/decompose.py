@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
 from .fx_meta import propagate_shapes, shape_of
+from .matmul_shapes import MATMUL_REWRITES
 from .ops import normalize
 
 log = logging.getLogger(__name__)
@@ -550,6 +551,8 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
     F.cosine_similarity: _cosine,
     torch.cosine_similarity: _cosine,
 }
+# the remaining matmul shapes (dot, mv, addmv, outer, addr, baddbmm, addbmm, kron, ...): matmul_shapes.py
+_FUNCTIONS.update(MATMUL_REWRITES)
 
 
 def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
