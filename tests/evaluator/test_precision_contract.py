@@ -241,3 +241,22 @@ def test_a_candidate_flipping_a_flag_is_still_rejected(runtime_judge: Judge, con
 def test_unknown_contract_is_misuse(judge: Judge) -> None:
     with pytest.raises(InvalidArgumentError):
         judge.evaluate(example("relu_scale_add"), candidate("ok_relu_scale_add"), "x", precision="ieee")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_contract_on_a_gpu(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from ke_evaluator.judge import EvalOptions, TimingOptions
+
+    opts = EvalOptions(device="cuda", correctness_trials=2, timing=TimingOptions(max_trials=20),
+                       scratch_dir=str(tmp_path_factory.mktemp("gpu-precision")))
+    with Judge(opts) as gpu:
+        v = gpu.evaluate(example("relu_scale_add"), candidate("ok_relu_scale_add"), "gpu-default")
+        assert v.status == "correct" and v.precision is not None, v.reason
+        flags = v.precision.flags
+        assert flags["cudnn.allow_tf32"] == "True" and flags["cuda.matmul.allow_tf32"] == "False"
+        s = gpu.evaluate(example("relu_scale_add"), candidate("ok_relu_scale_add"), "gpu-strict", precision="strict")
+        assert s.status == "correct" and s.precision is not None and s.precision.flags["cudnn.allow_tf32"] == "False"
+        assert gpu.evaluate(FLAG_SPEC, FIXED_2X, "gpu-fixed").status == "correct"
+        assert gpu.evaluate(FLAG_SPEC, FIXED_2X, "gpu-fixed-strict", precision="strict").status == "incorrect"
+        assert gpu.evaluate(FLAG_SPEC, READS_FLAGS, "gpu-reads-tf32", precision="tf32").status == "correct"

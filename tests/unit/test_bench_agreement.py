@@ -119,3 +119,16 @@ def test_cpu_smoke_run_compares_judge_and_fresh_process(tmp_path: Path) -> None:
     assert row["cudnn_bound"] and row["judge_strict"]["precision"]["name"] == "strict"
     assert row["fresh"]["eager_strict_ms"] > 0 and row["differences"]["flags"] == {}
     assert "judge" in proc.stdout and "fresh" in proc.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_judge_and_fresh_process_agree_on_a_gpu(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "agreement.py", "--specs", "relu_scale_add,conv2d_bias_relu",
+                           "--out", str(tmp_path)], cwd=REPO_ROOT / "bench", capture_output=True, text=True,
+                          timeout=900)
+    result = json.loads((tmp_path / "agreement.json").read_text())
+    assert result["compared"] == 2, proc.stdout + proc.stderr[-2000:]
+    assert proc.returncode == 0 and result["disagree"] == [], proc.stdout
+    assert all(r["agree"] for r in result["rows"])

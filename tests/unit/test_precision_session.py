@@ -129,3 +129,22 @@ async def test_knowledge_base_lists_skills_of_one_contract() -> None:
     assert {s.precision for s in await kb.list_skills("nvidia")} == {"default", "strict"}
     assert [s.precision for s in await kb.list_skills("nvidia", precision="strict")] == ["strict"]
     assert [s.precision for s in await kb.list_skills("nvidia", precision="default")] == ["default"]
+
+
+@pytest.mark.parametrize(("asked", "judged"), [("strict", "strict"), ("tf32", "tf32"), ("", "default")])
+async def test_evaluate_rpc_carries_the_contract_both_ways(asked: str, judged: str) -> None:
+    from ke_evaluator.grpc_server import EvaluatorServicer
+    from ke_evaluator.service import EvaluatorService
+    from kernelevolve.bus.memory import MemoryBus
+    from kernelevolve.bus.subjects import Subjects
+    from kernelevolve.store.memory import MemoryStore
+    from tests.unit.test_orchestration import SPEC
+
+    judge = ContractJudge()
+    service = EvaluatorService(MemoryBus(), MemoryStore(), Subjects("ke"), judge, "cpu")
+    servicer = EvaluatorServicer(service)
+    req = spb.EvaluateRequest(spec=SPEC, candidate_source="# block=256\n", candidate_id="c",
+                              precision=asked)
+    result = await servicer.Evaluate(req, None)  # type: ignore[arg-type]
+    assert judge.contracts == [(judged, False)]
+    assert result.precision.name == judged and result.precision.flags["cudnn.allow_tf32"] == str(judged != "strict")

@@ -133,14 +133,16 @@ class ListSessionsResponse(_message.Message):
     def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.Session, _Mapping]]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("spec", "candidate_source", "candidate_id")
+    __slots__ = ("spec", "candidate_source", "candidate_id", "precision")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_SOURCE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.OperatorSpec
     candidate_source: str
     candidate_id: str
-    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., candidate_source: _Optional[str] = ..., candidate_id: _Optional[str] = ...) -> None: ...
+    precision: str
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., candidate_source: _Optional[str] = ..., candidate_id: _Optional[str] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class ValidateSpecResponse(_message.Message):
     __slots__ = ("ok", "reason", "warnings", "resource_limited")

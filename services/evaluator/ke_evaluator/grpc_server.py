@@ -7,6 +7,7 @@ import grpc
 from ke_evaluator.convert import verdict_to_pb
 from ke_evaluator.service import EvaluatorService
 from kernelevolve.errors import NothingToComputeError
+from kernelevolve.precision import check_name
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import services_pb2 as spb
 from kernelevolve.v1 import services_pb2_grpc as sgrpc
@@ -17,7 +18,9 @@ class EvaluatorServicer(sgrpc.EvaluatorServicer):
         self._service = service
 
     async def Evaluate(self, request: spb.EvaluateRequest, context: grpc.aio.ServicerContext) -> pb.EvaluationResult:
-        verdict = await self._service.evaluate(request.spec, request.candidate_source, request.candidate_id)
+        precision = check_name(request.precision) if request.precision else ""
+        verdict = await self._service.evaluate(request.spec, request.candidate_source, request.candidate_id,
+                                               precision=precision)
         return verdict_to_pb(verdict, self._service.hardware_kind)
 
     async def ValidateSpec(self, request: pb.OperatorSpec,

@@ -26,6 +26,7 @@ from kernelevolve.bus.records import load_session
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.ports.judge import JudgePort
 from kernelevolve.ports.verdict import SpecCheck, Verdict
+from kernelevolve.precision import Precision
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -124,7 +125,8 @@ class EvaluatorService:
                 reason=(f"evaluation started {delivery - 1} times without a verdict: each attempt ended "
                         "before its report was stored (the evaluator was killed or crashed while judging "
                         "this candidate, or its store or bus failed)"),
-                evidence={"deliveries": delivery, "max_attempts": self.max_attempts})
+                evidence={"deliveries": delivery, "max_attempts": self.max_attempts},
+                precision=Precision(name=session.precision or "default"))
             log.warning("candidate settled as crashed after repeated evaluator failures",
                         extra={"session_id": sid, "candidate_id": cid, "delivery": delivery, "retime": retime})
             await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")

@@ -552,8 +552,10 @@ class SearchService:
         best_key = ""
         if best is not None:
             source = await self._store.get(best.source_key)
+            timed = "re-timed in a fresh worker" if best.retimed else "first evaluation"
             header = (f"# KernelEvolve best candidate {best.node_id} for {session.spec.name}: "
-                      f"speedup {best.fitness:.3f}x on {session.hardware.kind}\n")
+                      f"speedup {best.fitness:.3f}x on {session.hardware.kind} ({timed}; "
+                      f"precision contract {session.precision or 'default'})\n")
             await self._store.put(art.best_kernel, header.encode() + source, "text/x-python")
             best_key = art.best_kernel
         lineage = lineage_document(sid, session.spec.name, nodes)
