@@ -315,7 +315,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
     started = False
     fit: FitResult | None = None
     # Sized while the embedded stack starts; a gateway's evaluators may have GPUs.
-    probe = (FitProbe(spec.source, import_timeout_s=settings.evaluator.spec_import_timeout_s)
+    probe = (FitProbe(spec.source, real_size.budget(settings),
+                      import_timeout_s=settings.evaluator.spec_import_timeout_s)
              if not args.gateway and real_size.judged_on_cpu(settings) else None)
     try:
         async with AsyncExitStack() as stack:

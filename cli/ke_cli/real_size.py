@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kernelevolve.config import Settings
 from kernelevolve.spec import make_spec
-from kernelevolve.spec_shrink import FitProbe, FitResult
+from kernelevolve.spec_shrink import FitProbe, FitResult, ShrinkBudget
 from kernelevolve.v1 import common_pb2 as pb
 
 SHAPES_FILE = "judged_shapes.json"
@@ -24,10 +24,16 @@ def judged_on_cpu(settings: Settings) -> bool:
     return resolve_hardware_kind(settings.evaluator.hardware_kind) not in ("nvidia",)
 
 
+def budget(settings: Settings) -> ShrinkBudget:
+    """The interpreter's budget from the settings (evaluator.interpreter_max_*)."""
+    ev = settings.evaluator
+    return ShrinkBudget(input_bytes=int(ev.interpreter_max_input_bytes), flops=float(ev.interpreter_max_flops))
+
+
 def fit_spec(spec: pb.OperatorSpec, probe: FitProbe, quiet: bool) -> tuple[pb.OperatorSpec, FitResult | None]:
     """The spec the CPU session should judge, and how it was fitted (None: as it is), from
-    a probe started on ``spec``. Raises SpecShrinkError (exit 2) when it is too large and
-    cannot be shrunk."""
+    a probe started on ``spec``. Raises SpecShrinkError (a resource limit: exit 3) when it
+    is too large and no shrink keeps its model."""
     fit = probe.result()
     if not fit.shrunk:
         return spec, None

@@ -175,6 +175,12 @@ class EvaluatorSettings:
     # slow legitimate import and ends a hanging one well inside the 240 s a session start
     # waits (gateway.validate_timeout_s).
     spec_import_timeout_s: float = 60.0
+    # What the CPU interpreter judges at a spec's own size (kernelevolve.spec_shrink.
+    # ShrinkBudget): a larger spec is judged at shrunk shapes, or refused (exit 3) when no
+    # shrink keeps its model. The examples stay under both (their inputs 2**17-2**18
+    # elements, a whole model's forward well under a GFLOP).
+    interpreter_max_flops: float = 2.5e8
+    interpreter_max_input_bytes: int = 4 * 2**20
     correctness_trials: int = 5
     # The precision contract of a job that names none (``kernelevolve eval``; a session
     # names its own): default | strict | tf32 (kernelevolve.precision).

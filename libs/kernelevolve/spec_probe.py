@@ -14,16 +14,19 @@ import os
 import sys
 import threading
 import types
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from kernelevolve.errors import InvalidSpecError
 from kernelevolve.spec import hanging_import
 from kernelevolve.spec_shrink import (
+    BUDGET_SETTINGS,
     CPU_SUFFIX,
+    INPUTS_SUFFIX,
     InputShape,
     ShrinkBudget,
     SizeConstant,
@@ -43,6 +46,9 @@ class Measure:
     input_bytes: int
     param_bytes: int
     flops: float
+    # the forward's aten ops in call order and the parameter shapes after it (``graph``)
+    ops: list[str] = field(default_factory=list)
+    params: list[list[int]] = field(default_factory=list)
 
     def cost(self, budget: ShrinkBudget) -> float:
         """How many times over budget the spec is, by its worst measure (<= 1: it fits)."""
@@ -87,6 +93,18 @@ def _describe(model_cls: type, xs: list[Any]) -> list[InputShape]:
                                                                                strict=True)]
 
 
+class _Ops(TorchDispatchMode):
+    """The aten ops a forward dispatches, in order (the graph it would trace)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
 def measure(source: str, forward: bool = True) -> Measure:
     """Inputs, parameters and (``forward``) forward FLOPs of the spec, all on the meta
     device. Raises (anything) when the spec does not build or its forward fails at these
@@ -100,8 +118,9 @@ def measure(source: str, forward: bool = True) -> Measure:
         init = list(mod.get_init_inputs())
         model = mod.Model(*init)
         xs = list(mod.get_inputs())
+        ops = _Ops()
         if forward:
-            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            with torch.no_grad(), FlopCounterMode(display=False) as counter, ops:
                 model(*xs)
             flops = float(counter.get_total_flops())
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]
@@ -109,7 +128,7 @@ def measure(source: str, forward: bool = True) -> Measure:
                    input_bytes=sum(x.numel() * x.element_size() for x in tensors),
                    param_bytes=sum(p.numel() * p.element_size() for p in model.parameters())
                    + sum(b.numel() * b.element_size() for b in model.buffers()),
-                   flops=flops)
+                   flops=flops, ops=ops.names, params=[list(p.shape) for p in model.parameters()])
 
 
 def run_reference(source: str) -> None:
@@ -183,6 +202,53 @@ def _best_halving(source: str, constants: list[SizeConstant], values: dict[str, 
     return None
 
 
+def _shrink_inputs(source: str, start: Measure, budget: ShrinkBudget) -> tuple[str, dict[str, list[int]], Measure]:
+    """Halve the inputs' dimension sizes (batch, spatial, sequence: every size of 4 or more
+    found in an input's shape, mapped wherever the spec's get_inputs() makes a tensor of it,
+    ``INPUTS_SUFFIX``) until the spec fits. A halving is kept only when the forward, traced
+    on meta tensors at the smaller shapes, dispatches the same aten ops in the same order
+    and ends with the same parameter shapes as at the spec's own: the model judged is the
+    spec's (a Linear after a flatten whose width follows the image size refuses a spatial
+    halving). Largest size first, as ``_best_halving``."""
+    sizes = sorted({d for i in start.inputs if i.shape for d in i.shape if d >= 4}, reverse=True)
+    plan: dict[int, int] = {}
+    frozen: set[int] = set()
+    current = start
+
+    def variant(p: dict[int, int]) -> str:
+        return source + INPUTS_SUFFIX.format(sizes={k: v for k, v in p.items() if k != v})
+
+    for _ in range(MAX_STEPS):
+        if current.cost(budget) <= 1.0:
+            changed = {f"size {k}": [k, v] for k, v in plan.items() if k != v}
+            return variant(plan), changed, current
+        step = None
+        for size in sorted((s for s in sizes if s not in frozen and plan.get(s, s) >= 2),
+                           key=lambda s: -plan.get(s, s)):
+            trial = {**plan, size: plan.get(size, size) // 2}
+            try:
+                m = measure(variant(trial))
+            except Exception:  # noqa: BLE001 - the forward breaks at that size: keep it
+                frozen.add(size)
+                continue
+            if (m.ops, m.params) != (start.ops, start.params):
+                frozen.add(size)  # another graph: not the spec's model any more
+                continue
+            if m.cost(budget) < current.cost(budget):
+                step = size, m
+                break
+        if step is None:
+            kept = ", ".join(f"{k} -> {v}" for k, v in plan.items() if k != v) or "nothing"
+            raise SpecShrinkError(
+                f"the spec is too large for the CPU interpreter ({_sizes(current)} after shrinking input sizes "
+                f"{kept}; limits {budget.flops / 1e9:.3g} GFLOP per forward, {budget.input_bytes / 2**20:.3g} MiB "
+                f"of inputs: {BUDGET_SETTINGS}) and no smaller batch, spatial or sequence size keeps its graph "
+                "(same ops, same parameter shapes); run it on a GPU, raise those settings, or add get_cpu_inputs()")
+        plan[step[0]] = plan.get(step[0], step[0]) // 2
+        current = step[1]
+    raise SpecShrinkError(f"the spec did not fit the CPU interpreter after {MAX_STEPS} halvings")
+
+
 def _sizes(m: Measure) -> str:
     text = (f"inputs {', '.join(f'{i.name} {i.shape}' for i in m.inputs if i.shape is not None)}: "
             f"{m.input_bytes / 2**30:.3g} GiB, {m.param_bytes / 2**20:.3g} MiB of parameters")
@@ -209,8 +275,15 @@ def fit(source: str, budget: ShrinkBudget) -> dict[str, Any]:
         method, out = "get_cpu_inputs", source + CPU_SUFFIX
         now = measure(out)
     else:
-        method = "constants"
-        out, changed, now = _shrink(source, start, budget)
+        try:
+            method = "constants"
+            out, changed, now = _shrink(source, start, budget)
+        except SpecShrinkError:
+            # No constants, or none whose halving fits: the inputs' own sizes, the graph kept.
+            method = "inputs"
+            if not start.ops:
+                start = measure(source)
+            out, changed, now = _shrink_inputs(source, start, budget)
     if method != "as_is":
         try:
             run_reference(out)

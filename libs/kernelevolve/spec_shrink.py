@@ -32,11 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from kernelevolve import pyast
-from kernelevolve.errors import InvalidSpecError
+from kernelevolve.errors import InvalidSpecError, ResourceLimitError
 
 
-class SpecShrinkError(InvalidSpecError):
-    """The spec is too large for the CPU interpreter and cannot be shrunk to fit."""
+class SpecShrinkError(ResourceLimitError):
+    """The spec is too large for the CPU interpreter and cannot be shrunk to fit: a limit of
+    ours (exit 3), not a fault of the spec; the message names the limit and its settings."""
+
+
+# The settings that raise the interpreter's budget (ShrinkBudget), named in refusals.
+BUDGET_SETTINGS = "evaluator.interpreter_max_flops, evaluator.interpreter_max_input_bytes"
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,45 @@ def rewrite(source: str, constants: list[SizeConstant], values: dict[str, int]) 
     return "".join(lines)
 
 
+# The spec's inputs made at shrunk batch / spatial / sequence sizes: every size argument of
+# a tensor factory (torch.randn(32, 3, 160, 160), torch.randint(0, 10, (32,)), ...) called by
+# get_inputs() has its dimensions mapped through ``sizes`` (original -> shrunk), so values
+# are drawn as the spec draws them, at the smaller shapes, and nothing is made at full size.
+INPUTS_SUFFIX = """
+
+# --- judged on the CPU interpreter at shrunk input sizes (same ops, same parameters) ---
+def _ke_shrunk_inputs(_make=get_inputs, _sizes={sizes!r}):
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    varargs = {{torch.randn, torch.rand, torch.zeros, torch.ones, torch.empty}}
+    factories = varargs | {{torch.randint, torch.full, torch.normal, torch.randperm, torch.empty_strided}}
+
+    def size(v):
+        if isinstance(v, (tuple, list, torch.Size)) and v and all(type(d) is int for d in v):
+            return type(v)(_sizes.get(d, d) for d in v) if not isinstance(v, torch.Size) else torch.Size(
+                _sizes.get(d, d) for d in v)
+        return v
+
+    class Shrink(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {{}})
+            if func in factories:
+                if func in varargs and args and all(type(a) is int for a in args):
+                    args = tuple(_sizes.get(a, a) for a in args)
+                else:
+                    args = tuple(size(a) for a in args)
+                if "size" in kwargs:
+                    kwargs["size"] = size(kwargs["size"])
+            return func(*args, **kwargs)
+
+    with Shrink():
+        return _make()
+
+
+get_inputs = _ke_shrunk_inputs  # noqa: F811
+"""
+
 CPU_SUFFIX = """
 
 # --- judged on the CPU interpreter: the spec's own CPU-sized inputs ---
@@ -134,7 +178,9 @@ class InputShape:
 @dataclass
 class FitResult:
     """What the interpreter will judge: ``method`` is ``"as_is"`` (the spec fits),
-    ``"get_cpu_inputs"`` or ``"constants"`` (``changed``: name -> [before, after])."""
+    ``"get_cpu_inputs"``, ``"constants"`` (``changed``: name -> [before, after]) or
+    ``"inputs"`` (the inputs' batch / spatial / sequence sizes, ``changed``: "size N" ->
+    [N, smaller], re-traced on meta tensors: the same ops and parameter shapes)."""
 
     method: str
     source: str
@@ -158,6 +204,9 @@ class FitResult:
                 parts.append(f"{now.name} {now.shape} instead of {was.shape}")
         how = "the spec's get_cpu_inputs()" if self.method == "get_cpu_inputs" else \
             ", ".join(f"{k} {a} -> {b}" for k, (a, b) in self.changed.items())
+        if self.method == "inputs":
+            how = ("input sizes " + ", ".join(f"{a} -> {b}" for a, b in self.changed.values())
+                   + ", re-traced: same ops, same parameter shapes")
         return f"judged at shrunk shapes: {'; '.join(parts) or 'inputs unchanged'} (by {how})"
 
     def to_dict(self) -> dict[str, Any]:

@@ -122,11 +122,12 @@ def test_decoys_first_then_a_copy_fall_back_to_the_full_audit_which_rejects(judg
 
 
 @pytest.mark.parametrize(("source", "how"), [(DECOYS_THEN_BIAS, "economical: 2 of 3"),
-                                             (DECOYS_THEN_HONEST, "full after the economical pass")])
+                                             (DECOYS_THEN_HONEST, "economical: 2 of 5 launches analysed (of the last")])
 def test_computing_after_the_decoys_is_judged_as_the_full_audit_judges_it(judge: Judge, source: str,
                                                                          how: str) -> None:
     """The decoys' values flow into the last kernel: the economical pass sees them reach the
-    output. Recomputed from x instead: the full audit finds the later computing launches."""
+    output. Recomputed from x instead: the tail pass (the last launches, test_audit_tail.py)
+    finds the later computing launches, as the full audit did."""
     v = judge.evaluate(example(RELU), source, candidate_id="decoys_then")
     assert v.status == "correct", v.reason
     assert v.evidence["kernel_arithmetic"]["audit"].startswith(how), v.evidence["kernel_arithmetic"]

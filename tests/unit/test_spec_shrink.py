@@ -143,10 +143,71 @@ def test_a_spec_that_fits_is_judged_as_it_is() -> None:
     assert fit.describe() == "judged at the spec's own shapes"
 
 
-def test_a_spec_without_constants_is_refused_clearly() -> None:
-    with pytest.raises(SpecShrinkError, match=r"too large for the CPU interpreter \(inputs x \[65536, 16384\]: 4 GiB"
-                       r".*declares no get_cpu_inputs\(\) nor module-level integer size constants"):
-        fit_for_interpreter(NO_CONSTANTS)
+def test_a_spec_without_constants_is_shrunk_by_its_input_sizes() -> None:
+    """Sizes written inline: the inputs' own sizes are halved where get_inputs() makes them
+    (nothing made at 4 GiB), the forward re-traced on meta tensors at each step."""
+    fit = fit_for_interpreter(NO_CONSTANTS)
+    assert fit.method == "inputs" and fit.input_bytes <= ShrinkBudget().input_bytes
+    assert fit.original_inputs[0].shape == [65536, 16384] and fit.inputs[0].shape != [65536, 16384]
+    assert fit.describe().startswith("judged at shrunk shapes: x [")
+    assert "re-traced: same ops, same parameter shapes" in fit.describe()
+
+
+# A deep CNN at 160x160 with its sizes inline (no constants, no get_cpu_inputs()): too many
+# FLOPs for the interpreter. Its head follows a global average, so any image size keeps the
+# model; the labels' batch follows the images'.
+DEEP_CNN = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, width, depth, classes):
+        super().__init__()
+        layers = [nn.Conv2d(3, width, 3, padding=1), nn.ReLU()]
+        for _ in range(depth):
+            layers += [nn.Conv2d(width, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU()]
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(width * POOLED * POOLED, classes)
+        self.pool = POOL
+
+    def forward(self, x, labels):
+        h = torch.flatten(self.pool(self.body(x)), 1)
+        return nn.functional.cross_entropy(self.head(h), labels)
+
+
+def get_inputs():
+    return [torch.randn(12, 3, 160, 160), torch.randint(0, 10, (12,))]
+
+
+def get_init_inputs():
+    return [16, 50, 10]
+'''
+GLOBAL_AVERAGE = DEEP_CNN.replace("POOLED", "1").replace("POOL", "nn.AdaptiveAvgPool2d(1)")
+# ... and one whose head reads a flattened 20x20 map: its width follows the image size.
+FLATTENED = DEEP_CNN.replace("POOLED", "20").replace("POOL", "nn.MaxPool2d(8)")
+
+
+def test_a_deep_cnn_without_constants_is_judged_at_smaller_batch_and_image_sizes() -> None:
+    fit = fit_for_interpreter(GLOBAL_AVERAGE)
+    assert fit.method == "inputs"
+    (x, labels), (x0, labels0) = fit.inputs, fit.original_inputs
+    assert x0.shape == [12, 3, 160, 160] and labels0.shape == [12]
+    assert x.shape is not None and labels.shape == [x.shape[0]] and x.shape[1] == 3  # channels kept
+    assert x.shape[2] == x.shape[3] < 160 and labels.dtype == "int64"
+    assert fit.describe().startswith("judged at shrunk shapes: x [")
+
+
+def test_a_shrink_that_changes_the_model_is_refused_as_a_limit_of_ours() -> None:
+    """Halving the image changes the flattened width the head reads: another model. The
+    batch alone does not fit: a resource limit (exit 3), naming the limits and settings."""
+    from kernelevolve.errors import InvalidSpecError, ResourceLimitError
+
+    with pytest.raises(SpecShrinkError, match=r"too large for the CPU interpreter .*GFLOP per forward.*"
+                       r"evaluator.interpreter_max_flops.*keeps its graph") as info:
+        fit_for_interpreter(FLATTENED)
+    assert isinstance(info.value, ResourceLimitError) and not isinstance(info.value, InvalidSpecError)
+    assert "\n" not in str(info.value)
 
 
 def test_declared_cpu_inputs_are_used() -> None:
