@@ -110,6 +110,10 @@ class SpecCheck:
         raise InvalidSpecError(reason or "the reference could not be run")
 
 
+Tier = Literal["screen", "full"]
+TIERS: tuple[Tier, ...] = ("screen", "full")
+
+
 @dataclass
 class Verdict:
     status: Status
@@ -129,6 +133,11 @@ class Verdict:
     # Optional torch.compile baseline (GPU only, EvalOptions.compile_baseline).
     compile_baseline_timing: Timing | None = None
     speedup_vs_compile: float = 0.0
+    # Which protocol judged it: "full" (every input set, the float64 budget, the integrity
+    # probes, strict timing) or "screen" (one input set against the cached eager output,
+    # launch accounting, a short timing against the cached baseline). A screened verdict is
+    # provisional: nothing is called best, distilled, exported or reported on it alone.
+    tier: Tier = "full"
 
     @property
     def is_correct(self) -> bool:

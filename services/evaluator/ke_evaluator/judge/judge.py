@@ -40,7 +40,7 @@ from typing import Any
 
 from kernelevolve import pyast
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
-from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
+from kernelevolve.ports.verdict import TIERS, SpecCheck, Status, Verdict
 
 from .. import backends, device_lock, resource_limits
 from ..phase_limits import JobLimits, LimitPolicy, ReferenceCost
@@ -60,12 +60,13 @@ class EvalJob:
     candidate_source: str
     candidate_id: str = ""
     fresh_worker: bool = False
+    tier: str | None = None  # None: EvalOptions.tier
 
     @classmethod
     def of(cls, job: EvalJob | Sequence[Any]) -> EvalJob:
         if isinstance(job, EvalJob):
             return job
-        if isinstance(job, (tuple, list)) and 2 <= len(job) <= 4:
+        if isinstance(job, (tuple, list)) and 2 <= len(job) <= 5:
             return cls(*job)
         raise InvalidArgumentError("evaluate_many takes EvalJob or (spec_source, candidate_source[, id[, fresh]])")
 
@@ -272,7 +273,7 @@ class Judge:
             "compile_baseline": t.compile_baseline, "error_budget_factor": o.error_budget_factor,
             "check_kernel_dependency": o.check_kernel_dependency, "audit_economy": o.audit_economy,
             "profile_library_time": o.profile_library_time,
-            "strict_strides": o.strict_strides, "precompile": o.precompile,
+            "strict_strides": o.strict_strides, "precompile": o.precompile, "tier": o.tier,
         }
 
     def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
@@ -333,14 +334,18 @@ class Judge:
                              resource_limited=bool(p.get("resource_limited")))
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
         """Judge one candidate. ``fresh_worker=True`` runs it in a newly started worker (use it
         to re-time finalists: a lucky timing in a warm worker should not make an elite).
         ``compile_baseline=True`` also times torch.compile of the reference in the same worker
         for this job, whatever ``TimingOptions.compile_baseline`` says (a session's
-        ``--baseline compile``)."""
+        ``--baseline compile``). ``tier``: "screen" or "full" (None: ``EvalOptions.tier``);
+        the static policy judges every tier."""
         if not isinstance(spec_source, str) or not isinstance(candidate_source, str):
             raise InvalidArgumentError("spec_source and candidate_source must be strings")
+        tier = self.opts.tier if tier is None else tier
+        if tier not in TIERS:
+            raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
         if self._pool.closed:
             raise InvalidArgumentError("Judge is closed")
         pre = _spec_precheck(spec_source)
@@ -353,14 +358,16 @@ class Judge:
         if not report.ok:
             status: Status = "compile_error" if report.syntax_error else "rejected"
             v = Verdict(status=status, reason=report.reason, candidate_id=candidate_id, device=self.device,
-                        interpreted=self.device == "cpu", fingerprint=dict(self.fingerprint))
+                        interpreted=self.device == "cpu", fingerprint=dict(self.fingerprint),
+                        tier=tier)  # type: ignore[arg-type]
             v.evidence["static_findings"] = [f.render() for f in report.findings]
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             return v
         affinity = hashlib.sha256(spec_source.encode()).hexdigest()  # the worker whose cache has the spec
         with self._pool.lease(affinity) as slot:
             seed_opts = self._seed_options(affinity, slot)
-            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {})}
+            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {}),
+                       "tier": tier}
             limits = self._job_limits(affinity, options)
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
                    "candidate_source": candidate_source, "candidate_id": candidate_id, "options": options}
@@ -391,6 +398,7 @@ class Judge:
             else:
                 v = Verdict(status=reply.kind, reason=reply.reason)  # type: ignore[arg-type]
             v.candidate_id = candidate_id
+            v.tier = tier  # type: ignore[assignment]
             v.device = self.device
             v.interpreted = self.device == "cpu"
             if not v.fingerprint:
@@ -421,15 +429,16 @@ class Judge:
     def evaluate_many(self, jobs: Iterable[EvalJob | Sequence[Any]]) -> list[Verdict]:
         """Judge several candidates, up to ``parallel_workers`` at once; verdicts in input
         order. Items: ``EvalJob`` or ``(spec_source, candidate_source[, candidate_id[,
-        fresh_worker]])``. An exception of one job (misuse, an unusable spec) is raised after
+        fresh_worker[, tier]]])``. An exception of one job (misuse, an unusable spec) is raised after
         the others have finished."""
         items = [EvalJob.of(j) for j in jobs]
         width = min(self.opts.parallel_workers, len(items))
         if width <= 1:
-            return [self.evaluate(j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker) for j in items]
+            return [self.evaluate(j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker, tier=j.tier)
+                    for j in items]
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="ke-judge") as ex:
-            futures = [ex.submit(self.evaluate, j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker)
-                       for j in items]
+            futures = [ex.submit(self.evaluate, j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker,
+                                 tier=j.tier) for j in items]
             for f in futures:
                 f.exception()  # wait for all before raising any
             return [f.result() for f in futures]

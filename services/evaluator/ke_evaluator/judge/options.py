@@ -27,6 +27,7 @@ from kernelevolve.config import (
     WorkerPoolOptions,
 )
 from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.ports.verdict import TIERS
 
 from .. import backends
 from .gpus import select_gpus, visible_gpus
@@ -72,6 +73,10 @@ class EvalOptions:
     # Off by default until bench/precompile.py has timed it on a GPU: a dry run that only adds
     # its import and fake forward to the compile clock would cost candidates, not help them.
     precompile: str = "off"
+    # The protocol an ``evaluate`` call gets unless it names one: "full" or "screen" (one
+    # input set against the cached eager output, a short timing: worker/stages). A screened
+    # verdict is provisional (``Verdict.tier``).
+    tier: str = "full"
     # The AST policy (static_policy). Turning it off leaves only the runtime defenses:
     # meant for testing those layers, never for production (so not in the settings).
     enforce_static_policy: bool = True
@@ -93,6 +98,8 @@ class EvalOptions:
         """Raises ``InvalidArgumentError`` for options no Judge can run with."""
         if self.correctness_trials < 1:
             raise InvalidArgumentError("correctness_trials must be >= 1")
+        if self.tier not in TIERS:
+            raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}")
         if self.precompile not in ("auto", "on", "off"):
             raise InvalidArgumentError("precompile must be auto, on or off")
         if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0:
