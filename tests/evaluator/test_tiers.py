@@ -184,3 +184,20 @@ def test_the_static_policy_judges_every_tier(tmp_path) -> None:  # noqa: ANN001
             judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), tier="quick")
     with pytest.raises(InvalidArgumentError, match="tier"):
         Judge(EvalOptions(device="cpu", tier="quick"))
+
+
+def test_screens_keep_the_sessions_seed_and_full_jobs_rotate_it() -> None:
+    """A screen does not move the seed rotation on: the screens of a session read the input
+    sets and references its worker holds; full jobs rotate as before."""
+    sha = "spec-sha"
+    judge = Judge(EvalOptions(device="cpu", cache=ReferenceCacheOptions(seed_rotation_jobs=2)))
+    try:
+        slot = judge._pool.slots[0]
+        screens = [judge._seed_options(sha, slot, advance=False) for _ in range(5)]
+        fulls = [judge._seed_options(sha, slot) for _ in range(3)]
+        later = judge._seed_options(sha, slot, advance=False)
+    finally:
+        judge.close()
+    assert {s["seed"] for s in screens} == {fulls[0]["seed"]} == {fulls[1]["seed"]}
+    assert fulls[2]["seed"] != fulls[0]["seed"] and later["seed"] == fulls[2]["seed"]
+    assert all(s["seed_shared"] for s in [*screens, *fulls])

@@ -276,15 +276,18 @@ class Judge:
             "strict_strides": o.strict_strides, "precompile": o.precompile, "tier": o.tier,
         }
 
-    def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
-        """Seed fields of a job of spec ``sha`` in ``slot``."""
+    def _seed_options(self, sha: str, slot: Slot, advance: bool = True) -> dict[str, Any]:
+        """Seed fields of a job of spec ``sha`` in ``slot``. ``advance`` False (a screen):
+        the job does not move the rotation on, so the screens of a session keep reading the
+        inputs and references its worker holds; the full protocol's per-job secret sets
+        (trial 1, extra shapes, timing) are what rotation protects, and a screen has none."""
         if self.opts.seed is not None:
             return {"seed": self.opts.seed}
         if self.opts.cache.limit_bytes == 0:
             return {"seed": None}
         with self._state:
             n = self._spec_jobs.get((sha, slot.index), 0)
-            self._spec_jobs[(sha, slot.index)] = n + 1
+            self._spec_jobs[(sha, slot.index)] = n + 1 if advance else n
         rotation = n // self.opts.cache.seed_rotation_jobs
         digest = hmac.new(self._salt, f"seed:{sha}:{slot.index}:{rotation}".encode(), hashlib.sha256).digest()
         seed = int.from_bytes(digest[:8], "big") % (1 << 30)
@@ -365,7 +368,7 @@ class Judge:
             return v
         affinity = hashlib.sha256(spec_source.encode()).hexdigest()  # the worker whose cache has the spec
         with self._pool.lease(affinity) as slot:
-            seed_opts = self._seed_options(affinity, slot)
+            seed_opts = self._seed_options(affinity, slot, advance=tier == "full")
             options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {}),
                        "tier": tier}
             limits = self._job_limits(affinity, options)
