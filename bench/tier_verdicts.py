@@ -54,7 +54,7 @@ def _medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(names: list[str], out: Path, device: str, screens: int, fulls: int, parallel: int, trials: int,
-        batch: int) -> dict[str, Any]:
+        batch: int, batch_tiers: tuple[str, ...] = ("screen", "full")) -> dict[str, Any]:
     from ke_evaluator.judge import EvalJob, EvalOptions, Judge, TimingOptions
 
     t0 = time.perf_counter()
@@ -90,7 +90,7 @@ def run(names: list[str], out: Path, device: str, screens: int, fulls: int, para
         # Verdicts per GPU-minute: a batch of screens (and of full verdicts) of the judged
         # specs, over every worker at once (the specs' caches are warm in their workers).
         ok = [p for p in preps if "lower_error" not in p]
-        for tier in ("screen", "full"):
+        for tier in batch_tiers:
             if not ok or batch <= 0:
                 break
             jobs = [EvalJob(p["source"], p["cand_source"], f"{p['spec']}-batch-{tier}-{i}", tier=tier)
@@ -121,10 +121,12 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=8, help="judge workers sharing the GPU")
     ap.add_argument("--trials", type=int, default=30, help="timing trials at most per full verdict")
     ap.add_argument("--batch", type=int, default=2, help="jobs per spec and tier in the throughput batch (0: none)")
+    ap.add_argument("--batch-tiers", default="screen,full", help="tiers of the throughput batch")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a smoke run of this script")
     args = ap.parse_args()
     names = common.large_names(args.specs)
-    result = run(names, args.out, args.device, args.screens, args.fulls, args.parallel, args.trials, args.batch)
+    result = run(names, args.out, args.device, args.screens, args.fulls, args.parallel, args.trials, args.batch,
+                 tuple(t for t in args.batch_tiers.split(",") if t))
     print(f"{len(result['rows'])} verdicts in {result['seconds']:.0f}s; {result['fingerprint']}")
 
 
