@@ -50,6 +50,7 @@ from .options import EvalOptions, resolve_device
 from .worker_pool import Slot, WorkerPool, WorkerProcess, _Reply
 
 log = logging.getLogger(__name__)
+_SCREEN_KEY = ":screen"  # suffix of a spec's footprint key for its screens
 
 
 @dataclass
@@ -190,13 +191,22 @@ class Judge:
         if adm is None:
             reply, worker = slot.send(msg, limits)
         else:
-            with self._state:
-                fp = self._footprints.get(sha)
+            fp = self._admission_footprint(sha)
             with adm.admit(fp.need_bytes if fp is not None else None, alone=alone) as ticket:
                 reply, worker = slot.send(msg, limits)
         if reply.kind == "unavailable":
             raise DeviceUnavailable(reply.reason)
         return reply, worker, ticket
+
+    def _admission_footprint(self, key: str) -> Footprint | None:
+        """The footprint a job of ``key`` is admitted with: its own when measured; a
+        screen's (key ``...:screen``, one input set, no audit) falls back to the spec's full
+        footprint, an upper bound, until a screen has measured its own."""
+        with self._state:
+            fp = self._footprints.get(key)
+            if fp is None and key.endswith(_SCREEN_KEY):
+                fp = self._footprints.get(key.removesuffix(_SCREEN_KEY))
+            return fp
 
     def _estimate_footprint(self, spec_source: str, slot: Slot, info: Any) -> None:
         """A validated spec's footprint, predicted from the sizes its validation measured,
@@ -376,7 +386,9 @@ class Judge:
                    "candidate_source": candidate_source, "candidate_id": candidate_id, "options": options}
             if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
                 slot.replace()
-            fp_key = self._footprint_key(affinity, compile_baseline)
+            # A screen holds less than a full job (one input set, no audit): its own footprint,
+            # so that a full job of the spec is never admitted with a screen's.
+            fp_key = self._footprint_key(affinity, compile_baseline) + (_SCREEN_KEY if tier == "screen" else "")
             reply, worker, ticket = self._send(slot, msg, fp_key, limits)
             self._learn_cost(affinity, limits)
             first: dict[str, Any] | None = None
