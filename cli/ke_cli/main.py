@@ -145,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--trials", type=int, default=None, help="correctness trials (default from config, 5)")
     e.add_argument("--precision", choices=CONTRACTS, default="",
                    help="precision contract (default: evaluator.precision, 'default')")
+    e.add_argument("--tier", choices=("full", "screen"), default="full",
+                   help="full protocol, or a screen: one input set, a short timing (a provisional verdict)")
 
     from ke_cli.cluster_cli import add_cluster_commands
 
@@ -230,12 +232,13 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
                                  precision=args.precision or ev_settings.precision)
     with Judge(opts) as judge, working(f"judging {args.candidate.name}", quiet=args.json):
         judge.validate_spec(spec.source, spec.name).raise_if_failed(str(args.spec))
-        verdict = judge.evaluate(spec.source, candidate, args.candidate.stem)
+        verdict = judge.evaluate(spec.source, candidate, args.candidate.stem, tier=args.tier)
     if args.json:
         sys.stdout.write(json.dumps(verdict.to_dict(), indent=2) + "\n")
     else:
         out = sys.stdout
-        out.write(f"{args.candidate}: {verdict.status}\n")
+        out.write(f"{args.candidate}: {verdict.status}" + (" (screened: provisional)" if verdict.tier == "screen"
+                                                            else "") + "\n")
         out.write(f"  reason: {verdict.reason}\n")
         if verdict.precision is not None:
             out.write(f"  precision: {verdict.precision.describe()}\n")

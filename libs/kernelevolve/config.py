@@ -206,6 +206,11 @@ class EvaluatorSettings:
     # How long a silent evaluator keeps a candidate before it is redelivered to another;
     # a live one extends it with progress heartbeats, so this bounds only crash recovery.
     ack_wait_s: float = 60.0
+    # True: a candidate is screened first (one input set against the cached eager output,
+    # a short timing: ke_evaluator/worker/stages) and the full protocol judges the ones the
+    # search promotes (its contenders and finalists, through a re-check in a fresh worker).
+    # A screened verdict is provisional: never called best, distilled or reported alone.
+    screen: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,6 +223,9 @@ class SearchSettings:
     finalists: int = 1
     # At most this many re-timings per session (a re-timed finalist may drop below another).
     max_retimes: int = 3
+    # With a screening evaluator (evaluator.screen): screened contenders (within the timing
+    # noise of the best) sent to the full protocol during a session, beside its finalists.
+    max_promotions: int = 16
     # Defaults of the per-session search options (StartSessionRequest, ``optimize`` flags).
     session: SearchSessionDefaults = field(default_factory=lambda: SearchSessionDefaults())
 

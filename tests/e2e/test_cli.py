@@ -130,6 +130,17 @@ def test_eval_judges_one_candidate(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["status"] == "incorrect"
 
 
+def test_eval_screens_one_candidate_when_asked(tmp_path: Path) -> None:
+    cand = Path(__file__).parents[1] / "evaluator" / "candidates" / "ok_relu_scale_add.py"
+    proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(cand), "--tier", "screen", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)
+    assert verdict["status"] == "correct" and verdict["tier"] == "screen"
+    assert verdict["reason"].startswith("screened (provisional") and verdict["correctness"]["trials"] == 1
+    proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(cand), "--tier", "screen"], tmp_path)
+    assert proc.returncode == 0 and "correct (screened: provisional)" in proc.stdout, proc.stderr
+
+
 # The two specs every new user's first try looked like: each gets a correct Triton kernel.
 FIRST_TRY_SPECS = {
     "super_named": ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"

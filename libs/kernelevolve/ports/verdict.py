@@ -117,6 +117,10 @@ class SpecCheck:
         raise InvalidSpecError(reason or "the reference could not be run")
 
 
+Tier = Literal["screen", "full"]
+TIERS: tuple[Tier, ...] = ("screen", "full")
+
+
 @dataclass
 class Verdict:
     status: Status
@@ -140,6 +144,11 @@ class Verdict:
     # (kernelevolve.precision): its name, its flags and what the spec set at import. A
     # verdict that never reached a worker names the contract asked for, with no flags.
     precision: Precision | None = None
+    # Which protocol judged it: "full" (every input set, the float64 budget, the integrity
+    # probes, strict timing) or "screen" (one input set against the cached eager output,
+    # launch accounting, a short timing against the cached baseline). A screened verdict is
+    # provisional: nothing is called best, distilled, exported or reported on it alone.
+    tier: Tier = "full"
 
     @property
     def is_correct(self) -> bool:

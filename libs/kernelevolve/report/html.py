@@ -30,6 +30,16 @@ def status_of(node: dict[str, Any]) -> str:
     return s or "pending"
 
 
+def tier_of(node: dict[str, Any]) -> str:
+    """Which protocol the node's verdict rests on: "full", "screen (provisional)" (one input
+    set and a short timing, no full verdict yet; never called best), "" while pending."""
+    if not node.get("evaluated"):
+        return ""
+    if node.get("tier") == "screen" and not node.get("retimed"):
+        return "screen (provisional)"
+    return "full"
+
+
 def _fmt(v: Any, digits: int = 4) -> str:
     if isinstance(v, float):
         if v == 0:
@@ -337,7 +347,7 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
     t = n.get("transformation") or {}
     params = ", ".join(f"{k}={v}" for k, v in sorted((t.get("params") or {}).items()))
     ct, bt = rep.get("candidate_timing") or {}, rep.get("baseline_timing") or {}
-    head = [("verdict", status), ("reason", rep.get("reason") or n.get("reason")),
+    head = [("verdict", status), ("tier", tier_of(n) or None), ("reason", rep.get("reason") or n.get("reason")),
             ("transformation", f"{t.get('name', '')}({params})"), ("parent", n.get("parent_id") or "reference"),
             ("depth", n.get("depth")), ("speedup vs eager", _speedup(run, cid) or None),
             ("first speedup (before re-timing)", n.get("first_fitness") if n.get("retimed") else None),
@@ -380,10 +390,10 @@ def _table(run: RunData) -> str:
         rows.append(f"<tr class='row' data-cid='{escape(cid)}'><td>{i + 1}</td><td>{escape(cid)}</td>"
                     f"<td>{escape(n.get('parent_id') or 'reference')}</td><td>{escape(t.get('name', ''))}</td>"
                     f"<td><span class='dot' style='background:{COLOURS.get(status_of(n), '#999')}'></span>"
-                    f"{status_of(n)}</td><td>{f'{sp:.4g}x' if sp else ''}</td>"
+                    f"{status_of(n)}</td><td>{escape(tier_of(n))}</td><td>{f'{sp:.4g}x' if sp else ''}</td>"
                     f"<td class='reason'>{escape(str(n.get('reason', ''))[:140])}</td></tr>")
     return ("<table class='grid cands'><tr><th>#</th><th>id</th><th>parent</th><th>transformation</th>"
-            "<th>verdict</th><th>speedup</th><th>reason</th></tr>" + "".join(rows) + "</table>")
+            "<th>verdict</th><th>tier</th><th>speedup</th><th>reason</th></tr>" + "".join(rows) + "</table>")
 
 
 def _precision(run: RunData) -> tuple[str, str]:

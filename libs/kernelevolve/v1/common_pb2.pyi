@@ -219,7 +219,7 @@ class Diagnosis(_message.Message):
     def __init__(self, bound: _Optional[_Union[BoundClass, str]] = ..., bytes_moved: _Optional[float] = ..., flops: _Optional[float] = ..., achieved_gbps: _Optional[float] = ..., achieved_gflops: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., library_time_fraction: _Optional[float] = ..., kernels: _Optional[_Iterable[_Union[KernelStat, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluationResult(_message.Message):
-    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts", "speedup_vs_compile", "compile_baseline_note", "precision")
+    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts", "speedup_vs_compile", "compile_baseline_note", "precision", "tier")
     class FingerprintEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -244,6 +244,7 @@ class EvaluationResult(_message.Message):
     SPEEDUP_VS_COMPILE_FIELD_NUMBER: _ClassVar[int]
     COMPILE_BASELINE_NOTE_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
     candidate_id: str
     status: EvaluationStatus
     reason: str
@@ -261,7 +262,8 @@ class EvaluationResult(_message.Message):
     speedup_vs_compile: float
     compile_baseline_note: str
     precision: PrecisionContract
-    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ..., speedup_vs_compile: _Optional[float] = ..., compile_baseline_note: _Optional[str] = ..., precision: _Optional[_Union[PrecisionContract, _Mapping]] = ...) -> None: ...
+    tier: str
+    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ..., speedup_vs_compile: _Optional[float] = ..., compile_baseline_note: _Optional[str] = ..., precision: _Optional[_Union[PrecisionContract, _Mapping]] = ..., tier: _Optional[str] = ...) -> None: ...
 
 class PrecisionContract(_message.Message):
     __slots__ = ("name", "flags", "spec_flags")
@@ -288,7 +290,7 @@ class PrecisionContract(_message.Message):
     def __init__(self, name: _Optional[str] = ..., flags: _Optional[_Mapping[str, str]] = ..., spec_flags: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations", "fitness_low", "fitness_high", "roofline_fraction", "duplicate_of")
+    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations", "fitness_low", "fitness_high", "roofline_fraction", "duplicate_of", "tier")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +309,7 @@ class Node(_message.Message):
     FITNESS_HIGH_FIELD_NUMBER: _ClassVar[int]
     ROOFLINE_FRACTION_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_id: str
     transformation: Transformation
@@ -325,7 +328,8 @@ class Node(_message.Message):
     fitness_high: float
     roofline_fraction: float
     duplicate_of: str
-    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ..., fitness_low: _Optional[float] = ..., fitness_high: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
+    tier: str
+    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ..., fitness_low: _Optional[float] = ..., fitness_high: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., duplicate_of: _Optional[str] = ..., tier: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
     __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "end_reason", "tune_share", "tune_elite", "precision")

@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 class EvaluatorService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, judge: JudgePort,
                  hardware_kind: str, parallel: int = 1, *, max_attempts: int = 2,
-                 ack_wait_s: float = 60.0) -> None:
+                 ack_wait_s: float = 60.0, screen: bool = False) -> None:
+        """``screen``: candidates get the screen tier, re-checks (``on_retime``) the full one."""
         self._bus = bus
+        self._screen = screen
         self._store = store
         self._subjects = subjects
         self._judge = judge
@@ -72,13 +74,17 @@ class EvaluatorService:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
-                       fresh_worker: bool = False, compile_baseline: bool = False, precision: str = "") -> Verdict:
+                       fresh_worker: bool = False, compile_baseline: bool = False, precision: str = "",
+                       tier: str | None = None) -> Verdict:
         # Only a session that asked for the compile baseline passes it on (see JudgePort);
-        # its precision contract, whenever the judge would otherwise judge under another.
+        # its precision contract, whenever the judge would otherwise judge under another;
+        # a tier only when one is asked for.
         extra: dict[str, object] = {"compile_baseline": True} if compile_baseline else {}
         judge_default = getattr(getattr(self._judge, "opts", None), "precision", "default")
         if precision and precision != judge_default:
             extra["precision"] = precision
+        if tier is not None:
+            extra["tier"] = tier
         async with self._slots:
             start = time.perf_counter()
             verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker,
@@ -134,9 +140,11 @@ class EvaluatorService:
             source = (await self._store.get(cand.source_key)).decode()
             log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})
             # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
+            # Screening on: a first evaluation is a screen, a re-check the full protocol.
+            tier = ("full" if retime else "screen") if self._screen else None
             verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime,
                                           compile_baseline=session.baseline == "compile",
-                                          precision=session.precision)
+                                          precision=session.precision, tier=tier)
             verdict.candidate_id = cid
             if delivery > 1:
                 # An earlier attempt ended without a report (its evaluator was killed): this

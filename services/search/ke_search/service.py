@@ -24,6 +24,7 @@ from ke_search.report import common_failure
 from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
+from ke_search.tiers import contenders, provisional, tier_of
 from kernelevolve.artifacts import Artifacts, lineage_document
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
@@ -58,8 +59,12 @@ class _Effects:
 class SearchService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, *, finalists: int = 1,
                  max_retimes: int = 3, repair_attempts: int = 0,
-                 knowledge: KnowledgeReader | None = None, prior_skills: int = 0) -> None:
+                 knowledge: KnowledgeReader | None = None, prior_skills: int = 0,
+                 max_promotions: int = 16) -> None:
+        """``max_promotions``: screened contenders a session sends to the full protocol
+        during the search (``tiers.py``), beside its finalists."""
         self._bus = bus
+        self._max_promotions = max(0, max_promotions)
         # Skills read once per session, at its start, to bias its strategy (ke_search.priors).
         self._knowledge: KnowledgeReader = knowledge or NoKnowledge()
         self._prior_skills = prior_skills
@@ -201,6 +206,7 @@ class SearchService:
             node.report_key = result.report_key
             node.reason = result.reason[:500]
             node.interrupted_evaluations = result.interrupted_attempts
+            node.tier = tier_of(result)
             try:
                 await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
             except ConflictError:
@@ -255,6 +261,7 @@ class SearchService:
                 break
             node.retimed = True
             node.first_fitness = node.fitness
+            node.tier = tier_of(result)  # a screened node's re-check is its full verdict
             if result.status == pb.EVALUATION_STATUS_CORRECT:
                 node.fitness, node.fitness_low, node.fitness_high = fitness, low, high
             else:
@@ -383,6 +390,7 @@ class SearchService:
         strategy: Strategy = make_strategy(session.strategy or "greedy", self._priors.get(st.session_id, NO_PRIORS))
         seen = promoted([n for n in nodes if not n.duplicate_of])  # noise-aware: see noise.py
         self._retime_elites(st, strategy, seen, effects)
+        self._promote(st, strategy, nodes, effects)
         want = st.want()
         if want == 0:
             if st.idle():
@@ -460,6 +468,17 @@ class SearchService:
                 st.elite_retimes.append(nid)
                 effects.retimes.append(nid)
 
+    def _promote(self, st: SearchState, strategy: Strategy, nodes: list[pb.Node], effects: _Effects) -> None:
+        """Screened contenders (within noise of the best, or asked for by the strategy) to
+        the full protocol, once each, at most ``max_promotions`` a session."""
+        asked_for = getattr(strategy, "nodes_to_promote", None)
+        asked = list(asked_for(nodes)) if asked_for is not None else []
+        room = self._max_promotions - len(st.promotions)
+        for nid in contenders(nodes, set(st.retime_requested), room, asked):
+            st.retime_requested.append(nid)
+            st.promotions.append(nid)
+            effects.retimes.append(nid)
+
     def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
         """Re-time the fittest correct node in a fresh worker until the fittest one has been
         re-timed (bounded), so a lucky first timing cannot be called best. A cancelled or
@@ -475,7 +494,7 @@ class SearchService:
             # new). A 4 GiB operator's first verdict took 94-233 s on an H200 (2026-11-28);
             # a shorter time limit used to end such a session with no kernel at all.
             return
-        spent = len(set(st.retime_requested) - set(st.elite_retimes))
+        spent = len(set(st.retime_requested) - set(st.elite_retimes) - set(st.promotions))
         if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or spent >= self._max_retimes):
             st.done = True
@@ -599,10 +618,11 @@ class SearchService:
 
 
 def _best(nodes: list[pb.Node], verified_only: bool = False) -> pb.Node | None:
-    """The fittest correct node. ``verified_only`` (the reported best): among re-timed
-    nodes when any was re-timed correct, so a lucky first timing is never reported once
-    the re-timing budget is spent on others."""
-    correct = [n for n in nodes if is_correct(n)]
+    """The fittest correct node with a full verdict (a screened one is provisional: never
+    called best). ``verified_only`` (the reported best): among re-timed nodes when any was
+    re-timed correct, so a lucky first timing is never reported once the re-timing budget
+    is spent on others."""
+    correct = [n for n in nodes if is_correct(n) and not provisional(n)]
     if verified_only and any(n.retimed for n in correct):
         correct = [n for n in correct if n.retimed]
     if not correct:

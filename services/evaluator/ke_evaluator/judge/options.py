@@ -28,6 +28,7 @@ from kernelevolve.config import (
 )
 from kernelevolve.errors import InvalidArgumentError
 from kernelevolve.precision import CONTRACTS
+from kernelevolve.ports.verdict import TIERS
 
 from .. import backends
 from .gpus import select_gpus, visible_gpus
@@ -79,6 +80,10 @@ class EvalOptions:
     # The precision contract of every job that names none (kernelevolve.precision):
     # default = PyTorch's defaults plus the spec's own flags, strict = IEEE float32, tf32.
     precision: str = "default"
+    # The protocol an ``evaluate`` call gets unless it names one: "full" or "screen" (one
+    # input set against the cached eager output, a short timing: worker/stages). A screened
+    # verdict is provisional (``Verdict.tier``).
+    tier: str = "full"
     # The AST policy (static_policy). Turning it off leaves only the runtime defenses:
     # meant for testing those layers, never for production (so not in the settings).
     enforce_static_policy: bool = True
@@ -102,6 +107,8 @@ class EvalOptions:
             raise InvalidArgumentError("correctness_trials must be >= 1")
         if self.precision not in CONTRACTS:
             raise InvalidArgumentError(f"precision must be one of {', '.join(CONTRACTS)}")
+        if self.tier not in TIERS:
+            raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}")
         if self.precompile not in ("auto", "on", "off"):
             raise InvalidArgumentError("precompile must be auto, on or off")
         if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0 or self.spec_import_timeout_s <= 0:

@@ -80,6 +80,9 @@ class Evaluator:
         # first job (its options carry the cap).
         self.ref_cache: reference_cache.RefCache | None = None
         self.flops_cache: dict[tuple[str, str], tuple[float, int]] = {}  # (FLOPs, heavy ops) of the reference
+        # The eager baseline's timing per (spec, input shapes, device): a screen reuses it
+        # instead of timing the reference again for every candidate.
+        self.baselines = reference_cache.BaselineTimes()
         self.counter = 0
         # Byte sizes of reference outputs seen in this worker: the sizes a candidate's output
         # allocation will request, poisoned before every candidate call.
@@ -314,17 +317,33 @@ class Evaluator:
 
     def _time(self, spec: loading.LoadedSpec, ref_model: torch.nn.Module, cand_model: torch.nn.Module,
               opts: JobOptions, v: Verdict, seed: int) -> None:
+        """The candidate timed against the eager reference. Full tier: interleaved with it on
+        up to ``timing_input_sets`` sets, the strict policy; its baseline timing is kept
+        (``reference_cache.BaselineTimes``). Screen tier: one set, the short policy, and the
+        baseline a job of the same spec and shapes timed before in this worker (timed now
+        when there is none)."""
         dev = self.device
+        screen = opts.tier == "screen"
         sets = [spec.inputs(seed + 9000, dev)]
         # Each timing set lives twice (values and their source): as many as half the free
         # device memory holds and memory.TIMING_SETS_BYTES allows, up to the option (3 sets
         # of a 12 GB input were 72 GB).
-        wanted = max(1, opts.timing_input_sets)
+        wanted = 1 if screen else max(1, opts.timing_input_sets)
         sets += [spec.inputs(seed + 9000 + i, dev)
                  for i in range(1, memory.timing_sets(wanted, memory.tensor_bytes(sets[0]), dev,
                                                       backend=self.backend))]
-        policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
-                                     ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
+        if screen:
+            most = max(1, min(opts.screen_max_timing_trials, opts.max_timing_trials))
+            policy = timing.TimingPolicy(min_trials=min(opts.min_timing_trials, most), max_trials=most,
+                                         ci_target=opts.timing_ci_target,
+                                         budget_s=min(opts.screen_timing_budget_s, opts.timing_budget_s))
+        else:
+            policy = timing.TimingPolicy(min_trials=opts.min_timing_trials, max_trials=opts.max_timing_trials,
+                                         ci_target=opts.timing_ci_target, budget_s=opts.timing_budget_s)
+        # One contract's eager timing is never another's (cuDNN TF32 moves eager 1.8-5.5x).
+        bkey = reference_cache.BaselineTimes.key(f"{spec.sha}:{opts.precision}", sets[0],
+                                                 self.fingerprint.get("device_name", dev.type))
+        cached = self.baselines.get(bkey) if screen else None
 
         def base(inputs: list[Any]) -> Any:
             with torch.no_grad():
@@ -334,8 +353,9 @@ class Evaluator:
             with torch.no_grad():
                 return cand_model(*inputs)
 
-        contestants: list[Callable[[list[Any]], Any]] = [base, cand]
-        compiled = self._compiled_baseline(spec, ref_model, sets[0], v) if opts.compile_baseline else None
+        contestants: list[Callable[[list[Any]], Any]] = [cand] if cached is not None else [base, cand]
+        compiled = (self._compiled_baseline(spec, ref_model, sets[0], v)
+                    if opts.compile_baseline and not screen else None)
         # From here to the end of the timing no other worker may use the device (the timer
         # calibrates on it too).
         self._hold("exclusive")
@@ -362,18 +382,25 @@ class Evaluator:
 
         parts: list[tuple[list[float], list[float]]] = []
         samples = timing.interleaved_many(contestants, sets, timer, policy, refresh=refresh, parts=parts)
-        v.baseline_timing = Timing(**timing.summarize(samples[0], *parts[0]))
-        v.candidate_timing = Timing(**timing.summarize(samples[1], *parts[1]))
+        if cached is None:
+            baseline = timing.summarize(samples[0], *parts[0])
+            samples, parts = samples[1:], parts[1:]
+            self.baselines.put(bkey, baseline)
+            source = "timed in this job, interleaved with the candidate"
+        else:
+            baseline = cached
+            source = "timed by an earlier job of this spec and input shapes in this worker"
+        v.baseline_timing = Timing(**baseline)
+        v.candidate_timing = Timing(**timing.summarize(samples[0], *parts[0]))
         if v.candidate_timing.median_ms > 0:
             v.speedup = v.baseline_timing.median_ms / v.candidate_timing.median_ms
         if compiled is not None:
-            v.compile_baseline_timing = Timing(**timing.summarize(samples[2], *parts[2]))
+            v.compile_baseline_timing = Timing(**timing.summarize(samples[1], *parts[1]))
             if v.candidate_timing.median_ms > 0:
                 v.speedup_vs_compile = v.compile_baseline_timing.median_ms / v.candidate_timing.median_ms
         per_call = (v.baseline_timing.per_call_median_ms / v.candidate_timing.per_call_median_ms
                     if v.candidate_timing.per_call_median_ms > 0 else None)
         v.evidence["timing"] = {"input_sets": len(sets), "input_sets_wanted": wanted, "fresh_values_each_round": True,
                                 "l2_flush": timer.flushes, "speedup_per_call": per_call, "clock": self.backend.clock,
-                                "spin_shorter_than_host": timer.spin_short}
-
-
+                                "spin_shorter_than_host": timer.spin_short, "baseline": source,
+                                "policy": "screen" if screen else "full"}

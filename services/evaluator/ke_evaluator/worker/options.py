@@ -52,6 +52,12 @@ class JobOptions:
     precompile: str = "off"
     # The precision contract (kernelevolve.precision): default | strict | tf32.
     precision: str = "default"
+    # "full": the whole protocol; "screen": the stages of the screen tier only (stages.PIPELINE)
+    tier: str = "full"
+    # The screen's short timing: at most this many trials and seconds (the candidate alone,
+    # against the baseline timed once per spec and input shapes in this worker).
+    screen_max_timing_trials: int = 10
+    screen_timing_budget_s: float = 2.0
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> JobOptions:

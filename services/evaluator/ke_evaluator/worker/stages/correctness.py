@@ -13,7 +13,7 @@ import torch
 
 from .. import defenses, memory, output_checks, tolerance
 from ..defenses import Outcome
-from ..global_state import set_precision_flags
+from . import checks
 from .context import Evidence, JobContext
 
 NAME = "correctness"
@@ -98,29 +98,12 @@ def run(ctx: JobContext) -> Evidence:
             out = ctx.run_candidate(cand_in, label)
         if idx >= 1:
             persistent = None
-        ev._check_state(ctx.before)
-        if not refs.unchanged(label.split(" (")[0]):
-            refs.invalidate()
-            raise Outcome("rejected", f"the evaluator's cached inputs or reference changed while the "
-                                      f"candidate ran (writes outside its own tensors?) ({label})")
-        mutated = output_checks.inputs_unchanged(inputs, cand_in)
-        if mutated:
-            raise Outcome("incorrect", f"{mutated} ({label})")
         # The candidate's copy of the set is done with: its storage spans are enough for
         # the alias check (an output aliasing it keeps that storage alive).
-        cand_spans = output_checks.spans(cand_in)
+        cand_spans = checks.after_call(ctx, label, inputs, cand_in)
         del cand_in
 
-        def reference(inputs: list[Any] = inputs) -> tuple[Any, bool]:
-            ref_in = output_checks.clone_tree(inputs)
-            with ev._mem.reference():
-                out_ref = ev._call(ref_model, ref_in)
-            ev._reference_draws |= ev._last_call_drew
-            set_precision_flags()
-            aliases = output_checks.aliases_any(out_ref, ref_in)
-            # A view of its own input stays as it is; any other large output waits on the
-            # host (compared chunk by chunk from there).
-            return (out_ref if aliases else memory.to_host(out_ref, ev.backend)), aliases
+        reference = partial(checks.eager_reference, ctx, inputs)
 
         key = label.split(" (")[0]
         if key in fresh or idx == 0:  # trial 0: the reference runs after the candidate, as always

@@ -33,7 +33,8 @@ def run(ctx: JobContext) -> Evidence:
     if diag.roofline_fraction > 1.05:
         v.warnings.append(f"timing implies {diag.roofline_fraction:.2f}x the device roofline: flagged for audit")
     v.status = "correct"
-    v.reason = (f"matches the reference on {corr.trials} input sets "
+    screened = "screened (provisional until its full verdict): " if ctx.opts.tier == "screen" else ""
+    v.reason = (f"{screened}matches the reference on {corr.trials} input sets "
                 f"(max abs error {corr.max_abs_error:.3g}, atol={corr.atol:g}, rtol={corr.rtol:g}"
                 + (f"; error vs float64 {corr.error_ratio:.2g}x the reference's own"
                    if corr.error_ratio is not None and "error vs float64" not in corr.bound else "")
