@@ -27,8 +27,8 @@ from kernelevolve.config import (
     WorkerPoolOptions,
 )
 from kernelevolve.errors import InvalidArgumentError
-from kernelevolve.precision import CONTRACTS
 from kernelevolve.ports.verdict import TIERS
+from kernelevolve.precision import CONTRACTS
 
 from .. import backends
 from .gpus import select_gpus, visible_gpus
