@@ -26,6 +26,7 @@ from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
 from .fx_meta import propagate_shapes, shape_of
 from .matmul_shapes import MATMUL_REWRITES
+from .multi_output import split_multi_outputs
 from .ops import normalize
 
 log = logging.getLogger(__name__)
@@ -671,7 +672,7 @@ def _erase_unused(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
 
 def decompose(spec: CapturedSpec) -> int:
     """Rewrite the captured graph in place; returns the number of nodes rewritten."""
-    total = 0
+    total = split_multi_outputs(spec.gm)
     # a rewrite reads its operands' shapes: one whose operands an earlier rewrite of the same
     # pass produced (the loss of F.normalize'd embeddings) is tried again after shape propagation
     for _ in range(3):

@@ -22,10 +22,13 @@ from kernelevolve.errors import LoweringError
 from ..frontend.fx_meta import dtype_of, shape_of
 from ..frontend.ops import NormOp
 
-FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod", "cummax", "cummin"}
+FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod", "cummax", "cummin",
+               "softmin"}
 # cummax / cummin: the values of torch.cummax / cummin (overrides.cummax_overrides)
 SCANS = {"cumsum", "cumprod", "cummax", "cummin"}
-ROW_OUTPUT = {"gather", "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm"}
+ROW_OUTPUT = {"gather", "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm",
+              # the long tail: bool any / all, NaN-skipping sum and mean, an int64 count
+              "all", "any", "nansum", "nanmean", "count_nonzero"}
 ROW_OPS = FULL_OUTPUT | ROW_OUTPUT
 FP32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's default eps
 
@@ -117,7 +120,7 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
         keep = tuple(1 if i in dims else s for i, s in enumerate(full))
         if shape_of(idx) != keep or shape_of(node) != keep or dtype_of(idx) not in (torch.int64, torch.int32):
             return None
-    elif op.op in ("softmax", "log_softmax") or op.op in SCANS:
+    elif op.op in ("softmax", "log_softmax", "softmin") or op.op in SCANS:
         if op.args["dim"] is None or not isinstance(op.args["dim"], int):
             return None
         dims = _norm_dims(op.args["dim"], rank)
@@ -263,6 +266,27 @@ def expand_composite(op: NormOp, out: str, x: str, extra: dict[str, str], new: C
         if "weight" in extra:
             y = full(f"{y} * {extra['weight']}", [y, extra["weight"]])
         full(y, [y], out)
+    elif name in ("all", "any"):
+        nz = full(f"tl.where({x} != 0, 1.0, 0.0)", [x])
+        r = red("min" if name == "all" else "max", nz)
+        row(f"{r} != 0", [r], out)
+    elif name == "count_nonzero":
+        nz = full(f"tl.where({x} != 0, 1.0, 0.0)", [x])
+        red("sum", nz, out)
+    elif name in ("nansum", "nanmean"):
+        z = full(f"tl.where({x} != {x}, 0.0, {x})", [x])
+        if name == "nansum":
+            red("sum", z, out)
+        else:
+            s = red("sum", z)
+            c = red("sum", full(f"tl.where({x} != {x}, 0.0, 1.0)", [x]))
+            row(f"{s} / {c}", [s, c], out)
+    elif name == "softmin":
+        # softmax of -x: the row's min leads
+        m = red("min", x)
+        e = full(f"tl.exp({m} - {x})", [x, m])
+        s = red("sum", e)
+        full(f"{e} / {s}", [e, s], out)
     else:  # pragma: no cover - row_info filters ops
         raise LoweringError(f"no expansion for {name}")
     return ms

@@ -21,7 +21,9 @@ from ..frontend.ops import NormOp
 
 # Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
 OPERAND_ARGS = ("condition", "input", "mask", "other", "exponent", "min", "max", "value", "fill_value", "weight",
-                "bias", "mat1", "mat2")
+                "bias", "mat1", "mat2",
+                # the long tail's pointwise math (lerp, addcmul / addcdiv, heaviside)
+                "end", "tensor1", "tensor2", "values")
 
 
 class GroupFailure(LoweringError):
