@@ -30,7 +30,7 @@ from .families.pointwise.kernel_pointwise import PointwiseFamily
 from .families.row.kernel_row import RowFamily, is_column_reduction
 from .frontend.captured import CapturedSpec
 from .frontend.fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
-from .frontend.ops import POINTWISE, NormOp, normalize
+from .frontend.ops import POINTWISE, NormOp, device_move, normalize
 from .frontend.overrides import (
     attention_overrides,
     cummax_overrides,
@@ -72,7 +72,7 @@ def is_glue(node: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> bool
         # reshaping modules are views: plain calls in the forward, not fallbacks
         return isinstance(gm.get_submodule(str(node.target)), (torch.nn.Flatten, torch.nn.Unflatten))
     if node.op == "call_method":
-        return str(node.target) in GLUE_METHODS
+        return str(node.target) in GLUE_METHODS or (str(node.target) == "to" and device_move(node))
     if node.op == "call_function":
         name = _fx_name(node)
         if name in GLUE_FUNCTIONS:

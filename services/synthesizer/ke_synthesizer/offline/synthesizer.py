@@ -131,6 +131,15 @@ class OfflineSynthesizer:
             try:
                 src = assemble(plan, full, self._by_kind, _title(spec))
             except GroupFailure as exc:
+                split = _split_epilogue(plan, exc.group, full)
+                if split is not None:
+                    # a conv / matmul / pool whose fused epilogue failed: the epilogue becomes a
+                    # kernel of its own first, so one bad op does not send the heavy op and
+                    # every op after it to the library (where no Triton kernel may be left)
+                    log.info("group %s of %s not lowered (%s); epilogue %s split off", exc.group, spec.name,
+                             exc, split)
+                    genome = {**genome, split: "separate"}
+                    continue
                 log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
                 forced |= exc.members
                 continue
@@ -277,6 +286,17 @@ def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str]
         return [], []  # the library-call candidate: no knob to turn
     space = knobs(synth._plan(spec, genome, set(), device), genome, synth._by_kind)
     return space, [(k, v) for k in space for v in k.targets if v != genome.get(k.key, k.default)]
+
+
+def _split_epilogue(plan: Plan, group: str, genome: dict[str, str]) -> str | None:
+    """The ``epilogue.<anchor>`` key of failed group ``group`` when its epilogue is fused
+    there and can be split off (the group has members after its anchor), else None."""
+    for g in plan.groups:
+        if g.key == group and len(g.members) > 1:
+            key = f"epilogue.{g.members[0].name}"
+            if key in plan.fusion_knobs and genome.get(key, "fused") == "fused":
+                return key
+    return None
 
 
 def _expand_moves(space: list[Knob], genome: dict[str, str]) -> dict[str, str] | None:

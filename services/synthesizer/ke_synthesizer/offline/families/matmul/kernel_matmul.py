@@ -20,7 +20,7 @@ from kernelevolve.errors import LoweringError
 from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter, literal
-from ...emit.operands import kernel_name, load_cast
+from ...emit.operands import inline_constant, kernel_name, load_cast
 from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
@@ -174,6 +174,9 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     def val(v: Any) -> str:
         if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
             return f"v_{v.name}"
+        const = inline_constant(plan, v)
+        if const is not None:  # torch.tensor(c) made in the forward: a literal (matmul_launch_args skips it)
+            return str(literal(const))
         if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
             if v not in ext:
                 ext.append(v)
@@ -346,7 +349,7 @@ def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.
     scalars: list[torch.fx.Node] = []
 
     def note(v: Any) -> None:
-        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+        if (isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group) or inline_constant(plan, v) is not None:
             return
         if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
             if v not in ext:
