@@ -66,6 +66,10 @@ class ProposalRequest:
     # ``tried``. A synthesizer that cannot tell launch knobs apart may answer with its own
     # tuned variants of the parent.
     tune: bool = False
+    # The precision contract the candidate is judged under: "default" (PyTorch's defaults:
+    # TF32 in cuDNN convolutions, none in cuBLAS matmuls), "strict" (no TF32 anywhere) or
+    # "tf32" (TF32 in both).
+    precision: str = "default"
 
 
 @dataclass(frozen=True)

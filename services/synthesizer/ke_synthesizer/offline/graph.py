@@ -22,6 +22,7 @@ import torch.fx
 from kernelevolve.errors import LoweringError
 
 from .emit.lower_pointwise import PointwiseEmitter
+from .emit.precision import DEFAULT_CONTRACT
 from .families import FAMILIES
 from .families.family import KernelFamily
 from .families.impl_policy import ImplPolicy
@@ -116,7 +117,7 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
 
 def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[str] | None = None,
                families: Sequence[KernelFamily] = FAMILIES, policy: ImplPolicy | None = None,
-               device: str = "") -> Plan:
+               device: str = "", precision: str = DEFAULT_CONTRACT) -> Plan:
     """Classify nodes and greedily fuse lowerable nodes into kernel groups.
 
     ``genome['fusion']``: 'greedy' (default) joins a node to a producer's group when
@@ -129,7 +130,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     forced = forced_fallback or set()
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
-    ctx = PlanContext(spec, gm, pshape)
+    ctx = PlanContext(spec, gm, pshape, precision)
     by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     overrides = {**max_dim_overrides(nodes, gm, hidden_by), **cummax_overrides(nodes, gm, hidden_by),

@@ -22,7 +22,7 @@ from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter, literal
 from ...emit.operands import inline_constant, kernel_name, load_cast
-from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...emit.precision import CUBLAS, DOT_PRECISIONS, dot_precision, dot_precisions, dot_seed
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
@@ -481,9 +481,10 @@ class MatmulFamily(KernelFamily):
         tri = any(k in minfo for k in TRI_KEYS)
         m, n, k, batch = problem_size(minfo, ctx.param_shape)
         splits = ["1", "2", "4"] + (["8", "16", "32"] if k >= LONG_K else [])
-        allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node)),
+        allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node), ctx.precision, CUBLAS),
                    "SPLIT_K": splits if dtype_of(node) == torch.float32 and not tri else ["1"]}
-        seed = {"K_ACC": "compensated"} if k >= LONG_K else {}
+        seed = dot_seed(dtype_of(node), ctx.precision, CUBLAS)
+        seed.update({"K_ACC": "compensated"} if k >= LONG_K else {})
         if dtype_of(node) == torch.float32 and not tri:
             seed["SPLIT_K"] = split_k_seed(m, n, k, batch)
         return op, {"matmul": minfo, "allowed": allowed, "seed": seed}
