@@ -25,6 +25,7 @@ from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
 from kernelevolve.artifacts import Artifacts, lineage_document
+from kernelevolve.baseline_best import baseline_best
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import list_nodes, load_candidate, load_session, update_session
@@ -565,6 +566,8 @@ class SearchService:
             "best_candidate_id": best.node_id if best else "",
             "best_speedup": best.fitness if best else 0.0,
             "best_retimed": bool(best and best.retimed),
+            # the baseline nothing beat, said plainly (kernelevolve.baseline_best)
+            "verdict": baseline_best(best.fitness if best else None, session.baseline or "eager"),
             "end_reason": st.end_reason,
             "duplicates": len(st.duplicates),
             "notes": st.notes,
