@@ -41,6 +41,7 @@ from ke_cli.console import CPU_NOTE, Progress, status_name
 from ke_cli.live import make_progress, working
 from ke_cli.llm_flags import add_llm_flags, apply_llm_flags
 from kernelevolve import logging as ke_logging
+from kernelevolve.baseline_best import BASELINE_NAMES, baseline_best
 from kernelevolve.config import Settings, load_settings
 from kernelevolve.errors import (
     InvalidArgumentError,
@@ -473,13 +474,13 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         "end_reason": session.end_reason,
         "baseline": session.baseline or "eager",
         "precision": session.precision or "default",
+        "verdict": baseline_best(session.best_speedup if best else None, session.baseline or "eager"),
     }
     if interpreted:
         out["note"] = CPU_NOTE
     return out
 
 
-_BASELINE_NAMES = {"eager": "eager PyTorch", "compile": "torch.compile"}
 
 
 def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
@@ -489,7 +490,7 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
         progress.line(f"Ended: {s['end_reason']}.")
     best = s["best"]
     if best:
-        over = _BASELINE_NAMES.get(s.get("baseline", ""), "eager PyTorch")
+        over = BASELINE_NAMES.get(s.get("baseline", ""), "eager PyTorch")
         retimed = best.get("speedup_source") == "fresh-worker re-time"
         first = f"; first evaluation {best['first_speedup']:.3f}x" if retimed else ""
         progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
@@ -498,6 +499,8 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
         if best.get("precision"):
             progress.line(f"Precision: {best['precision']}")
         progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
+        if s.get("verdict"):
+            progress.line(f"{s['verdict']}.")
     elif s["common_failure"]:
         progress.line(f"No correct candidate: {s['common_failure']}")
     else:

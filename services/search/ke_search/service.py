@@ -26,6 +26,7 @@ from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
 from ke_search.tiers import contenders, provisional, tier_of
 from kernelevolve.artifacts import Artifacts, lineage_document
+from kernelevolve.baseline_best import baseline_best
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import list_nodes, load_candidate, load_session, update_session
@@ -595,6 +596,8 @@ class SearchService:
                                     else "first evaluation" if best else ""),
             "best_first_speedup": (best.first_fitness if best.retimed else best.fitness) if best else 0.0,
             "precision": session.precision or "default",
+            # the baseline nothing beat, said plainly (kernelevolve.baseline_best)
+            "verdict": baseline_best(best.fitness if best else None, session.baseline or "eager"),
             "end_reason": st.end_reason,
             "duplicates": len(st.duplicates),
             "notes": st.notes,

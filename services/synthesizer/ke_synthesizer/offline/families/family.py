@@ -78,8 +78,10 @@ class KernelFamily(ABC):
 
 def narrowed(group: Group, name: str, choices: tuple[str, ...]) -> tuple[str, ...]:
     """``choices`` kept in their order where the group's ``allowed`` list names them; the
-    default alone when it names none."""
+    default alone when it names none. A choice the recogniser names in
+    ``group.info["seed"]`` (measured or derived from the captured shapes) moves first: it
+    is the group's default."""
     allowed = group.info.get("allowed", {}).get(name)
-    if allowed is None:
-        return tuple(choices)
-    return tuple(c for c in choices if c in allowed) or tuple(choices[:1])
+    out = tuple(choices) if allowed is None else tuple(c for c in choices if c in allowed) or tuple(choices[:1])
+    first = group.info.get("seed", {}).get(name)
+    return (first, *(c for c in out if c != first)) if first in out else out

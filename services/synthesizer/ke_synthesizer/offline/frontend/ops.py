@@ -241,6 +241,28 @@ for _name in list(_METHOD_ALIASES):
 _CASTS = {"float", "double", "half", "bfloat16", "to", "type", "type_as"}
 
 
+def device_move(node: torch.fx.Node) -> bool:
+    """``t.to(x.device)`` (or a device literal) that keeps the dtype: a move, not arithmetic.
+    A tensor the module keeps as a plain attribute (``self.hidden``) is not moved by
+    ``model.to(device)``, so the call stays in the forward as written: a kernel reading the
+    tensor where ``__init__`` made it would read host memory on a GPU."""
+    if node.op != "call_method" or str(node.target) != "to" or not node.args:
+        return False
+    src = node.args[0]
+    src_meta = src.meta.get("tensor_meta") if isinstance(src, torch.fx.Node) else None
+    out_meta = node.meta.get("tensor_meta")
+    if getattr(src_meta, "dtype", None) is None or getattr(src_meta, "dtype", None) != getattr(out_meta, "dtype", 0):
+        return False
+
+    def device(v: Any) -> bool:
+        if isinstance(v, (torch.device, str)):
+            return True
+        return (isinstance(v, torch.fx.Node) and v.op == "call_function" and v.target is getattr
+                and len(v.args) == 2 and v.args[1] == "device")
+
+    return any(device(v) for v in [*node.args[1:], *node.kwargs.values()])
+
+
 def _module_op(mod: nn.Module, node: torch.fx.Node) -> NormOp | None:
     x = node.args[0] if node.args else node.kwargs.get("input")
     t = node.target
@@ -351,6 +373,8 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
             return NormOp("identity", {"input": node.args[0] if node.args else node.kwargs.get("input")})
         return None
     if name is None and node.op == "call_method" and str(node.target) in _CASTS and node.args:
+        if device_move(node):
+            return None  # glue (graph.is_glue): the forward keeps the move
         # a cast to the dtype the tensor already has (x.float() on fp32) changes nothing
         src = node.args[0]
         src_meta = src.meta.get("tensor_meta") if isinstance(src, torch.fx.Node) else None

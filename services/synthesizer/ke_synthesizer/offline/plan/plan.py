@@ -87,3 +87,6 @@ class PlanContext:
     gm: torch.fx.GraphModule
     # shape of a parameter by dotted path (``"@path"`` operands of canonical ops)
     param_shape: Callable[[str], tuple[int, ...]]
+    # the request's precision contract (ProposalRequest.precision: default / strict / tf32):
+    # which tl.dot precisions a group may take (emit.precision.dot_precisions)
+    precision: str = "default"
