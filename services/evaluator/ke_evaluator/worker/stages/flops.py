@@ -8,7 +8,7 @@ import torch
 
 from kernelevolve.ports.verdict import Diagnosis, KernelInfo
 
-from .. import diagnosis, memory, output_checks
+from .. import diagnosis, loading, memory, output_checks
 from ..global_state import set_precision_flags
 from .context import Evidence, JobContext
 
@@ -32,6 +32,11 @@ def run(ctx: JobContext) -> Evidence:
     diag.kernels = [KernelInfo(name=k, launches=n, registers=meta[k][0], shared_bytes=meta[k][1], spills=meta[k][2])
                     for k, n in ctx.kernel_launches.items()]
     ctx.v.evidence["output_shapes"] = ctx.out_shapes
+    moved = loading.state_reassigned(ref_model)
+    if moved:
+        ctx.v.warnings.append(f"the reference reassigns {', '.join('self.' + m for m in moved)} in its forward: "
+                              "every call was judged from the state __init__ built (the candidate does not "
+                              "carry that state from call to call)")
     # The shapes judged (a spec shrunk for the CPU interpreter is judged at its smaller ones).
     ctx.v.evidence["input_shapes"] = [list(t.shape) for t in output_checks.leaves(inputs0)
                                       if isinstance(t, torch.Tensor)]
