@@ -44,7 +44,8 @@ UNARY = ["torch.atan(x)", "torch.asin(x)", "torch.acos(x)", "torch.sinh(x)", "to
          "torch.asinh(x)", "torch.acosh(x)", "torch.atanh(x)", "torch.log10(x)", "torch.trunc(x)", "torch.round(x)",
          "torch.round(x, decimals=2)", "torch.frac(x)", "torch.deg2rad(x)", "torch.signbit(x)", "torch.isnan(x)",
          "torch.isinf(x)", "torch.isfinite(x)", "torch.isposinf(x)", "torch.logical_not(x)", "torch.nan_to_num(x)",
-         "torch.sinc(x)", "torch.erfc(x)", "torch.special.entr(x)", "torch.special.ndtr(x)", "torch.logit(x, 1e-6)"]
+         "torch.sinc(x)", "torch.erfc(x)", "torch.special.entr(x)", "torch.special.ndtr(x)", "torch.logit(x, 1e-6)",
+         "torch.lgamma(x)", "torch.digamma(x)", "torch.polygamma(0, x)", "torch.mvlgamma(x.abs() + 2.0, 3)"]
 BINARY = ["torch.atan2(x, y)", "torch.copysign(x, y)", "torch.fmod(x, y)", "torch.remainder(x, y)",
           "torch.floor_divide(x, y)", "torch.div(x, y, rounding_mode='trunc')", "torch.fmax(x, y)",
           "torch.fmin(x, y)", "torch.logaddexp(x, y)", "torch.logaddexp2(x, y)", "torch.hypot(x, y)",
