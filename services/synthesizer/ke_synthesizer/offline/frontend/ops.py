@@ -160,7 +160,7 @@ _METHOD_ALIASES: dict[str, str] = {
 _MATH_UNARY = (
     "atan", "asin", "acos", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "log10", "trunc", "frac",
     "deg2rad", "rad2deg", "signbit", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "isreal",
-    "logical_not", "sinc", "erfc", "entr", "ndtr", "lgamma", "digamma",
+    "logical_not", "sinc", "erfc", "entr", "ndtr", "lgamma", "digamma", "erfinv", "ndtri",
 )
 _MATH_BINARY = (
     "atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin", "logaddexp", "logaddexp2",
@@ -194,6 +194,7 @@ _MATH_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     "round": (torch.round, torch.special.round), "nan_to_num": (torch.nan_to_num,),
     "logit": (torch.logit, torch.special.logit), "lgamma": (torch.lgamma, torch.special.gammaln),
     "digamma": (torch.digamma, torch.special.digamma, torch.special.psi),
+    "erfinv": (torch.erfinv, torch.special.erfinv), "ndtri": (torch.special.ndtri,),
     "mvlgamma": (torch.mvlgamma, torch.special.multigammaln), "polygamma": (torch.polygamma, torch.special.polygamma),
     "atan2": (torch.atan2, torch.arctan2),
     "copysign": (torch.copysign,), "fmod": (torch.fmod,), "remainder": (torch.remainder, operator.mod),
@@ -219,10 +220,11 @@ SIGNATURES.update({n: [("input", _REQ), ("dim", None), ("keepdim", False)]
                    for n in ("all", "any", "nansum", "nanmean")})
 SIGNATURES["count_nonzero"] = [("input", _REQ), ("dim", None)]
 SIGNATURES["softmin"] = [("input", _REQ), ("dim", None)]
+SIGNATURES["logcumsumexp"] = [("input", _REQ), ("dim", _REQ)]
 REDUCTIONS |= {"all", "any", "nansum", "nanmean", "count_nonzero"}
 for _name, _fns in {"all": (torch.all,), "any": (torch.any,), "nansum": (torch.nansum,),
                     "nanmean": (torch.nanmean,), "count_nonzero": (torch.count_nonzero,),
-                    "softmin": (F.softmin,)}.items():
+                    "softmin": (F.softmin,), "logcumsumexp": (torch.logcumsumexp,)}.items():
     _FUNCTION_ALIASES.update({fn: _name for fn in _fns})
     _METHOD_ALIASES.update({fn.__name__: _name for fn in _fns if hasattr(torch.Tensor, fn.__name__)})
 # softmax / log_softmax / softmin with dtype=torch.float32 on fp32 input change nothing; with
