@@ -6,13 +6,13 @@ interpreter; values must match (NaN where torch has NaN) and a zero must carry t
 from __future__ import annotations
 
 import math
-import types
 
 import pytest
 import torch
 
 from ke_synthesizer.offline import OfflineSynthesizer
 from kernelevolve.ports.synthesis import ProposalRequest
+from tests.synthesizer.conftest import candidate_and_reference
 
 INF, NAN = math.inf, math.nan
 # special values, then ordinary ones: 33 elements (an odd length: a masked tail)
@@ -44,7 +44,9 @@ UNARY = ["torch.atan(x)", "torch.asin(x)", "torch.acos(x)", "torch.sinh(x)", "to
          "torch.asinh(x)", "torch.acosh(x)", "torch.atanh(x)", "torch.log10(x)", "torch.trunc(x)", "torch.round(x)",
          "torch.round(x, decimals=2)", "torch.frac(x)", "torch.deg2rad(x)", "torch.signbit(x)", "torch.isnan(x)",
          "torch.isinf(x)", "torch.isfinite(x)", "torch.isposinf(x)", "torch.logical_not(x)", "torch.nan_to_num(x)",
-         "torch.sinc(x)", "torch.erfc(x)", "torch.special.entr(x)", "torch.special.ndtr(x)", "torch.logit(x, 1e-6)"]
+         "torch.sinc(x)", "torch.erfc(x)", "torch.special.entr(x)", "torch.special.ndtr(x)", "torch.logit(x, 1e-6)",
+         "torch.lgamma(x)", "torch.digamma(x)", "torch.erfinv(x)", "torch.special.ndtri(x)", "torch.polygamma(0, x)",
+         "torch.mvlgamma(x.abs() + 2.0, 3)"]
 BINARY = ["torch.atan2(x, y)", "torch.copysign(x, y)", "torch.fmod(x, y)", "torch.remainder(x, y)",
           "torch.floor_divide(x, y)", "torch.div(x, y, rounding_mode='trunc')", "torch.fmax(x, y)",
           "torch.fmin(x, y)", "torch.logaddexp(x, y)", "torch.logaddexp2(x, y)", "torch.hypot(x, y)",
@@ -63,12 +65,8 @@ def _run(body: str) -> tuple[torch.Tensor, torch.Tensor, str]:
     src = SPEC.format(body=body, x=xs, y=OTHER)
     (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="math_edge", count=1))
     assert not seed.fallback_nodes, f"{body} left to the library: {seed.fallback_nodes}"
-    spec, cand = types.ModuleType("spec"), types.ModuleType("cand")
-    exec(compile(src, "spec", "exec"), spec.__dict__)  # noqa: S102 - our own spec
-    exec(compile(seed.source, "cand", "exec"), cand.__dict__)  # noqa: S102 - the candidate under test
-    inputs = spec.get_inputs()
-    with torch.no_grad():
-        return cand.ModelNew()(*inputs), spec.Model()(*inputs), seed.source
+    got, want = candidate_and_reference(src, seed.source)
+    return got, want, seed.source
 
 
 def _agree(got: torch.Tensor, want: torch.Tensor, body: str) -> None:
@@ -96,8 +94,4 @@ def test_integer_division_signs_follow_torch() -> None:
     for body in ("torch.fmod(x, y)", "torch.remainder(x, y)", "torch.floor_divide(x, y)"):
         src = SPEC.format(body=body, x=xs, y=ys)
         (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="divmod", count=1))
-        spec, cand = types.ModuleType("spec"), types.ModuleType("cand")
-        exec(compile(src, "spec", "exec"), spec.__dict__)  # noqa: S102 - our own spec
-        exec(compile(seed.source, "cand", "exec"), cand.__dict__)  # noqa: S102 - the candidate under test
-        inputs = spec.get_inputs()
-        _agree(cand.ModelNew()(*inputs), spec.Model()(*inputs), body)
+        _agree(*candidate_and_reference(src, seed.source), body)

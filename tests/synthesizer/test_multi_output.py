@@ -5,14 +5,12 @@ kernels only and match torch (values and indices)."""
 from __future__ import annotations
 
 import operator
-import types
 
 import pytest
 import torch
 
-from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.frontend.capture import capture
-from kernelevolve.ports.synthesis import ProposalRequest
+from tests.synthesizer.conftest import candidate_and_reference, triton_seed
 
 SPEC = '''
 import torch
@@ -60,15 +58,7 @@ def _same(got: object, want: object) -> None:
 @pytest.mark.parametrize("body", CASES)
 def test_multi_output_ops_lower_and_match(body: str, shape: str) -> None:
     src = SPEC.format(body=body, shape=shape)
-    (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="multi", count=1))
-    assert not seed.fallback_nodes, seed.fallback_nodes
-    spec, cand = types.ModuleType("spec"), types.ModuleType("cand")
-    exec(compile(src, "spec", "exec"), spec.__dict__)  # noqa: S102 - our own spec
-    exec(compile(seed.source, "cand", "exec"), cand.__dict__)  # noqa: S102 - the candidate under test
-    torch.manual_seed(0)
-    x = spec.get_inputs()
-    with torch.no_grad():
-        _same(cand.ModelNew()(*x), spec.Model()(*x))
+    _same(*candidate_and_reference(src, triton_seed(src, "multi").source))
 
 
 def test_a_returned_tuple_becomes_one_node_per_element() -> None:

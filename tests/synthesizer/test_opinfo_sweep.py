@@ -34,7 +34,7 @@ COMMITTED = REPO_ROOT / "bench" / "results" / "opinfo_sweep_cpu.json"
 # pooling, casts, reflected operators and operators with several outputs.
 FAST = [
     "abs", "acos", "atan2", "fmod", "remainder", "floor_divide", "div.floor_rounding", "lerp", "logaddexp",
-    "isnan", "special.erfcx", "where", "clamp", "nn.functional.gelu", "__rsub__", "__rpow__",
+    "isnan", "special.erfcx", "lgamma", "where", "clamp", "nn.functional.gelu", "__rsub__", "__rpow__",
     "sum", "amax", "all", "var", "softmax.with_dtype", "nansum", "cumsum", "logcumsumexp",
     "max.reduction_with_dim", "aminmax", "var_mean", "nn.functional.layer_norm", "nn.functional.mse_loss",
     "nn.functional.conv2d", "nn.functional.linear", "nn.functional.avg_pool2d", "double",

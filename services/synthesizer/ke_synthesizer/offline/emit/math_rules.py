@@ -197,6 +197,96 @@ def _nextafter(x, y):
     r = tl.where(x == y, y, r)
     return tl.where((x != x) | (y != y), x + y, r)
 ''',
+    "_lgamma": '''@triton.jit
+def _lgamma(x):
+    # log|Gamma(x)|: Stirling's series at y >= 8, reached by the recurrence
+    # lgamma(y) = lgamma(y + 8) - log(y (y+1) ... (y+7)); below 0.5 the reflection
+    # lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x), sin(pi x) taken on x's distance to
+    # the nearest integer (exact in fp32). Poles (0, negative integers) and +-inf give +inf.
+    y = tl.where(x < 0.5, 1.0 - x, x)
+    small = y < 8.0
+    p = y * (y + 1.0) * (y + 2.0) * (y + 3.0) * (y + 4.0) * (y + 5.0) * (y + 6.0) * (y + 7.0)
+    z = tl.where(small, y + 8.0, y)
+    iz = 1.0 / z
+    iz2 = iz * iz
+    st = (z - 0.5) * tl.log(z) - z + 0.9189385332046727 + iz * (
+        8.333333333333333e-2 - iz2 * (2.777777777777778e-3 - iz2 * 7.936507936507937e-4))
+    pos = tl.where(small, st - tl.log(p), st)
+    f = x - tl.floor(x + 0.5)
+    refl = tl.log(3.141592653589793 / tl.abs(tl.sin(3.141592653589793 * f))) - pos
+    r = tl.where(x < 0.5, tl.where(f == 0, float("inf"), refl), pos)
+    return tl.where(tl.abs(x) == float("inf"), float("inf"), r)
+''',
+    "_digamma": '''@triton.jit
+def _digamma(x):
+    # psi(y) = psi(y + 8) - sum 1 / (y + k), the asymptotic series at y >= 8; below 0.5 the
+    # reflection psi(x) = psi(1 - x) - pi / tan(pi x). As torch: psi(+0) = -inf, psi(-0) = +inf,
+    # NaN at negative integers and -inf, +inf at +inf.
+    y = tl.where(x < 0.5, 1.0 - x, x)
+    small = y < 8.0
+    s = 1.0 / y + 1.0 / (y + 1.0) + 1.0 / (y + 2.0) + 1.0 / (y + 3.0) + 1.0 / (y + 4.0) + 1.0 / (y + 5.0) + \\
+        1.0 / (y + 6.0) + 1.0 / (y + 7.0)
+    z = tl.where(small, y + 8.0, y)
+    iz = 1.0 / z
+    iz2 = iz * iz
+    series = 8.333333333333333e-2 - iz2 * (8.333333333333333e-3 - iz2 * 3.968253968253968e-3)
+    asym = tl.log(z) - 0.5 * iz - iz2 * series
+    pos = tl.where(small, asym - s, asym)
+    f = x - tl.floor(x + 0.5)
+    refl = pos - 3.141592653589793 / (tl.sin(3.141592653589793 * f) / tl.cos(3.141592653589793 * f))
+    r = tl.where(x < 0.5, refl, pos)
+    r = tl.where((x < 0) & (f == 0), float("nan"), r)
+    r = tl.where(x == 0, tl.where(_signbit(x), float("inf"), float("-inf")), r)
+    r = tl.where(x == float("inf"), float("inf"), r)
+    return tl.where(x == float("-inf"), float("nan"), r)
+''',
+    "_erfinv_core": '''@triton.jit
+def _erfinv_core(x, w):
+    # Giles' single-precision approximation (relative error ~4e-7): a polynomial in
+    # w - 2.5 for w < 5, in sqrt(w) - 3 beyond, with w = -log(1 - x^2) given by the caller
+    a = w - 2.5
+    p = 2.81022636e-08
+    p = 3.43273939e-07 + p * a
+    p = -3.5233877e-06 + p * a
+    p = -4.39150654e-06 + p * a
+    p = 0.00021858087 + p * a
+    p = -0.00125372503 + p * a
+    p = -0.00417768164 + p * a
+    p = 0.246640727 + p * a
+    p = 1.50140941 + p * a
+    b = tl.sqrt(w) - 3.0
+    q = -0.000200214257
+    q = 0.000100950558 + q * b
+    q = 0.00134934322 + q * b
+    q = -0.00367342844 + q * b
+    q = 0.00573950773 + q * b
+    q = -0.0076224613 + q * b
+    q = 0.00943887047 + q * b
+    q = 1.00167406 + q * b
+    q = 2.83297682 + q * b
+    return tl.where(w < 5.0, p, q) * x
+''',
+    "_erfinv": '''@triton.jit
+def _erfinv(x):
+    # erfinv(+-1) = +-inf, NaN past 1
+    r = _erfinv_core(x, -tl.log((1.0 - x) * (1.0 + x)))
+    r = tl.where(tl.abs(x) == 1.0, x * float("inf"), r)
+    return tl.where(tl.abs(x) > 1.0, float("nan"), r)
+''',
+    "_ndtri": '''@triton.jit
+def _ndtri(p):
+    # sqrt(2) erfinv(2p - 1), with 1 - (2p - 1)^2 taken as 4p(1 - p): no cancellation in the
+    # tails (2p - 1 is -1 in fp32 for p < 3e-8, where ndtri is still finite)
+    w = -tl.log(4.0 * p * (1.0 - p))
+    r = _erfinv_core(2.0 * p - 1.0, w) * 1.4142135623730951
+    # past w = 30 (p < 2e-14) Giles' polynomial leaves its range: Abramowitz and Stegun
+    # 26.2.23 (absolute error < 4.5e-4, relative < 6e-5 there)
+    t = tl.sqrt(-2.0 * tl.log(p))
+    tail = (2.515517 + t * (0.802853 + t * 0.010328)) / (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308))) - t
+    r = tl.where((w > 30.0) & (p < 0.5), tail, r)
+    r = tl.where(p == 0, float("-inf"), tl.where(p == 1.0, float("inf"), r))
+    return tl.where((p < 0) | (p > 1.0), float("nan"), r)
+''',
 }
 
 # the helpers each helper calls (codegen emits every helper a rule names, no more)
@@ -205,6 +295,9 @@ _CALLS: dict[str, tuple[str, ...]] = {
     "_remainder": ("_fmod",),
     "_floor_divide": ("_fmod", "_signbit"),
     "_pow": ("_signbit",),
+    "_digamma": ("_signbit",),
+    "_erfinv": ("_erfinv_core",),
+    "_ndtri": ("_erfinv_core",),
 }
 
 
@@ -332,6 +425,20 @@ def _div_rounding(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | Non
     return None
 
 
+def _mvlgamma(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | None:
+    # torch.mvlgamma: sum_{i < p} lgamma(x - i / 2) + p (p - 1) / 4 * log(pi)
+    p = a["p"]
+    if not isinstance(p, int) or isinstance(p, bool) or not 1 <= p <= 16:
+        return None
+    terms = " + ".join(f"_lgamma({x} - {i * 0.5!r})" for i in range(p))
+    return em.needs(f"({terms} + {p * (p - 1) / 4 * math.log(math.pi)!r})", "_lgamma")
+
+
+def _polygamma(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | None:
+    # order 0 is digamma; higher orders stay library calls
+    return em.needs(f"_digamma({x})", "_digamma", "_signbit") if a["n"] == 0 else None
+
+
 RAD = repr(math.pi / 180.0)
 DEG = repr(180.0 / math.pi)
 
@@ -367,6 +474,12 @@ MATH_RULES: dict[str, Rule] = {
     "entr": _expr("tl.where({x} > 0, -{x} * tl.log({x}), tl.where({x} == 0, 0.0, "
                   "tl.where({x} < 0, float(\"-inf\"), {x})))"),
     "ndtr": _expr("(0.5 * (1.0 + tl.erf({x} * 0.7071067811865476)))"),
+    "lgamma": _call("_lgamma"),
+    "erfinv": _call("_erfinv"),
+    "ndtri": _call("_ndtri"),
+    "digamma": _call("_digamma"),
+    "mvlgamma": _mvlgamma,
+    "polygamma": _polygamma,
     # binary
     "atan2": _call2("_atan2"),
     "copysign": _expr("tl.where(_signbit({y}), tl.abs({x}) * -1.0, tl.abs({x}))", "_signbit"),

@@ -160,7 +160,7 @@ _METHOD_ALIASES: dict[str, str] = {
 _MATH_UNARY = (
     "atan", "asin", "acos", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "log10", "trunc", "frac",
     "deg2rad", "rad2deg", "signbit", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "isreal",
-    "logical_not", "sinc", "erfc", "entr", "ndtr",
+    "logical_not", "sinc", "erfc", "entr", "ndtr", "lgamma", "digamma", "erfinv", "ndtri",
 )
 _MATH_BINARY = (
     "atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin", "logaddexp", "logaddexp2",
@@ -172,13 +172,15 @@ SIGNATURES.update({
     "round": [("input", _REQ), ("decimals", 0)],
     "nan_to_num": [("input", _REQ), ("nan", 0.0), ("posinf", None), ("neginf", None)],
     "logit": [("input", _REQ), ("eps", None)],
+    "mvlgamma": [("input", _REQ), ("p", _REQ)],
+    "polygamma": [("n", _REQ), ("input", _REQ)],
     "heaviside": [("input", _REQ), ("values", _REQ)],
     "isclose": [("input", _REQ), ("other", _REQ), ("rtol", 1e-05), ("atol", 1e-08), ("equal_nan", False)],
     "lerp": [("input", _REQ), ("end", _REQ), ("weight", _REQ)],
     "addcmul": [("input", _REQ), ("tensor1", _REQ), ("tensor2", _REQ), ("value", 1)],
     "addcdiv": [("input", _REQ), ("tensor1", _REQ), ("tensor2", _REQ), ("value", 1)],
 })
-POINTWISE_UNARY |= {*_MATH_UNARY, "round", "nan_to_num", "logit"}
+POINTWISE_UNARY |= {*_MATH_UNARY, "round", "nan_to_num", "logit", "mvlgamma", "polygamma"}
 POINTWISE |= POINTWISE_UNARY | {*_MATH_BINARY, "heaviside", "isclose", "lerp", "addcmul", "addcdiv"}
 _MATH_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     "atan": (torch.atan, torch.arctan), "asin": (torch.asin, torch.arcsin), "acos": (torch.acos, torch.arccos),
@@ -190,7 +192,11 @@ _MATH_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     "isreal": (torch.isreal,), "logical_not": (torch.logical_not,), "sinc": (torch.sinc, torch.special.sinc),
     "erfc": (torch.erfc, torch.special.erfc), "entr": (torch.special.entr,), "ndtr": (torch.special.ndtr,),
     "round": (torch.round, torch.special.round), "nan_to_num": (torch.nan_to_num,),
-    "logit": (torch.logit, torch.special.logit), "atan2": (torch.atan2, torch.arctan2),
+    "logit": (torch.logit, torch.special.logit), "lgamma": (torch.lgamma, torch.special.gammaln),
+    "digamma": (torch.digamma, torch.special.digamma, torch.special.psi),
+    "erfinv": (torch.erfinv, torch.special.erfinv), "ndtri": (torch.special.ndtri,),
+    "mvlgamma": (torch.mvlgamma, torch.special.multigammaln), "polygamma": (torch.polygamma, torch.special.polygamma),
+    "atan2": (torch.atan2, torch.arctan2),
     "copysign": (torch.copysign,), "fmod": (torch.fmod,), "remainder": (torch.remainder, operator.mod),
     "floor_divide": (torch.floor_divide, operator.floordiv), "fmax": (torch.fmax,), "fmin": (torch.fmin,),
     "logaddexp": (torch.logaddexp,), "logaddexp2": (torch.logaddexp2,), "hypot": (torch.hypot,),
@@ -214,10 +220,11 @@ SIGNATURES.update({n: [("input", _REQ), ("dim", None), ("keepdim", False)]
                    for n in ("all", "any", "nansum", "nanmean")})
 SIGNATURES["count_nonzero"] = [("input", _REQ), ("dim", None)]
 SIGNATURES["softmin"] = [("input", _REQ), ("dim", None)]
+SIGNATURES["logcumsumexp"] = [("input", _REQ), ("dim", _REQ)]
 REDUCTIONS |= {"all", "any", "nansum", "nanmean", "count_nonzero"}
 for _name, _fns in {"all": (torch.all,), "any": (torch.any,), "nansum": (torch.nansum,),
                     "nanmean": (torch.nanmean,), "count_nonzero": (torch.count_nonzero,),
-                    "softmin": (F.softmin,)}.items():
+                    "softmin": (F.softmin,), "logcumsumexp": (torch.logcumsumexp,)}.items():
     _FUNCTION_ALIASES.update({fn: _name for fn in _fns})
     _METHOD_ALIASES.update({fn.__name__: _name for fn in _fns if hasattr(torch.Tensor, fn.__name__)})
 # softmax / log_softmax / softmin with dtype=torch.float32 on fp32 input change nothing; with
