@@ -52,24 +52,26 @@ def tensor_bytes(objs: Any) -> int:
     return 0
 
 
-def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
+def final_timing(spec_source: str, cand_source: str, device: str = "cuda",
+                 compile_baseline: bool = True) -> dict[str, Any]:
     """Best vs eager vs torch.compile in one process on the same inputs, timed side by side
     with the judge's protocol (``ke_evaluator.worker.timing``: L2 flush, spin-covered CUDA events,
     rotating order, up to 200 rounds or a +-1% CI): per contestant the per-call time
-    max(device, host enqueue) and both parts."""
+    max(device, host enqueue) and both parts. ``compile_baseline=False``: eager and best only
+    (``agreement.py`` re-times a verdict's two contestants); ``device``: "cpu" for a smoke run."""
     import torch
 
     spec = load_module("bench_spec", spec_source)
     cand = load_module("bench_cand", cand_source)
     init = spec.get_init_inputs()
     torch.manual_seed(1234)
-    ref = spec.Model(*init).cuda()
+    ref = spec.Model(*init).to(device)
     torch.manual_seed(1234)
-    new = cand.ModelNew(*init).cuda()
+    new = cand.ModelNew(*init).to(device)
     if set(new.state_dict()) == set(ref.state_dict()):
         new.load_state_dict(ref.state_dict())
     torch.manual_seed(7)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in spec.get_inputs()]
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in spec.get_inputs()]
     out: dict[str, Any] = {}
     with torch.no_grad():
         expected = ref(*inputs)
@@ -77,7 +79,7 @@ def final_timing(spec_source: str, cand_source: str) -> dict[str, Any]:
         err = (got.double() - expected.double()).abs().max().item() if isinstance(got, torch.Tensor) else math.nan
         out["final_max_abs_error"] = err
         summaries, info = time_side_by_side({"eager": lambda xs: ref(*xs), "best": lambda xs: new(*xs)}, inputs,
-                                            compile_ref=ref)
+                                            device=device, compile_ref=ref if compile_baseline else None)
         out.update(info)
         for label, summary in summaries.items():
             out[f"{label}_ms"] = summary["median_ms"]

@@ -102,13 +102,15 @@ class KernelEvolveClient:
                             hardware_kind: str = "", session_id: str = "", max_inflight: int = 0,
                             seeds: int = 0, time_limit_s: float = 0.0, plateau: int = 0,
                             target_roofline: float = 0.0, baseline: str = "", tune_share: float | None = None,
-                            tune_elite: int | None = None) -> pb.Session:
+                            tune_elite: int | None = None, precision: str = "") -> pb.Session:
         """Zero / empty options (``None`` for the tuning stage's, where 0 turns it off) take
-        the gateway's defaults (``search.session.*``)."""
+        the gateway's defaults (``search.session.*``); ``precision``: the contract
+        (``kernelevolve.precision``)."""
         req = spb.StartSessionRequest(spec=spec, budget=budget, strategy=strategy, hardware_kind=hardware_kind,
                                       session_id=session_id, max_inflight=max_inflight, seeds=seeds,
                                       time_limit_s=time_limit_s, plateau=plateau, target_roofline=target_roofline,
-                                      baseline=baseline, tune_share=tune_share, tune_elite=tune_elite)
+                                      baseline=baseline, tune_share=tune_share, tune_elite=tune_elite,
+                                      precision=precision)
         return (await self._call(self._stub.StartSession, req)).session
 
     async def watch(self, session_id: str, after_sequence: int = 0) -> AsyncIterator[ev.Envelope]:

@@ -162,7 +162,9 @@ def export_run(run_dir: str | Path, fmt: str = "torch-library", name: str | None
     sets, tuple_out = _signatures(spec_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"session_id": summary.get("session_id", ""), "spec": spec_name, "candidate_id": cid,
-                "speedup_vs_eager": speedup, "measured_on": device, "format": fmt, "op_name": op_name,
+                "speedup_vs_eager": speedup, "measured_on": device,
+                # the speedup holds under this contract only (kernelevolve.precision)
+                "precision": summary.get("precision") or "strict", "format": fmt, "op_name": op_name,
                 "verified_sets": sets, "tuple_output": tuple_out}
     files = {
         "kernel.py": source,

@@ -64,13 +64,14 @@ async def run_session(spec_source: str, spec_name: str, *, synthesizer: Candidat
                       time_limit_s: float | None = None, settings: Settings | None = None, seeds: int = 0,
                       plateau: int = 0, target_roofline: float = 0.0, baseline: str = "",
                       tune_share: float | None = None, tune_elite: int | None = None,
-                      knowledge_path: str = "") -> SessionResult:
+                      knowledge_path: str = "", precision: str = "") -> SessionResult:
     """Run one session to its end. ``max_inflight`` candidates are in flight at once (and as
     many evaluations run together when the judge has workers for them); ``time_limit_s`` is
     the session's wall-clock budget (the search service ends it with its best verified
     kernel; should it not end within a grace period after, it is cancelled). ``seeds``,
     ``plateau``, ``target_roofline``, ``baseline``, ``tune_share`` and ``tune_elite`` are the
-    session's search options (None: the settings' default).
+    session's search options (None: the settings' default); ``precision`` its contract
+    (``kernelevolve.precision``; empty: the settings' default).
     ``knowledge_path``: a knowledge folder (Qdrant local) the session learns from and into;
     empty = no knowledge service, and no skill priors."""
     from ke_cli.stack import build_stack
@@ -91,7 +92,8 @@ async def run_session(spec_source: str, spec_name: str, *, synthesizer: Candidat
         session = await gateway.start_session(spb.StartSessionRequest(
             spec=make_spec(spec_name, spec_source), budget=budget, strategy=strategy, max_inflight=max_inflight,
             hardware_kind=hardware_kind, seeds=seeds, time_limit_s=time_limit_s or 0.0, plateau=plateau,
-            target_roofline=target_roofline, baseline=baseline, tune_share=tune_share, tune_elite=tune_elite))
+            target_roofline=target_roofline, baseline=baseline, tune_share=tune_share, tune_elite=tune_elite,
+            precision=precision))
         sid = session.session_id
         grace = None if time_limit_s is None else time_limit_s + _GRACE_S
         stopped = await _follow(gateway, sid, grace)

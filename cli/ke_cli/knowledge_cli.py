@@ -174,7 +174,8 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             skills = list(resp.skills)
             _write(args, {"skills": [_skill_dict(s) for s in skills]},
                    [f"{s.skill_id}  {s.detail.status:<8} gain {s.detail.gain:.2f}x "
-                    f"[{s.detail.gain_low:.2f}-{s.detail.gain_high:.2f}]  {s.title}" for s in skills]
+                    f"[{s.detail.gain_low:.2f}-{s.detail.gain_high:.2f}]  {s.detail.precision or 'strict':<7}  "
+                    f"{s.title}" for s in skills]
                    or ["No skills yet (skills come only from CI-separated wins timed on a GPU)."])
             return 0
         if args.skills_command == "show":

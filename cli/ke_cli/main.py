@@ -1,7 +1,7 @@
 """``kernelevolve``: optimise an operator, or judge one candidate.
 
     kernelevolve optimize examples/ops/softmax_rows.py --budget 8 [--out DIR] [--json]
-    kernelevolve eval SPEC CANDIDATE [--json]
+    kernelevolve eval SPEC CANDIDATE [--json] [--precision default|strict|tf32]
     kernelevolve up [--evaluators N] [--json]     a local multi-process cluster on loopback
     kernelevolve down
     kernelevolve report RUN_DIR|SESSION_ID [--open] [--json]
@@ -14,7 +14,8 @@
     kernelevolve agent next [--session ID] [--json] / agent submit --request ID FILE [--json]
 
 Exit codes: 0 success (a correct kernel was found / the candidate is correct),
-1 no correct kernel / candidate not correct / the session failed, 2 bad input (also a
+1 no correct kernel / candidate not correct / the session failed / the spec has nothing to
+compute (its reference only reshapes its inputs: one line says so), 2 bad input (also a
 session that failed because of its spec), 3 a resource limit of ours (the spec is valid
 but its reference ran out of memory inside the evaluator's limits), 130 interrupted
 (SIGINT), 143 terminated (SIGTERM).
@@ -40,9 +41,17 @@ from ke_cli.console import CPU_NOTE, Progress, status_name
 from ke_cli.live import make_progress, working
 from ke_cli.llm_flags import add_llm_flags, apply_llm_flags
 from kernelevolve import logging as ke_logging
+from kernelevolve.baseline_best import BASELINE_NAMES, baseline_best
 from kernelevolve.config import Settings, load_settings
-from kernelevolve.errors import InvalidArgumentError, InvalidSpecError, KernelEvolveError, ResourceLimitError
+from kernelevolve.errors import (
+    InvalidArgumentError,
+    InvalidSpecError,
+    KernelEvolveError,
+    NothingToComputeError,
+    ResourceLimitError,
+)
 from kernelevolve.ids import new_session_id
+from kernelevolve.precision import CONTRACTS
 from kernelevolve.spec import load_spec_file
 from kernelevolve.spec_shrink import FitProbe, FitResult
 from kernelevolve.v1 import common_pb2 as pb
@@ -110,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="end once a correct candidate reaches this fraction (0..1] of the roofline")
     o.add_argument("--baseline", choices=("eager", "compile"), default="",
                    help="fitness is the speedup over eager PyTorch (default) or torch.compile")
+    o.add_argument("--precision", choices=CONTRACTS, default="",
+                   help="precision contract: default (PyTorch's defaults plus the spec's own flags: cuDNN TF32 on, "
+                   "matmul TF32 off), strict (IEEE float32 everywhere) or tf32 (matmuls too)")
     o.add_argument("--tune-share", type=float, default=None, metavar="F",
                    help="tuning stage: the last fraction F of the budget sweeps the launch configurations (tiles, "
                    "warps, stages) of the best candidates (default 0.25; 0 = no tuning stage)")
@@ -132,6 +144,10 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("candidate", type=Path)
     e.add_argument("--json", action="store_true", help="print the full verdict as JSON")
     e.add_argument("--trials", type=int, default=None, help="correctness trials (default from config, 5)")
+    e.add_argument("--precision", choices=CONTRACTS, default="",
+                   help="precision contract (default: evaluator.precision, 'default')")
+    e.add_argument("--tier", choices=("full", "screen"), default="full",
+                   help="full protocol, or a screen: one input set, a short timing (a provisional verdict)")
 
     from ke_cli.cluster_cli import add_cluster_commands
 
@@ -178,6 +194,11 @@ def main(argv: list[str] | None = None) -> None:
             code = _eval(args, settings)
     except (UsageError, InvalidSpecError, InvalidArgumentError) as exc:
         _fail(str(exc))
+    except NothingToComputeError as exc:
+        # Neither the user's error (2) nor a limit of ours (3): the spec is valid, and there is
+        # no kernel to write for it ("...: nothing to compute: the reference only reshapes ...").
+        sys.stderr.write(f"kernelevolve: {exc}\n")
+        code = 1
     except ResourceLimitError as exc:
         # Not the user's input: a limit of this installation (what was needed, the limit and
         # the setting are in the message).
@@ -208,16 +229,20 @@ def _eval(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(f"candidate file {args.candidate} does not exist")
     candidate = args.candidate.read_text(encoding="utf-8")
     ev_settings = settings.evaluator
-    opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials)
+    opts = options_from_settings(ev_settings, correctness_trials=args.trials or ev_settings.correctness_trials,
+                                 precision=args.precision or ev_settings.precision)
     with Judge(opts) as judge, working(f"judging {args.candidate.name}", quiet=args.json):
         judge.validate_spec(spec.source, spec.name).raise_if_failed(str(args.spec))
-        verdict = judge.evaluate(spec.source, candidate, args.candidate.stem)
+        verdict = judge.evaluate(spec.source, candidate, args.candidate.stem, tier=args.tier)
     if args.json:
         sys.stdout.write(json.dumps(verdict.to_dict(), indent=2) + "\n")
     else:
         out = sys.stdout
-        out.write(f"{args.candidate}: {verdict.status}\n")
+        out.write(f"{args.candidate}: {verdict.status}" + (" (screened: provisional)" if verdict.tier == "screen"
+                                                            else "") + "\n")
         out.write(f"  reason: {verdict.reason}\n")
+        if verdict.precision is not None:
+            out.write(f"  precision: {verdict.precision.describe()}\n")
         c = verdict.correctness
         if c is not None and c.error_ratio is not None:
             out.write(f"  error vs float64 {c.candidate_error:.3g} = {c.error_ratio:.2g}x the reference's own "
@@ -331,7 +356,8 @@ async def _optimize_session(args: argparse.Namespace, settings: Settings, stop: 
                                                  max_inflight=args.max_inflight, seeds=args.seeds,
                                                  time_limit_s=args.time_limit, plateau=args.plateau,
                                                  target_roofline=args.target_roofline, baseline=args.baseline,
-                                                 tune_share=args.tune_share, tune_elite=args.tune_elite)
+                                                 tune_share=args.tune_share, tune_elite=args.tune_elite,
+                                                 precision=args.precision)
             started = True
             if settings.synthesizer.kind == "agent" and not args.gateway and not args.json:
                 sys.stderr.write(f"kernelevolve: candidates come from outside: answer with `kernelevolve agent next "
@@ -417,13 +443,18 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         best = {
             "candidate_id": session.best_candidate_id,
             "status": status_name(resp.node.status),
+            # The re-time in a fresh worker when the finalist had one (the reported figure), the
+            # first evaluation's beside it: nothing is called best on one timing.
             "speedup": session.best_speedup,
+            "speedup_source": "fresh-worker re-time" if resp.node.retimed else "first evaluation",
+            "first_speedup": resp.node.first_fitness if resp.node.retimed else session.best_speedup,
             "path": str(run_dir / "best_kernel.py"),
             "transformation": resp.candidate.transformation.name,
             "reason": report.get("reason", ""),
             "candidate_ms": (report.get("candidate_timing") or {}).get("median_ms"),
             "baseline_ms": (report.get("baseline_timing") or {}).get("median_ms"),
             "device": report.get("device", ""),
+            "precision": (report.get("precision") or {}).get("description", ""),
         }
         interpreted = interpreted or bool(report.get("interpreted"))
     out: dict[str, Any] = {
@@ -442,13 +473,14 @@ async def _summary(client: KernelEvolveClient, session: pb.Session, run_dir: Pat
         "common_failure": session.common_failure,
         "end_reason": session.end_reason,
         "baseline": session.baseline or "eager",
+        "precision": session.precision or "default",
+        "verdict": baseline_best(session.best_speedup if best else None, session.baseline or "eager"),
     }
     if interpreted:
         out["note"] = CPU_NOTE
     return out
 
 
-_BASELINE_NAMES = {"eager": "eager PyTorch", "compile": "torch.compile"}
 
 
 def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
@@ -458,10 +490,17 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
         progress.line(f"Ended: {s['end_reason']}.")
     best = s["best"]
     if best:
-        over = _BASELINE_NAMES.get(s.get("baseline", ""), "eager PyTorch")
+        over = BASELINE_NAMES.get(s.get("baseline", ""), "eager PyTorch")
+        retimed = best.get("speedup_source") == "fresh-worker re-time"
+        first = f"; first evaluation {best['first_speedup']:.3f}x" if retimed else ""
         progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
-                      f"speedup {best['speedup']:.3f}x vs {over} on {best['device'] or s['hardware']}.")
+                      f"speedup {best['speedup']:.3f}x vs {over} on {best['device'] or s['hardware']} "
+                      f"({best.get('speedup_source', 'first evaluation')}{first}; precision {s['precision']}).")
+        if best.get("precision"):
+            progress.line(f"Precision: {best['precision']}")
         progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
+        if s.get("verdict"):
+            progress.line(f"{s['verdict']}.")
     elif s["common_failure"]:
         progress.line(f"No correct candidate: {s['common_failure']}")
     else:

@@ -36,6 +36,7 @@ from kernelevolve.config import load_settings
 from kernelevolve.errors import ConfigError, InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.engine import ENGINE_GROUP, Engine, OptimizeRequest
 from kernelevolve.ports.verdict import Verdict
+from kernelevolve.precision import check_name
 from kernelevolve.spec import load_spec_file
 
 __all__ = ["Engine", "OptimizeRequest", "OptimizeResult", "evaluate", "optimize", "use"]
@@ -118,17 +119,21 @@ def spec_path(spec: str | Path | ModuleType, tmp: Path) -> Path:
 
 def optimize(spec: str | Path | ModuleType, budget: int = 8, strategy: str = "", synthesizer: str = "",
              hardware: str = "", *, out: str | Path | None = None, gateway: str = "", timeout: float = 3600.0,
-             max_inflight: int = 0, config: str | None = None, verbose: bool = False) -> OptimizeResult:
+             max_inflight: int = 0, config: str | None = None, verbose: bool = False,
+             precision: str = "") -> OptimizeResult:
     """Search for a faster verified kernel for ``spec`` (a spec file path or an imported spec module).
 
     budget: candidates to evaluate; strategy: search strategy ("greedy"); synthesizer: synthesizer
     kind ("offline"); hardware: evaluator hardware kind ("cpu", "nvidia"; default auto); out: run
     folder (default runs/<session-id>); gateway: "host:port" of a running gateway instead of the
-    embedded stack. Raises InvalidSpecError / InvalidArgumentError on bad input.
+    embedded stack; precision: the contract ("default", "strict", "tf32"; ``kernelevolve.precision``).
+    Raises InvalidSpecError / InvalidArgumentError on bad input.
     """
     if budget < 1:
         raise InvalidArgumentError("budget must be at least 1")
     overrides: dict[str, Any] = {}
+    if precision:
+        overrides["search"] = {"session": {"precision": check_name(precision)}}
     if synthesizer:
         overrides["synthesizer"] = {"kind": synthesizer}
     if hardware:
@@ -163,14 +168,17 @@ def result_of(summary: dict[str, Any]) -> OptimizeResult:
 
 
 def evaluate(spec: str | Path | ModuleType, candidate: str | Path, *, trials: int | None = None,
-             config: str | None = None) -> Verdict:
+             config: str | None = None, precision: str = "") -> Verdict:
     """Judge one candidate (a file path, or the source text of a module defining ModelNew) against
     ``spec``; returns the evaluator's ``Verdict`` (``status``, ``reason``, ``speedup``, ``is_correct``,
     ``to_dict()``). Raises InvalidSpecError when the spec's reference cannot be run,
-    ResourceLimitError when it runs out of memory inside the evaluator's limits."""
+    ResourceLimitError when it runs out of memory inside the evaluator's limits. ``precision``:
+    the contract the verdict is reached under (default: ``evaluator.precision``)."""
     ev = load_settings(config).evaluator
     if trials:
         ev = replace(ev, correctness_trials=trials)
+    if precision:
+        ev = replace(ev, precision=check_name(precision))
     with tempfile.TemporaryDirectory(prefix="ke-spec-") as tmp:
         spec_pb = load_spec_file(spec_path(spec, Path(tmp)))
     if isinstance(candidate, Path) or ("\n" not in candidate and candidate.endswith(".py")):

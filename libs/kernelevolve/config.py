@@ -182,6 +182,9 @@ class EvaluatorSettings:
     interpreter_max_flops: float = 2.5e8
     interpreter_max_input_bytes: int = 4 * 2**20
     correctness_trials: int = 5
+    # The precision contract of a job that names none (``kernelevolve eval``; a session
+    # names its own): default | strict | tf32 (kernelevolve.precision).
+    precision: str = "default"
     scratch_dir: str = ""
     # Candidates judged at once on this evaluator's device: the Judge keeps this many
     # sandboxed workers; checks overlap, timing takes the device alone (exclusive lock).
@@ -203,6 +206,11 @@ class EvaluatorSettings:
     # How long a silent evaluator keeps a candidate before it is redelivered to another;
     # a live one extends it with progress heartbeats, so this bounds only crash recovery.
     ack_wait_s: float = 60.0
+    # True: a candidate is screened first (one input set against the cached eager output,
+    # a short timing: ke_evaluator/worker/stages) and the full protocol judges the ones the
+    # search promotes (its contenders and finalists, through a re-check in a fresh worker).
+    # A screened verdict is provisional: never called best, distilled or reported alone.
+    screen: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,9 @@ class SearchSettings:
     finalists: int = 1
     # At most this many re-timings per session (a re-timed finalist may drop below another).
     max_retimes: int = 3
+    # With a screening evaluator (evaluator.screen): screened contenders (within the timing
+    # noise of the best) sent to the full protocol during a session, beside its finalists.
+    max_promotions: int = 16
     # Defaults of the per-session search options (StartSessionRequest, ``optimize`` flags).
     session: SearchSessionDefaults = field(default_factory=lambda: SearchSessionDefaults())
 
@@ -656,6 +667,9 @@ class SearchSessionDefaults:
     plateau: int = 0  # end after N evaluations without a CI-separated improvement; 0 = never
     target_roofline: float = 0.0  # end when a candidate reaches this roofline fraction; 0 = never
     baseline: str = "eager"  # "eager" or "compile" (torch.compile, timed by the evaluator)
+    # The precision contract (kernelevolve.precision): "default" (PyTorch's defaults plus
+    # what the spec sets at import), "strict" (IEEE float32 everywhere) or "tf32".
+    precision: str = "default"
     # Tuning stage (ke_search.tune): the last floor(budget * tune_share) evaluations sweep the
     # launch configurations (tiles, warps, stages) of the tune_elite fittest correct
     # candidates; 0 = no stage. A request sets either explicitly, 0 included.

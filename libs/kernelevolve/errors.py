@@ -15,6 +15,9 @@ one gRPC interceptor maps them to status codes (``kernelevolve.grpc_util``).
     │   │                              installation's limits allow (the reference ran out
     │   │                              of memory inside the evaluator's own limits)
     │   │                                                                   → RESOURCE_EXHAUSTED
+    │   ├── NothingToComputeError      the spec's reference only views its inputs (reshape,
+    │   │                              permute, split): no kernel to write; neither the
+    │   │                              user's error nor ours (the CLI exits 1) → FAILED_PRECONDITION
     │   └── SynthesisError             the synthesizer could not produce code → INTERNAL
     │       ├── LoweringError          one part of a graph has no lowering (caught inside the
     │       │                          offline synthesizer: that part becomes a library call)
@@ -68,6 +71,12 @@ class ResourceLimitError(PermanentError):
     """A valid input needs more than this installation allows (memory, above all): not the
     user's fault, so never reported as a bad spec; the message says what was needed, what
     the limit is and which setting raises it. The CLI exits 3 for it."""
+
+
+class NothingToComputeError(PermanentError):
+    """The operator spec is valid but its reference only views its inputs (every output a
+    reshape, permute, split or slice of an input): there is nothing for a kernel to compute,
+    so no candidate is judged. The message starts "nothing to compute:"; the CLI exits 1."""
 
 
 class SynthesisError(PermanentError):

@@ -31,6 +31,7 @@ _CODES: tuple[tuple[type[errors.KernelEvolveError], grpc.StatusCode], ...] = (
     (errors.NotFoundError, grpc.StatusCode.NOT_FOUND),
     (errors.ConflictError, grpc.StatusCode.ALREADY_EXISTS),
     (errors.ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.NothingToComputeError, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.ResourceLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (errors.DependencyTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
     (errors.RetryableError, grpc.StatusCode.UNAVAILABLE),
@@ -67,6 +68,8 @@ def error_from_status(code: grpc.StatusCode, details: str, error_type: str = "")
     ``error_type``: the class name the server sent (``error_type_of``)."""
     if error_type == errors.ResourceLimitError.__name__:
         return errors.ResourceLimitError(details)
+    if error_type == errors.NothingToComputeError.__name__:
+        return errors.NothingToComputeError(details)
     mapping = {
         grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgumentError,
         grpc.StatusCode.NOT_FOUND: errors.NotFoundError,

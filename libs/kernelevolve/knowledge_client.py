@@ -42,7 +42,8 @@ def doc_from_scored(hit: spb.ScoredDocument) -> RetrievedDoc:
 def hint_from_skill(s: pb.Skill) -> SkillHint:
     d = s.detail
     return SkillHint(s.skill_id, d.transformation.name, dict(d.transformation.params), d.op_family, s.hardware_kind,
-                     d.gain or 1.0, d.gain_low or 1.0, d.gain_high or 1.0, s.text, d.status or "active")
+                     d.gain or 1.0, d.gain_low or 1.0, d.gain_high or 1.0, s.text, d.status or "active",
+                     d.precision or "strict")
 
 
 class GrpcKnowledgeReader:
@@ -82,9 +83,10 @@ class GrpcKnowledgeReader:
                 merged[hit.document.doc_id] = doc_from_scored(hit)
         return sorted(merged.values(), key=lambda d: (-d.score, d.doc_id))[:limit]
 
-    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10) -> list[SkillHint]:
+    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10,
+               precision: str = "") -> list[SkillHint]:
         resp = self._call("ListSkills", spb.ListSkillsRequest(hardware_kind=hardware_kind, op_family=op_family,
-                                                             limit=limit))
+                                                             limit=limit, precision=precision))
         return [hint_from_skill(s) for s in resp.skills]  # type: ignore[attr-defined]
 
     def close(self) -> None:

@@ -38,10 +38,16 @@ def test_optimize_json_writes_run_folder(tmp_path: Path) -> None:
 
 
 def test_optimize_progress_and_out(tmp_path: Path) -> None:
-    proc = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun"], tmp_path)
+    proc = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun",
+                 "--precision", "strict"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "generated" in proc.stdout and "evaluated" in proc.stdout
     assert "Best: r1-1" in proc.stdout and "say nothing about GPU speed" in proc.stdout
+    # the figure is the fresh-worker re-time, under the contract asked for
+    assert "(fresh-worker re-time; first evaluation" in proc.stdout and "precision strict)" in proc.stdout
+    assert "Precision: strict (IEEE float32 everywhere" in proc.stdout
+    summary = json.loads((tmp_path / "myrun" / "summary.json").read_text())
+    assert summary["precision"] == "strict" and summary["best_speedup_source"] == "fresh-worker re-time"
     assert (tmp_path / "myrun" / "best_kernel.py").is_file()
     again = _run(["optimize", str(EXAMPLES / "relu_scale_add.py"), "--budget", "1", "--out", "myrun"], tmp_path)
     assert again.returncode == 2 and "not empty" in again.stderr  # never overwrites a run
@@ -84,6 +90,24 @@ def test_a_spec_whose_import_never_returns_exits_2_within_the_import_limit(tmp_p
     assert took < 120.0, took
 
 
+VIEW_ONLY = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+             "        return x.permute(1, 0)\n\n\ndef get_inputs():\n    return [torch.randn(7, 33)]\n\n\n"
+             "def get_init_inputs():\n    return []\n")
+
+
+@pytest.mark.parametrize("command", ["optimize", "eval"])
+def test_a_spec_that_only_views_its_inputs_has_nothing_to_compute(tmp_path: Path, command: str) -> None:
+    """Neither the user's error (2) nor a limit of ours (3): exit 1 with one line, no run folder."""
+    spec = tmp_path / "view.py"
+    spec.write_text(VIEW_ONLY)
+    args = ["--budget", "1", "--out", "out"] if command == "optimize" else [str(EXAMPLES / "relu_scale_add.py")]
+    proc = _run([command, str(spec), *args], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "nothing to compute: the reference only reshapes its inputs" in proc.stderr, proc.stderr
+    assert proc.stderr.count("\n") == 1  # one clear line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+
+
 def test_missing_spec_file(tmp_path: Path) -> None:
     proc = _run(["optimize", "nope.py"], tmp_path)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
@@ -98,11 +122,23 @@ def test_eval_judges_one_candidate(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     verdict = json.loads(proc.stdout)
     assert verdict["status"] == "correct" and verdict["reason"]
+    assert verdict["precision"]["name"] == "default" and verdict["precision"]["flags"]["cudnn.allow_tf32"] == "True"
     assert verdict["candidate_timing"]["median_ms"] > 0 and verdict["baseline_timing"]["median_ms"] > 0
     broken = Path(__file__).parent / "candidates" / "relu_scale_add_wrong_scale.py"
     proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(broken), "--json"], tmp_path)
     assert proc.returncode == 1
     assert json.loads(proc.stdout)["status"] == "incorrect"
+
+
+def test_eval_screens_one_candidate_when_asked(tmp_path: Path) -> None:
+    cand = Path(__file__).parents[1] / "evaluator" / "candidates" / "ok_relu_scale_add.py"
+    proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(cand), "--tier", "screen", "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)
+    assert verdict["status"] == "correct" and verdict["tier"] == "screen"
+    assert verdict["reason"].startswith("screened (provisional") and verdict["correctness"]["trials"] == 1
+    proc = _run(["eval", str(EXAMPLES / "relu_scale_add.py"), str(cand), "--tier", "screen"], tmp_path)
+    assert proc.returncode == 0 and "correct (screened: provisional)" in proc.stdout, proc.stderr
 
 
 # The two specs every new user's first try looked like: each gets a correct Triton kernel.

@@ -162,3 +162,22 @@ def test_a_validated_spec_shares_the_gpu_from_its_first_job(mem_judge: Judge, de
     adm = v.evidence["memory"]["admission"]
     assert adm["need_bytes"] == fp.need_bytes and adm["alone"] is False
     assert mem_judge.footprint(spec).method == "cpu estimate from tensor sizes"  # the job's own measurement now
+
+
+def test_a_screen_is_admitted_with_the_full_footprint_until_it_measured_its_own(
+        mem_judge: Judge, device: FixedDeviceMemory) -> None:
+    """A screen holds less than a full job: it learns a footprint of its own, and a full job
+    of the spec is never admitted with a screen's."""
+    device.free_bytes = 64 * GIB
+    _measured(mem_judge)
+    full = mem_judge.footprint(example(RELU))
+    assert full is not None
+    first = mem_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), candidate_id="s1", tier="screen")
+    assert first.status == "correct" and first.tier == "screen", first.reason
+    assert first.evidence["memory"]["admission"]["need_bytes"] == full.need_bytes  # the full one, an upper bound
+    own = first.evidence["memory"]["footprint"]["need_bytes"]
+    assert own < full.need_bytes  # one input set, no audit (CPU estimate: 0.13 MB against 1.9 MB)
+    second = mem_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), candidate_id="s2", tier="screen")
+    assert second.evidence["memory"]["admission"]["need_bytes"] == own
+    later = mem_judge.evaluate(example(RELU), candidate("ok_relu_scale_add"), candidate_id="f")
+    assert later.evidence["memory"]["admission"]["need_bytes"] == mem_judge.footprint(example(RELU)).need_bytes

@@ -175,3 +175,34 @@ def test_a_float64_run_on_the_host_lets_the_device_lock_go_unless_it_replays_dra
     assert entered == ([] if train else [1])
     if not train:
         assert torch.allclose(out, model.double()(x.double()))
+
+
+@pytest.mark.parametrize("shape", [(1,), (7, 33), (1000, 3)])
+def test_baseline_times_are_kept_per_spec_shapes_and_device(shape: tuple[int, ...]) -> None:
+    """The eager baseline's timing, once per (spec, input shapes and dtypes, device): another
+    shape, dtype, spec or device is another entry; least recently used out first."""
+    import torch
+
+    from ke_evaluator.worker import reference_cache
+
+    times = reference_cache.BaselineTimes(limit=2)
+    x = [torch.zeros(shape), 3]
+    key = times.key("spec-a", x, "H200")
+    assert times.get(key) is None and times.misses == 1
+    times.put(key, {"median_ms": 1.5, "samples_ms": [1.4, 1.5, 1.6]})
+    got = times.get(key)
+    assert got == {"median_ms": 1.5, "samples_ms": [1.4, 1.5, 1.6]} and times.hits == 1
+    got["median_ms"] = 0.0  # a copy: the caller cannot change what is kept
+    assert times.get(key) == {"median_ms": 1.5, "samples_ms": [1.4, 1.5, 1.6]}
+    # same shapes, new values: the same entry (a timing does not depend on them)
+    assert times.key("spec-a", [torch.ones(shape), 3], "H200") == key
+    others = [times.key("spec-b", x, "H200"), times.key("spec-a", [torch.zeros(shape, dtype=torch.float16), 3], "H200"),
+              times.key("spec-a", x, "H100"), times.key("spec-a", [torch.zeros((*shape, 2)), 3], "H200")]
+    assert len({key, *others}) == 5
+    times.put(others[0], {"median_ms": 2.0})
+    times.get(key)  # used: the other is evicted first
+    times.put(others[1], {"median_ms": 3.0})
+    assert len(times) == 2 and times.get(others[0]) is None and times.get(key) is not None
+    off = reference_cache.BaselineTimes(limit=0)
+    off.put(key, {"median_ms": 1.0})
+    assert off.get(key) is None

@@ -12,7 +12,7 @@ from ke_cli.client import KernelEvolveClient
 from ke_gateway import app as gateway_app
 from ke_gateway.validator import Validation
 from kernelevolve.bus.memory import MemoryBus
-from kernelevolve.errors import InvalidArgumentError, ResourceLimitError
+from kernelevolve.errors import InvalidArgumentError, NothingToComputeError, ResourceLimitError
 from kernelevolve.store import MemoryStore
 from kernelevolve.v1 import common_pb2 as pb
 from tests.gateway.conftest import SPEC, settings_with
@@ -51,3 +51,28 @@ async def test_validation_failures_reach_the_client_as_their_own_errors(answer: 
                 await client.start_session(SPEC, 1)
     assert type(info.value) is error
     assert validator.calls == 1  # RESOURCE_EXHAUSTED of ours is not retried like a rate limit
+
+
+class RefusingValidator:
+    """An evaluator's answer for a spec whose reference only views its inputs: the error type
+    it sends with the status (``GrpcSpecValidator`` raises it again)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def validate(self, spec: pb.OperatorSpec, timeout_s: float | None = None) -> Validation:
+        self.calls += 1
+        raise NothingToComputeError("nothing to compute: the reference only reshapes its inputs (its output is a "
+                                    "view of its inputs)")
+
+
+async def test_nothing_to_compute_reaches_the_client_as_its_own_error() -> None:
+    async with AsyncExitStack() as stack:
+        bus, validator = MemoryBus(), RefusingValidator()
+        stack.push_async_callback(bus.close)
+        handle = await gateway_app.start(settings_with(), stack, bus=bus, store=MemoryStore(), validator=validator,
+                                         port=0, default_hardware="cpu")
+        async with KernelEvolveClient(handle.target) as client:
+            with pytest.raises(NothingToComputeError, match="^nothing to compute: the reference only reshapes"):
+                await client.start_session(SPEC, 1)
+    assert validator.calls == 1

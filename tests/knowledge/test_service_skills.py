@@ -126,3 +126,24 @@ async def test_new_environment_demotes_skills_of_its_hardware(world: World) -> N
 def test_shape_class_and_compact_diff() -> None:
     assert [shape_class(ms) for ms in (0.0, 0.01, 0.1, 1.0, 10.0)] == ["", "tiny", "small", "medium", "large"]
     assert compact_diff({"a": "1", "b": "2"}, {"a": "1", "b": "3", "c": "x"}) == ("b=2, c=", "b=3, c=x")
+
+
+async def test_a_screened_win_is_never_a_lesson_until_its_full_recheck(world: World) -> None:
+    """A screen (one input set, a short timing) is provisional: nothing is distilled from it
+    (nor does it stand as a parent's timing); the candidate's full re-check is learned from."""
+    await world.session("s9")
+    screened = gpu_result("c", 0.100)
+    screened.tier = "screen"
+    await world.step("s9", gpu_result("p", 0.150), screened)
+    assert world.published == []
+    full = gpu_result("c", 0.100)
+    full.tier = "full"
+    await world.bus.publish(S.retimed("s9"), envelope("s9", candidate_retimed=ev.CandidateRetimed(
+        session_id="s9", result=full)))
+    await asyncio.sleep(0.2)
+    assert len(world.published) == 1 and world.published[0].skill_distilled.skill.detail.gain == pytest.approx(1.5)
+    # the same re-check again (a redelivery) teaches nothing twice
+    await world.bus.publish(S.retimed("s9"), envelope("s9", candidate_retimed=ev.CandidateRetimed(
+        session_id="s9", result=full)))
+    await asyncio.sleep(0.2)
+    assert len(world.published) == 1

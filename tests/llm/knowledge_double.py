@@ -20,9 +20,11 @@ class StaticKnowledge:
         return [d for d in self.docs if d.hardware_kind in ("", hardware_kind)
                 and d.op_family in ("", op_family) and (not levels or d.level in levels)][:limit]
 
-    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10) -> list[SkillHint]:
+    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10,
+               precision: str = "") -> list[SkillHint]:
         return [s for s in self.hints if s.hardware_kind in ("", hardware_kind)
-                and (not op_family or s.op_family in ("", op_family))][:limit]
+                and (not op_family or s.op_family in ("", op_family))
+                and (not precision or s.precision == precision)][:limit]
 
 
 def sample_knowledge() -> StaticKnowledge:

@@ -39,6 +39,30 @@ def one_input_spec(what: str, init: list[str], body: str, inputs: str, extra: st
     return "\n".join(lines)
 
 
+def triton_seed(spec_source: str, name: str) -> Proposal:
+    """The offline synthesizer's seed for the spec, asserted to leave nothing to the library."""
+    (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec_source, spec_name=name, count=1))
+    assert not seed.fallback_nodes, f"left to the library: {seed.fallback_nodes}"
+    assert "@triton.jit" in seed.source
+    return seed
+
+
+def candidate_and_reference(spec_source: str, candidate_source: str, seed: int = 0) -> tuple[Any, Any]:
+    """The candidate's ``ModelNew`` and the spec's ``Model`` on the spec's inputs (drawn
+    after seeding), in this process (the interpreter on CPU): (got, want)."""
+    import types
+
+    import torch
+
+    spec, cand = types.ModuleType("spec"), types.ModuleType("cand")
+    exec(compile(spec_source, "spec", "exec"), spec.__dict__)  # noqa: S102 - a test's own spec
+    exec(compile(candidate_source, "cand", "exec"), cand.__dict__)  # noqa: S102 - the candidate under test
+    torch.manual_seed(seed)
+    inputs = spec.get_inputs()
+    with torch.no_grad():
+        return cand.ModelNew()(*inputs), spec.Model()(*inputs)
+
+
 def example_source(name: str) -> str:
     return (EXAMPLES_DIR / f"{name}.py").read_text()
 

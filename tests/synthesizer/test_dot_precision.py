@@ -15,13 +15,15 @@ from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.emit.precision import dot_precision
 from ke_synthesizer.offline.families.matmul.kernel_matmul import MatmulFamily
 from ke_synthesizer.offline.plan.plan import Group
-from kernelevolve.errors import LoweringError
+from kernelevolve.errors import LoweringError, SynthesisError
 from kernelevolve.ports.synthesis import ParentInfo, ProposalRequest, Transformation
 
 from .conftest import example_source, lower_example
 
 # fp32 specs with one matmul / attention / conv group (g0)
 FP32_SPECS = ["mm_plain", "linear_bias_relu", "sdpa_causal", "conv2d_bias_relu"]
+# those eager runs on cuBLAS (no TF32 under the default precision contract)
+CUBLAS_SPECS = FP32_SPECS[:3]
 LOOSE = '\nKE_TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}\nKE_ERROR_BUDGET = False\n'
 
 HALF = '''
@@ -53,7 +55,7 @@ def _precisions(source: str) -> set[str]:
 
 
 
-@pytest.mark.parametrize("name", FP32_SPECS)
+@pytest.mark.parametrize("name", CUBLAS_SPECS)
 def test_fp32_seed_uses_tf32x3(synth: OfflineSynthesizer, name: str) -> None:
     space = dict(synth.space(example_source(name), name))
     assert space["g0.precision"] == ["tf32x3", "ieee"]  # tf32 is opt-in per spec
@@ -69,7 +71,7 @@ def test_fp32_seed_uses_tf32x3(synth: OfflineSynthesizer, name: str) -> None:
     assert full["g0.precision"] == "tf32x3" and _precisions(strict) == {"tf32x3"}
 
 
-@pytest.mark.parametrize("name", ["linear_tf32_tolerant", "sdpa_causal", "conv2d_bias_relu"])
+@pytest.mark.parametrize("name", ["linear_tf32_tolerant", "sdpa_causal"])
 def test_tf32_only_for_loose_tolerance(synth: OfflineSynthesizer, name: str) -> None:
     src = example_source(name)
     if "KE_TOLERANCE" not in src:
@@ -78,6 +80,46 @@ def test_tf32_only_for_loose_tolerance(synth: OfflineSynthesizer, name: str) -> 
     assert space["g0.precision"] == ["tf32x3", "ieee", "tf32"]  # the default stays tf32x3
     source, full, _ = lower_example(synth, name, {"g0.precision": "tf32"}, src)
     assert full["g0.precision"] == "tf32" and _precisions(source) == {"tf32"}
+
+
+# spec -> (contract -> (the seed's precision, the choices offered)): eager's cuDNN takes
+# TF32 by default (torch.backends.cudnn.allow_tf32), its cuBLAS does not
+CONTRACT_CASES = {
+    "conv2d_bias_relu": {"default": ("tf32x3", ["tf32x3", "ieee", "tf32"]), "strict": ("ieee", ["ieee"]),
+                         "tf32": ("tf32", ["tf32", "tf32x3", "ieee"])},
+    "conv3d_same_residual": {"default": ("tf32x3", ["tf32x3", "ieee", "tf32"]), "strict": ("ieee", ["ieee"]),
+                             "tf32": ("tf32", ["tf32", "tf32x3", "ieee"])},
+    "linear_bias_relu": {"default": ("tf32x3", ["tf32x3", "ieee"]), "strict": ("ieee", ["ieee"]),
+                         "tf32": ("tf32", ["tf32", "tf32x3", "ieee"])},
+    "sdpa_causal": {"default": ("tf32x3", ["tf32x3", "ieee"]), "strict": ("ieee", ["ieee"]),
+                    "tf32": ("tf32", ["tf32", "tf32x3", "ieee"])},
+    "model_gru_encoder": {"default": ("tf32x3", ["tf32x3", "ieee", "tf32"]), "strict": ("ieee", ["ieee"]),
+                          "tf32": ("tf32x3", ["tf32x3", "ieee", "tf32"])},
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTRACT_CASES))
+@pytest.mark.parametrize("contract", ["default", "strict", "tf32"])
+def test_precision_contract(synth: OfflineSynthesizer, name: str, contract: str) -> None:
+    """The request's precision contract decides which dot precisions a group may take and
+    the seed's: TF32 offered where eager's library may take it under the contract
+    (convolutions by default, seeded only under tf32: cuDNN's own error showed it did not
+    take it on an H200), IEEE alone under strict."""
+    seed_precision, choices = CONTRACT_CASES[name][contract]
+    src = example_source(name)
+    (seed,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1, precision=contract))
+    assert seed.genome["g0.precision"] == seed_precision
+    assert _precisions(seed.source) >= {seed_precision}
+    assert dict(synth.space(src, name, precision=contract))["g0.precision"] == choices
+    # a genome naming a precision the contract does not allow falls back to the contract's seed
+    src_out, full, _ = synth.lower(synth.captured(src, name), {"g0.precision": "tf32"}, precision=contract)
+    assert full["g0.precision"] == ("tf32" if "tf32" in choices else seed_precision)
+
+
+def test_unknown_contract_is_refused(synth: OfflineSynthesizer) -> None:
+    with pytest.raises(SynthesisError, match="precision contract"):
+        synth.propose(ProposalRequest(spec_source=example_source("conv2d_bias_relu"), spec_name="c", count=1,
+                                      precision="fp64"))
 
 
 def test_half_operands_keep_ieee(synth: OfflineSynthesizer) -> None:

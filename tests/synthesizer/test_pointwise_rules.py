@@ -18,5 +18,8 @@ def test_rules_write_expressions_and_record_helpers() -> None:
     assert em.emit(NormOp("mish", {"input": "x"}), str) == "x * _tanh(tl.where(x > 20.0, x, _softplus(x)))"
     assert em.helpers == {"_tanh", "_softplus"}
     assert em.emit(NormOp("sub", {"input": "x", "other": "y", "alpha": 2}), str) == "(x - (y * 2.0))"
-    assert em.emit(NormOp("div", {"input": "x", "other": "y", "rounding_mode": "floor"}), str) is None
+    assert em.emit(NormOp("div", {"input": "x", "other": "y", "rounding_mode": "floor"}), str) == \
+        "_floor_divide(x, y)"
+    assert {"_floor_divide", "_fmod", "_signbit"} <= em.helpers
+    assert em.emit(NormOp("div", {"input": "x", "other": "y", "rounding_mode": "up"}), str) is None
     assert em.emit(NormOp("no_such_op", {"input": "x"}), str) is None

@@ -40,10 +40,11 @@ class FakeKnowledge:
         out.sort(key=lambda d: (-d.score, d.doc_id))
         return out[:max(limit, 0)]
 
-    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10) -> list[SkillHint]:
+    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10,
+               precision: str = "") -> list[SkillHint]:
         self.calls += 1
         rank = {"active": 0, "demoted": 1}
         found = [h for h in self.hints if h.status in rank and (not hardware_kind or h.hardware_kind == hardware_kind)
-                 and (not op_family or h.op_family == op_family)]
+                 and (not op_family or h.op_family == op_family) and (not precision or h.precision == precision)]
         found.sort(key=lambda h: (rank[h.status], -h.gain_low, -h.gain, h.skill_id))
         return found[:limit] if limit > 0 else found

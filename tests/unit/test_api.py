@@ -117,6 +117,16 @@ def test_the_api_runs_on_the_engine_it_is_given(engine: _Engine, tmp_path: Path)
         kernelevolve.evaluate(EXAMPLES / "softmax_rows.py", tmp_path / "missing.py")
 
 
+@pytest.mark.parametrize("contract", ["strict", "tf32", "default"])
+def test_the_api_passes_the_precision_contract(engine: _Engine, tmp_path: Path, contract: str) -> None:
+    kernelevolve.optimize(EXAMPLES / "softmax_rows.py", budget=1, out=tmp_path / "run", precision=contract)
+    assert engine.requests[0].settings.search.session.precision == contract
+    kernelevolve.evaluate(EXAMPLES / "softmax_rows.py", "# block=256\nclass ModelNew: ...\n", precision=contract)
+    assert engine.judges[0].precision == contract
+    with pytest.raises(InvalidArgumentError, match="precision must be one of"):
+        kernelevolve.evaluate(EXAMPLES / "softmax_rows.py", "# block=256\nclass ModelNew: ...\n", precision="ieee")
+
+
 def test_the_installed_engine_is_the_clis(monkeypatch: pytest.MonkeyPatch) -> None:
     """Found through the package's entry point (a stale install lacks it: reinstall the package)."""
     from ke_cli.api import ENGINE

@@ -138,7 +138,10 @@ def test_the_cli_reaches_services_only_through_their_composition_roots() -> None
 
 # What the Python API (``kernelevolve.api``) is built on: the ports, and the library's
 # settings, errors, spec loading and logging set-up; its engine is found by entry point.
-API_MAY_IMPORT = {"kernelevolve.config", "kernelevolve.errors", "kernelevolve.spec", "kernelevolve.logging"}
+# kernelevolve.precision: the contract's names and record (no torch, no service), which the
+# API validates like the config.
+API_MAY_IMPORT = {"kernelevolve.config", "kernelevolve.errors", "kernelevolve.spec", "kernelevolve.logging",
+                  "kernelevolve.precision"}
 
 
 def _imported_by_name(path: Path) -> set[str]:

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from kernelevolve.ports.verdict import SpecCheck, Verdict
 
-# One job of ``evaluate_many``: (spec_source, candidate_source[, candidate_id[, fresh_worker]]).
+# One job of ``evaluate_many``: (spec_source, candidate_source[, candidate_id[, fresh_worker[, tier]]]).
 EvalJobTuple = Sequence[Any]
 
 
@@ -19,10 +19,14 @@ class JudgePort(Protocol):
         ...
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
         """The verdict on one candidate; a broken candidate is a verdict, never an exception.
         ``compile_baseline``: also time torch.compile of the reference (``speedup_vs_compile``);
-        callers pass it only when asked for, so a judge without it still serves the rest."""
+        callers pass it only when asked for, so a judge without it still serves the rest.
+        A judge may also take ``precision`` (the contract, ``kernelevolve.precision``; the
+        evaluator service passes it for a session that names one): ``ke_evaluator.Judge`` does.
+        ``tier``: "screen" (provisional) or "full" (None: the judge's default); the verdict
+        says which (``Verdict.tier``). Callers pass it only when they want a tier."""
         ...
 
     def evaluate_many(self, jobs: Iterable[EvalJobTuple]) -> list[Verdict]:

@@ -47,6 +47,8 @@ class SkillHint:
     gain_high: float = 1.0
     text: str = ""
     status: str = "active"
+    # The precision contract the gain was timed under (kernelevolve.precision).
+    precision: str = "default"
 
 
 class KnowledgeReader(Protocol):
@@ -56,9 +58,10 @@ class KnowledgeReader(Protocol):
         any hardware match too), op family (same rule) and levels (empty = all)."""
         ...
 
-    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10) -> list[SkillHint]:
-        """Active and demoted skills for this hardware (and op family when given), best
-        measured gain first."""
+    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10,
+               precision: str = "") -> list[SkillHint]:
+        """Active and demoted skills for this hardware (and op family when given, and
+        precision contract when given), best measured gain first."""
         ...
 
 
@@ -71,5 +74,6 @@ class NoKnowledge:
                  levels: tuple[str, ...] = (), limit: int = 5) -> list[RetrievedDoc]:
         return []
 
-    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10) -> list[SkillHint]:
+    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10,
+               precision: str = "") -> list[SkillHint]:
         return []

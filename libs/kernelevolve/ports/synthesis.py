@@ -66,6 +66,11 @@ class ProposalRequest:
     # ``tried``. A synthesizer that cannot tell launch knobs apart may answer with its own
     # tuned variants of the parent.
     tune: bool = False
+    # The session's precision contract (kernelevolve.precision): "default" lets eager's
+    # convolutions run TF32 (cuDNN), "tf32" its matmuls too, "strict" nothing. A synthesizer
+    # may use TF32 (``tl.dot`` with ``allow_tf32``/``input_precision``) exactly where the
+    # contract lets eager use it.
+    precision: str = "default"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from kernelevolve.errors import InvalidSpecError, ResourceLimitError
+from kernelevolve.errors import InvalidSpecError, NothingToComputeError, ResourceLimitError
+from kernelevolve.precision import Precision
 
 Status = Literal["correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout", "crashed"]
 STATUSES: tuple[Status, ...] = (
@@ -98,16 +99,26 @@ class SpecCheck:
     # Not ok because the reference ran out of memory inside the evaluator's own limits:
     # the spec is valid, the evaluator too small (ResourceLimitError, not InvalidSpecError).
     resource_limited: bool = False
+    # Not ok because the reference only views its inputs (reshape, permute, split): valid,
+    # but there is nothing to compute (NothingToComputeError, not InvalidSpecError).
+    nothing_to_compute: bool = False
 
     def raise_if_failed(self, name: str) -> None:
         """The error a caller raises for a failed check: ``ResourceLimitError`` when our
-        limits stopped the reference, else ``InvalidSpecError``."""
+        limits stopped the reference, ``NothingToComputeError`` for a reference that only
+        views its inputs, else ``InvalidSpecError``."""
         if self.ok:
             return
         reason = f"{name}: {self.reason}" if name else self.reason
         if self.resource_limited:
             raise ResourceLimitError(reason)
+        if self.nothing_to_compute:
+            raise NothingToComputeError(reason)
         raise InvalidSpecError(reason or "the reference could not be run")
+
+
+Tier = Literal["screen", "full"]
+TIERS: tuple[Tier, ...] = ("screen", "full")
 
 
 @dataclass
@@ -129,13 +140,25 @@ class Verdict:
     # Optional torch.compile baseline (GPU only, EvalOptions.compile_baseline).
     compile_baseline_timing: Timing | None = None
     speedup_vs_compile: float = 0.0
+    # The precision contract the reference, the baselines and the candidate ran under
+    # (kernelevolve.precision): its name, its flags and what the spec set at import. A
+    # verdict that never reached a worker names the contract asked for, with no flags.
+    precision: Precision | None = None
+    # Which protocol judged it: "full" (every input set, the float64 budget, the integrity
+    # probes, strict timing) or "screen" (one input set against the cached eager output,
+    # launch accounting, a short timing against the cached baseline). A screened verdict is
+    # provisional: nothing is called best, distilled, exported or reported on it alone.
+    tier: Tier = "full"
 
     @property
     def is_correct(self) -> bool:
         return self.status == "correct"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.precision is not None:  # with its one-line description, for reports
+            d["precision"] = self.precision.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Verdict:
@@ -145,6 +168,8 @@ class Verdict:
         for key in ("candidate_timing", "baseline_timing", "compile_baseline_timing"):
             if d.get(key) is not None:
                 d[key] = Timing(**d[key])
+        if d.get("precision") is not None:
+            d["precision"] = Precision.from_dict(d["precision"])
         if d.get("diagnosis") is not None:
             diag = dict(d["diagnosis"])
             diag["kernels"] = [KernelInfo(**k) for k in diag.get("kernels", [])]

@@ -30,6 +30,16 @@ def status_of(node: dict[str, Any]) -> str:
     return s or "pending"
 
 
+def tier_of(node: dict[str, Any]) -> str:
+    """Which protocol the node's verdict rests on: "full", "screen (provisional)" (one input
+    set and a short timing, no full verdict yet; never called best), "" while pending."""
+    if not node.get("evaluated"):
+        return ""
+    if node.get("tier") == "screen" and not node.get("retimed"):
+        return "screen (provisional)"
+    return "full"
+
+
 def _fmt(v: Any, digits: int = 4) -> str:
     if isinstance(v, float):
         if v == 0:
@@ -337,14 +347,16 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
     t = n.get("transformation") or {}
     params = ", ".join(f"{k}={v}" for k, v in sorted((t.get("params") or {}).items()))
     ct, bt = rep.get("candidate_timing") or {}, rep.get("baseline_timing") or {}
-    head = [("verdict", status), ("reason", rep.get("reason") or n.get("reason")),
+    head = [("verdict", status), ("tier", tier_of(n) or None), ("reason", rep.get("reason") or n.get("reason")),
             ("transformation", f"{t.get('name', '')}({params})"), ("parent", n.get("parent_id") or "reference"),
             ("depth", n.get("depth")), ("speedup vs eager", _speedup(run, cid) or None),
             ("first speedup (before re-timing)", n.get("first_fitness") if n.get("retimed") else None),
             ("evaluation redone after interrupted attempts", n.get("interrupted_evaluations") or None),
             ("speedup vs torch.compile", rep.get("speedup_vs_compile") or None),
             ("candidate median ms", ct.get("median_ms")), ("eager median ms", bt.get("median_ms")),
-            ("library calls (conv / matmul)", _library_share(rep)), ("device", rep.get("device"))]
+            ("library calls (conv / matmul)", _library_share(rep)), ("device", rep.get("device")),
+            ("precision contract", (rep.get("precision") or {}).get("description")
+             or (rep.get("precision") or {}).get("name"))]
     warnings = "".join(f"<li>{escape(str(w))}</li>" for w in rep.get("warnings") or [])
     errors = rep.get("errors") or rep.get("error") or ""
     err = f"<pre class='err'>{escape(json.dumps(errors, indent=1) if not isinstance(errors, str) else errors)}</pre>" \
@@ -354,7 +366,9 @@ def _candidate_panel(run: RunData, n: dict[str, Any]) -> str:
     if retime:
         rt = "<h4>Re-timing (fresh worker)</h4>" + _kv([("verdict", retime.get("status")),
                                                          ("speedup", retime.get("speedup")),
-                                                         ("reason", retime.get("reason"))])
+                                                         ("reason", retime.get("reason")),
+                                                         ("precision contract",
+                                                          (retime.get("precision") or {}).get("name"))])
     return (f"<section class='cand' id='cand-{escape(cid)}' data-cid='{escape(cid)}' hidden>"
             f"<h3><span class='dot' style='background:{COLOURS.get(status, '#999')}'></span>Candidate "
             f"{escape(cid)}{' (best)' if cid == run.best_id else ''}</h3>"
@@ -376,10 +390,19 @@ def _table(run: RunData) -> str:
         rows.append(f"<tr class='row' data-cid='{escape(cid)}'><td>{i + 1}</td><td>{escape(cid)}</td>"
                     f"<td>{escape(n.get('parent_id') or 'reference')}</td><td>{escape(t.get('name', ''))}</td>"
                     f"<td><span class='dot' style='background:{COLOURS.get(status_of(n), '#999')}'></span>"
-                    f"{status_of(n)}</td><td>{f'{sp:.4g}x' if sp else ''}</td>"
+                    f"{status_of(n)}</td><td>{escape(tier_of(n))}</td><td>{f'{sp:.4g}x' if sp else ''}</td>"
                     f"<td class='reason'>{escape(str(n.get('reason', ''))[:140])}</td></tr>")
     return ("<table class='grid cands'><tr><th>#</th><th>id</th><th>parent</th><th>transformation</th>"
-            "<th>verdict</th><th>speedup</th><th>reason</th></tr>" + "".join(rows) + "</table>")
+            "<th>verdict</th><th>tier</th><th>speedup</th><th>reason</th></tr>" + "".join(rows) + "</table>")
+
+
+def _precision(run: RunData) -> tuple[str, str]:
+    """(name, one line) of the session's precision contract: the summary's name, the flags
+    the best's (else any) verdict states."""
+    rep = run.reports.get(run.best_id) or next((r for r in run.reports.values() if r.get("precision")), {})
+    rec = rep.get("precision") or {}
+    name = str(run.summary.get("precision") or rec.get("name") or "strict (before precision contracts)")
+    return name, str(rec.get("description") or name)
 
 
 def _fingerprint(run: RunData) -> str:
@@ -459,9 +482,14 @@ def render_html(run: RunData) -> str:
     for key, title in (("error", "The session failed"), ("common_failure", "Every candidate failed the same way")):
         if s.get(key):
             note += f"<div class='note fail' id='{key.replace('_', '-')}'><b>{title}:</b> {escape(str(s[key]))}</div>"
+    contract = _precision(run)
+    best_note = ""
+    if best_id and s.get("best_retimed"):
+        best_note = f" (re-timed; first {float(s.get('best_first_speedup') or 0.0):.4g}x)"
     stats = [("status", status), ("candidates", f"{len(evaluated)} evaluated of {s.get('budget', len(run.nodes))}"),
              ("correct", str(len(correct))),
-             ("best", f"{best_id} {best_sp:.4g}x" if best_id else "none"), ("device", hardware or "?")]
+             ("best", f"{best_id} {best_sp:.4g}x{best_note}" if best_id else "none"), ("device", hardware or "?"),
+             ("precision", contract[0])]
     best_share = _library_share(run.reports.get(best_id, {}))
     if best_share:  # how much of the best candidate's heavy work cuDNN / cuBLAS do
         stats.append(("best's library calls", best_share))
@@ -476,6 +504,10 @@ def render_html(run: RunData) -> str:
 <div class="sub">operator <b>{escape(run.spec_name)}</b> · report written {generated}</div></header>
 <main>{note}
 <div class="card stats">{"".join(f'<div class="stat"><span>{k}</span><b>{escape(v)}</b></div>' for k, v in stats)}</div>
+<div class="card" id="precision"><h2>Precision contract</h2><p>{escape(contract[1])}</p><p class="muted">The
+reference, the eager and torch.compile baselines and every candidate ran under these float32 numerics; the float64
+error budget is measured from that reference, so a candidate may use TF32 exactly where eager does. Speedups hold
+under this contract only (<code>--precision default|strict|tf32</code>).</p></div>
 <div class="card"><h2>Lineage</h2><p class="muted">Each node is a candidate; click one for its source, diff,
 verdict, timings and diagnosis.</p><div class="tree-wrap">{_tree_svg(run)}</div></div>
 <div class="card"><h2>Best speedup</h2><p class="muted">Speedup over eager PyTorch (correct candidates; the line is

@@ -219,7 +219,7 @@ class Diagnosis(_message.Message):
     def __init__(self, bound: _Optional[_Union[BoundClass, str]] = ..., bytes_moved: _Optional[float] = ..., flops: _Optional[float] = ..., achieved_gbps: _Optional[float] = ..., achieved_gflops: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., library_time_fraction: _Optional[float] = ..., kernels: _Optional[_Iterable[_Union[KernelStat, _Mapping]]] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluationResult(_message.Message):
-    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts", "speedup_vs_compile", "compile_baseline_note")
+    __slots__ = ("candidate_id", "status", "reason", "correctness", "candidate_timing", "baseline_timing", "speedup", "diagnosis", "report_key", "hardware", "fingerprint", "interpreted", "warnings", "interrupted_attempts", "speedup_vs_compile", "compile_baseline_note", "precision", "tier")
     class FingerprintEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +243,8 @@ class EvaluationResult(_message.Message):
     INTERRUPTED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     SPEEDUP_VS_COMPILE_FIELD_NUMBER: _ClassVar[int]
     COMPILE_BASELINE_NOTE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
     candidate_id: str
     status: EvaluationStatus
     reason: str
@@ -259,10 +261,36 @@ class EvaluationResult(_message.Message):
     interrupted_attempts: int
     speedup_vs_compile: float
     compile_baseline_note: str
-    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ..., speedup_vs_compile: _Optional[float] = ..., compile_baseline_note: _Optional[str] = ...) -> None: ...
+    precision: PrecisionContract
+    tier: str
+    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., reason: _Optional[str] = ..., correctness: _Optional[_Union[CorrectnessStats, _Mapping]] = ..., candidate_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., baseline_timing: _Optional[_Union[TimingStats, _Mapping]] = ..., speedup: _Optional[float] = ..., diagnosis: _Optional[_Union[Diagnosis, _Mapping]] = ..., report_key: _Optional[str] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., fingerprint: _Optional[_Mapping[str, str]] = ..., interpreted: _Optional[bool] = ..., warnings: _Optional[_Iterable[str]] = ..., interrupted_attempts: _Optional[int] = ..., speedup_vs_compile: _Optional[float] = ..., compile_baseline_note: _Optional[str] = ..., precision: _Optional[_Union[PrecisionContract, _Mapping]] = ..., tier: _Optional[str] = ...) -> None: ...
+
+class PrecisionContract(_message.Message):
+    __slots__ = ("name", "flags", "spec_flags")
+    class FlagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SpecFlagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    flags: _containers.ScalarMap[str, str]
+    spec_flags: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., flags: _Optional[_Mapping[str, str]] = ..., spec_flags: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations", "fitness_low", "fitness_high", "roofline_fraction", "duplicate_of")
+    __slots__ = ("node_id", "parent_id", "transformation", "status", "fitness", "buggy", "evaluated", "depth", "source_key", "report_key", "reason", "retimed", "first_fitness", "interrupted_evaluations", "fitness_low", "fitness_high", "roofline_fraction", "duplicate_of", "tier")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSFORMATION_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +309,7 @@ class Node(_message.Message):
     FITNESS_HIGH_FIELD_NUMBER: _ClassVar[int]
     ROOFLINE_FRACTION_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_OF_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     parent_id: str
     transformation: Transformation
@@ -299,10 +328,11 @@ class Node(_message.Message):
     fitness_high: float
     roofline_fraction: float
     duplicate_of: str
-    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ..., fitness_low: _Optional[float] = ..., fitness_high: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., duplicate_of: _Optional[str] = ...) -> None: ...
+    tier: str
+    def __init__(self, node_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., transformation: _Optional[_Union[Transformation, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., fitness: _Optional[float] = ..., buggy: _Optional[bool] = ..., evaluated: _Optional[bool] = ..., depth: _Optional[int] = ..., source_key: _Optional[str] = ..., report_key: _Optional[str] = ..., reason: _Optional[str] = ..., retimed: _Optional[bool] = ..., first_fitness: _Optional[float] = ..., interrupted_evaluations: _Optional[int] = ..., fitness_low: _Optional[float] = ..., fitness_high: _Optional[float] = ..., roofline_fraction: _Optional[float] = ..., duplicate_of: _Optional[str] = ..., tier: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "end_reason", "tune_share", "tune_elite")
+    __slots__ = ("session_id", "spec", "hardware", "budget", "strategy", "status", "generated", "evaluated", "best_candidate_id", "best_speedup", "created_at", "finished_at", "error", "artifact_prefix", "max_inflight", "bad_input", "common_failure", "resumes", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "end_reason", "tune_share", "tune_elite", "precision")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_FIELD_NUMBER: _ClassVar[int]
@@ -329,6 +359,7 @@ class Session(_message.Message):
     END_REASON_FIELD_NUMBER: _ClassVar[int]
     TUNE_SHARE_FIELD_NUMBER: _ClassVar[int]
     TUNE_ELITE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     spec: OperatorSpec
     hardware: HardwareTarget
@@ -355,7 +386,8 @@ class Session(_message.Message):
     end_reason: str
     tune_share: float
     tune_elite: int
-    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., end_reason: _Optional[str] = ..., tune_share: _Optional[float] = ..., tune_elite: _Optional[int] = ...) -> None: ...
+    precision: str
+    def __init__(self, session_id: _Optional[str] = ..., spec: _Optional[_Union[OperatorSpec, _Mapping]] = ..., hardware: _Optional[_Union[HardwareTarget, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., status: _Optional[_Union[SessionStatus, str]] = ..., generated: _Optional[int] = ..., evaluated: _Optional[int] = ..., best_candidate_id: _Optional[str] = ..., best_speedup: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., artifact_prefix: _Optional[str] = ..., max_inflight: _Optional[int] = ..., bad_input: _Optional[bool] = ..., common_failure: _Optional[str] = ..., resumes: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., end_reason: _Optional[str] = ..., tune_share: _Optional[float] = ..., tune_elite: _Optional[int] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class Skill(_message.Message):
     __slots__ = ("skill_id", "title", "text", "op_pattern", "hardware_kind", "source_session_id", "source_candidate_id", "detail")
@@ -378,7 +410,7 @@ class Skill(_message.Message):
     def __init__(self, skill_id: _Optional[str] = ..., title: _Optional[str] = ..., text: _Optional[str] = ..., op_pattern: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., source_session_id: _Optional[str] = ..., source_candidate_id: _Optional[str] = ..., detail: _Optional[_Union[SkillDetail, _Mapping]] = ...) -> None: ...
 
 class SkillDetail(_message.Message):
-    __slots__ = ("transformation", "op_family", "shape_class", "dtype", "gain", "gain_low", "gain_high", "before", "after", "provenance", "status", "status_reason", "confirmations", "failures")
+    __slots__ = ("transformation", "op_family", "shape_class", "dtype", "gain", "gain_low", "gain_high", "before", "after", "provenance", "status", "status_reason", "confirmations", "failures", "precision")
     class ProvenanceEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -400,6 +432,7 @@ class SkillDetail(_message.Message):
     STATUS_REASON_FIELD_NUMBER: _ClassVar[int]
     CONFIRMATIONS_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     transformation: Transformation
     op_family: str
     shape_class: str
@@ -414,7 +447,8 @@ class SkillDetail(_message.Message):
     status_reason: str
     confirmations: int
     failures: int
-    def __init__(self, transformation: _Optional[_Union[Transformation, _Mapping]] = ..., op_family: _Optional[str] = ..., shape_class: _Optional[str] = ..., dtype: _Optional[str] = ..., gain: _Optional[float] = ..., gain_low: _Optional[float] = ..., gain_high: _Optional[float] = ..., before: _Optional[str] = ..., after: _Optional[str] = ..., provenance: _Optional[_Mapping[str, str]] = ..., status: _Optional[str] = ..., status_reason: _Optional[str] = ..., confirmations: _Optional[int] = ..., failures: _Optional[int] = ...) -> None: ...
+    precision: str
+    def __init__(self, transformation: _Optional[_Union[Transformation, _Mapping]] = ..., op_family: _Optional[str] = ..., shape_class: _Optional[str] = ..., dtype: _Optional[str] = ..., gain: _Optional[float] = ..., gain_low: _Optional[float] = ..., gain_high: _Optional[float] = ..., before: _Optional[str] = ..., after: _Optional[str] = ..., provenance: _Optional[_Mapping[str, str]] = ..., status: _Optional[str] = ..., status_reason: _Optional[str] = ..., confirmations: _Optional[int] = ..., failures: _Optional[int] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class KnowledgeDocument(_message.Message):
     __slots__ = ("doc_id", "level", "title", "text", "tags", "hardware_kind", "op_family")

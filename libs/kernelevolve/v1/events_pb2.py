@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from kernelevolve.v1 import common_pb2 as kernelevolve_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ckernelevolve/v1/events.proto\x12\x0fkernelevolve.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ckernelevolve/v1/common.proto\";\n\x0eSessionStarted\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\"\xe9\x01\n\x12\x43\x61ndidateRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tparent_id\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\x05\x12\x31\n\x08hardware\x18\x05 \x01(\x0b\x32\x1f.kernelevolve.v1.HardwareTarget\x12.\n\x05tried\x18\x06 \x03(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x17\n\x0erepair_attempt\x18\x82\x01 \x01(\x05\x12\r\n\x04tune\x18\x83\x01 \x01(\x08\"\x8a\x01\n\x12\x43\x61ndidateGenerated\x12-\n\tcandidate\x18\x01 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12\x31\n\x08hardware\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.HardwareTarget\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"f\n\x19\x43\x61ndidateRequestExhausted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tparent_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\\\n\x13\x45valuationCompleted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x06result\x18\x02 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\"K\n\x0eSkillDistilled\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12%\n\x05skill\x18\x02 \x01(\x0b\x32\x16.kernelevolve.v1.Skill\"V\n\x10SessionCompleted\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\x12\x17\n\x0f\x62\x65st_source_key\x18\x02 \x01(\t\"\x87\x01\n\x0fRetimeRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12-\n\tcandidate\x18\x02 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12\x31\n\x08hardware\x18\x03 \x01(\x0b\x32\x1f.kernelevolve.v1.HardwareTarget\"Y\n\x10\x43\x61ndidateRetimed\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x06result\x18\x02 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\",\n\x16SessionCancelRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\"M\n\x16SessionResumeRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\"\x9c\x01\n\rSessionFailed\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x12\n\nerror_type\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x11\n\tbad_input\x18\x05 \x01(\x08\x12\x17\n\x0f\x66\x61iled_event_id\x18\x06 \x01(\t\x12\x16\n\x0e\x66\x61iled_subject\x18\x07 \x01(\t\"\xbc\x07\n\x08\x45nvelope\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12/\n\x0boccurred_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x10\n\x08\x64\x65livery\x18\x05 \x01(\r\x12:\n\x0fsession_started\x18\n \x01(\x0b\x32\x1f.kernelevolve.v1.SessionStartedH\x00\x12\x42\n\x13\x63\x61ndidate_requested\x18\x0b \x01(\x0b\x32#.kernelevolve.v1.CandidateRequestedH\x00\x12\x42\n\x13\x63\x61ndidate_generated\x18\x0c \x01(\x0b\x32#.kernelevolve.v1.CandidateGeneratedH\x00\x12Q\n\x1b\x63\x61ndidate_request_exhausted\x18\r \x01(\x0b\x32*.kernelevolve.v1.CandidateRequestExhaustedH\x00\x12\x44\n\x14\x65valuation_completed\x18\x0e \x01(\x0b\x32$.kernelevolve.v1.EvaluationCompletedH\x00\x12:\n\x0fskill_distilled\x18\x0f \x01(\x0b\x32\x1f.kernelevolve.v1.SkillDistilledH\x00\x12>\n\x11session_completed\x18\x10 \x01(\x0b\x32!.kernelevolve.v1.SessionCompletedH\x00\x12K\n\x18session_cancel_requested\x18\x11 \x01(\x0b\x32\'.kernelevolve.v1.SessionCancelRequestedH\x00\x12<\n\x10retime_requested\x18\x12 \x01(\x0b\x32 .kernelevolve.v1.RetimeRequestedH\x00\x12>\n\x11\x63\x61ndidate_retimed\x18\x13 \x01(\x0b\x32!.kernelevolve.v1.CandidateRetimedH\x00\x12\x38\n\x0esession_failed\x18\x14 \x01(\x0b\x32\x1e.kernelevolve.v1.SessionFailedH\x00\x12L\n\x18session_resume_requested\x18\xa0\x01 \x01(\x0b\x32\'.kernelevolve.v1.SessionResumeRequestedH\x00\x42\t\n\x07payloadb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ckernelevolve/v1/events.proto\x12\x0fkernelevolve.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ckernelevolve/v1/common.proto\";\n\x0eSessionStarted\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\"\xfd\x01\n\x12\x43\x61ndidateRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tparent_id\x18\x03 \x01(\t\x12\r\n\x05\x63ount\x18\x04 \x01(\x05\x12\x31\n\x08hardware\x18\x05 \x01(\x0b\x32\x1f.kernelevolve.v1.HardwareTarget\x12.\n\x05tried\x18\x06 \x03(\x0b\x32\x1f.kernelevolve.v1.Transformation\x12\x17\n\x0erepair_attempt\x18\x82\x01 \x01(\x05\x12\r\n\x04tune\x18\x83\x01 \x01(\x08\x12\x12\n\tprecision\x18\x84\x01 \x01(\t\"\x8a\x01\n\x12\x43\x61ndidateGenerated\x12-\n\tcandidate\x18\x01 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12\x31\n\x08hardware\x18\x02 \x01(\x0b\x32\x1f.kernelevolve.v1.HardwareTarget\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"f\n\x19\x43\x61ndidateRequestExhausted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tparent_id\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\\\n\x13\x45valuationCompleted\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x06result\x18\x02 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\"K\n\x0eSkillDistilled\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12%\n\x05skill\x18\x02 \x01(\x0b\x32\x16.kernelevolve.v1.Skill\"V\n\x10SessionCompleted\x12)\n\x07session\x18\x01 \x01(\x0b\x32\x18.kernelevolve.v1.Session\x12\x17\n\x0f\x62\x65st_source_key\x18\x02 \x01(\t\"\x87\x01\n\x0fRetimeRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12-\n\tcandidate\x18\x02 \x01(\x0b\x32\x1a.kernelevolve.v1.Candidate\x12\x31\n\x08hardware\x18\x03 \x01(\x0b\x32\x1f.kernelevolve.v1.HardwareTarget\"Y\n\x10\x43\x61ndidateRetimed\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x31\n\x06result\x18\x02 \x01(\x0b\x32!.kernelevolve.v1.EvaluationResult\",\n\x16SessionCancelRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\"M\n\x16SessionResumeRequested\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x05\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\"\x9c\x01\n\rSessionFailed\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x12\n\nerror_type\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x11\n\tbad_input\x18\x05 \x01(\x08\x12\x17\n\x0f\x66\x61iled_event_id\x18\x06 \x01(\t\x12\x16\n\x0e\x66\x61iled_subject\x18\x07 \x01(\t\"\xbc\x07\n\x08\x45nvelope\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12/\n\x0boccurred_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x10\n\x08sequence\x18\x04 \x01(\x04\x12\x10\n\x08\x64\x65livery\x18\x05 \x01(\r\x12:\n\x0fsession_started\x18\n \x01(\x0b\x32\x1f.kernelevolve.v1.SessionStartedH\x00\x12\x42\n\x13\x63\x61ndidate_requested\x18\x0b \x01(\x0b\x32#.kernelevolve.v1.CandidateRequestedH\x00\x12\x42\n\x13\x63\x61ndidate_generated\x18\x0c \x01(\x0b\x32#.kernelevolve.v1.CandidateGeneratedH\x00\x12Q\n\x1b\x63\x61ndidate_request_exhausted\x18\r \x01(\x0b\x32*.kernelevolve.v1.CandidateRequestExhaustedH\x00\x12\x44\n\x14\x65valuation_completed\x18\x0e \x01(\x0b\x32$.kernelevolve.v1.EvaluationCompletedH\x00\x12:\n\x0fskill_distilled\x18\x0f \x01(\x0b\x32\x1f.kernelevolve.v1.SkillDistilledH\x00\x12>\n\x11session_completed\x18\x10 \x01(\x0b\x32!.kernelevolve.v1.SessionCompletedH\x00\x12K\n\x18session_cancel_requested\x18\x11 \x01(\x0b\x32\'.kernelevolve.v1.SessionCancelRequestedH\x00\x12<\n\x10retime_requested\x18\x12 \x01(\x0b\x32 .kernelevolve.v1.RetimeRequestedH\x00\x12>\n\x11\x63\x61ndidate_retimed\x18\x13 \x01(\x0b\x32!.kernelevolve.v1.CandidateRetimedH\x00\x12\x38\n\x0esession_failed\x18\x14 \x01(\x0b\x32\x1e.kernelevolve.v1.SessionFailedH\x00\x12L\n\x18session_resume_requested\x18\xa0\x01 \x01(\x0b\x32\'.kernelevolve.v1.SessionResumeRequestedH\x00\x42\t\n\x07payloadb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,27 +36,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SESSIONSTARTED']._serialized_start=112
   _globals['_SESSIONSTARTED']._serialized_end=171
   _globals['_CANDIDATEREQUESTED']._serialized_start=174
-  _globals['_CANDIDATEREQUESTED']._serialized_end=407
-  _globals['_CANDIDATEGENERATED']._serialized_start=410
-  _globals['_CANDIDATEGENERATED']._serialized_end=548
-  _globals['_CANDIDATEREQUESTEXHAUSTED']._serialized_start=550
-  _globals['_CANDIDATEREQUESTEXHAUSTED']._serialized_end=652
-  _globals['_EVALUATIONCOMPLETED']._serialized_start=654
-  _globals['_EVALUATIONCOMPLETED']._serialized_end=746
-  _globals['_SKILLDISTILLED']._serialized_start=748
-  _globals['_SKILLDISTILLED']._serialized_end=823
-  _globals['_SESSIONCOMPLETED']._serialized_start=825
-  _globals['_SESSIONCOMPLETED']._serialized_end=911
-  _globals['_RETIMEREQUESTED']._serialized_start=914
-  _globals['_RETIMEREQUESTED']._serialized_end=1049
-  _globals['_CANDIDATERETIMED']._serialized_start=1051
-  _globals['_CANDIDATERETIMED']._serialized_end=1140
-  _globals['_SESSIONCANCELREQUESTED']._serialized_start=1142
-  _globals['_SESSIONCANCELREQUESTED']._serialized_end=1186
-  _globals['_SESSIONRESUMEREQUESTED']._serialized_start=1188
-  _globals['_SESSIONRESUMEREQUESTED']._serialized_end=1265
-  _globals['_SESSIONFAILED']._serialized_start=1268
-  _globals['_SESSIONFAILED']._serialized_end=1424
-  _globals['_ENVELOPE']._serialized_start=1427
-  _globals['_ENVELOPE']._serialized_end=2383
+  _globals['_CANDIDATEREQUESTED']._serialized_end=427
+  _globals['_CANDIDATEGENERATED']._serialized_start=430
+  _globals['_CANDIDATEGENERATED']._serialized_end=568
+  _globals['_CANDIDATEREQUESTEXHAUSTED']._serialized_start=570
+  _globals['_CANDIDATEREQUESTEXHAUSTED']._serialized_end=672
+  _globals['_EVALUATIONCOMPLETED']._serialized_start=674
+  _globals['_EVALUATIONCOMPLETED']._serialized_end=766
+  _globals['_SKILLDISTILLED']._serialized_start=768
+  _globals['_SKILLDISTILLED']._serialized_end=843
+  _globals['_SESSIONCOMPLETED']._serialized_start=845
+  _globals['_SESSIONCOMPLETED']._serialized_end=931
+  _globals['_RETIMEREQUESTED']._serialized_start=934
+  _globals['_RETIMEREQUESTED']._serialized_end=1069
+  _globals['_CANDIDATERETIMED']._serialized_start=1071
+  _globals['_CANDIDATERETIMED']._serialized_end=1160
+  _globals['_SESSIONCANCELREQUESTED']._serialized_start=1162
+  _globals['_SESSIONCANCELREQUESTED']._serialized_end=1206
+  _globals['_SESSIONRESUMEREQUESTED']._serialized_start=1208
+  _globals['_SESSIONRESUMEREQUESTED']._serialized_end=1285
+  _globals['_SESSIONFAILED']._serialized_start=1288
+  _globals['_SESSIONFAILED']._serialized_end=1444
+  _globals['_ENVELOPE']._serialized_start=1447
+  _globals['_ENVELOPE']._serialized_end=2403
 # @@protoc_insertion_point(module_scope)

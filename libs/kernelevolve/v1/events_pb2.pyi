@@ -17,7 +17,7 @@ class SessionStarted(_message.Message):
     def __init__(self, session: _Optional[_Union[_common_pb2.Session, _Mapping]] = ...) -> None: ...
 
 class CandidateRequested(_message.Message):
-    __slots__ = ("session_id", "request_id", "parent_id", "count", "hardware", "tried", "repair_attempt", "tune")
+    __slots__ = ("session_id", "request_id", "parent_id", "count", "hardware", "tried", "repair_attempt", "tune", "precision")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class CandidateRequested(_message.Message):
     TRIED_FIELD_NUMBER: _ClassVar[int]
     REPAIR_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     TUNE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     request_id: str
     parent_id: str
@@ -34,7 +35,8 @@ class CandidateRequested(_message.Message):
     tried: _containers.RepeatedCompositeFieldContainer[_common_pb2.Transformation]
     repair_attempt: int
     tune: bool
-    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., count: _Optional[int] = ..., hardware: _Optional[_Union[_common_pb2.HardwareTarget, _Mapping]] = ..., tried: _Optional[_Iterable[_Union[_common_pb2.Transformation, _Mapping]]] = ..., repair_attempt: _Optional[int] = ..., tune: _Optional[bool] = ...) -> None: ...
+    precision: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., parent_id: _Optional[str] = ..., count: _Optional[int] = ..., hardware: _Optional[_Union[_common_pb2.HardwareTarget, _Mapping]] = ..., tried: _Optional[_Iterable[_Union[_common_pb2.Transformation, _Mapping]]] = ..., repair_attempt: _Optional[int] = ..., tune: _Optional[bool] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class CandidateGenerated(_message.Message):
     __slots__ = ("candidate", "hardware", "request_id")

@@ -23,7 +23,7 @@ AGENT_REQUEST_STATE_ANSWERED: AgentRequestState
 AGENT_REQUEST_STATE_ABANDONED: AgentRequestState
 
 class StartSessionRequest(_message.Message):
-    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "tune_share", "tune_elite")
+    __slots__ = ("spec", "budget", "strategy", "hardware_kind", "session_id", "max_inflight", "seeds", "time_limit_s", "plateau", "target_roofline", "baseline", "tune_share", "tune_elite", "precision")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class StartSessionRequest(_message.Message):
     BASELINE_FIELD_NUMBER: _ClassVar[int]
     TUNE_SHARE_FIELD_NUMBER: _ClassVar[int]
     TUNE_ELITE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.OperatorSpec
     budget: int
     strategy: str
@@ -50,7 +51,8 @@ class StartSessionRequest(_message.Message):
     baseline: str
     tune_share: float
     tune_elite: int
-    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., tune_share: _Optional[float] = ..., tune_elite: _Optional[int] = ...) -> None: ...
+    precision: str
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., budget: _Optional[int] = ..., strategy: _Optional[str] = ..., hardware_kind: _Optional[str] = ..., session_id: _Optional[str] = ..., max_inflight: _Optional[int] = ..., seeds: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., plateau: _Optional[int] = ..., target_roofline: _Optional[float] = ..., baseline: _Optional[str] = ..., tune_share: _Optional[float] = ..., tune_elite: _Optional[int] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class StartSessionResponse(_message.Message):
     __slots__ = ("session",)
@@ -131,14 +133,16 @@ class ListSessionsResponse(_message.Message):
     def __init__(self, sessions: _Optional[_Iterable[_Union[_common_pb2.Session, _Mapping]]] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
-    __slots__ = ("spec", "candidate_source", "candidate_id")
+    __slots__ = ("spec", "candidate_source", "candidate_id", "precision")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_SOURCE_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     spec: _common_pb2.OperatorSpec
     candidate_source: str
     candidate_id: str
-    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., candidate_source: _Optional[str] = ..., candidate_id: _Optional[str] = ...) -> None: ...
+    precision: str
+    def __init__(self, spec: _Optional[_Union[_common_pb2.OperatorSpec, _Mapping]] = ..., candidate_source: _Optional[str] = ..., candidate_id: _Optional[str] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class ValidateSpecResponse(_message.Message):
     __slots__ = ("ok", "reason", "warnings", "resource_limited")
@@ -337,16 +341,18 @@ class SearchKnowledgeResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScoredDocument, _Mapping]]] = ...) -> None: ...
 
 class ListSkillsRequest(_message.Message):
-    __slots__ = ("hardware_kind", "op_family", "include_retired", "limit")
+    __slots__ = ("hardware_kind", "op_family", "include_retired", "limit", "precision")
     HARDWARE_KIND_FIELD_NUMBER: _ClassVar[int]
     OP_FAMILY_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_RETIRED_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     hardware_kind: str
     op_family: str
     include_retired: bool
     limit: int
-    def __init__(self, hardware_kind: _Optional[str] = ..., op_family: _Optional[str] = ..., include_retired: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+    precision: str
+    def __init__(self, hardware_kind: _Optional[str] = ..., op_family: _Optional[str] = ..., include_retired: _Optional[bool] = ..., limit: _Optional[int] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class ListSkillsResponse(_message.Message):
     __slots__ = ("skills",)

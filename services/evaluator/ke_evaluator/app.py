@@ -45,7 +45,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
     service = EvaluatorService(bus, store, Subjects(settings.bus.subject_prefix), judge, hardware_kind,
                                parallel=parallel,
                                max_attempts=settings.evaluator.max_attempts,
-                               ack_wait_s=settings.evaluator.ack_wait_s)
+                               ack_wait_s=settings.evaluator.ack_wait_s, screen=settings.evaluator.screen)
     server = await start_server(
         settings.grpc.host, settings.grpc.evaluator_port if port is None else port,
         [lambda s: sgrpc.add_EvaluatorServicer_to_server(EvaluatorServicer(service), s)],

@@ -26,8 +26,11 @@ def verdict_to_pb(v: Verdict, hardware_kind: str, report_key: str = "") -> pb.Ev
         report_key=report_key, hardware=pb.HardwareTarget(kind=hardware_kind, name=v.device),
         fingerprint={k: str(x) for k, x in v.fingerprint.items()}, interpreted=v.interpreted,
         warnings=list(v.warnings), speedup_vs_compile=v.speedup_vs_compile,
-        compile_baseline_note=str(v.evidence.get("compile_baseline", ""))[:300],
+        compile_baseline_note=str(v.evidence.get("compile_baseline", ""))[:300], tier=v.tier,
     )
+    if v.precision is not None:
+        res.precision.CopyFrom(pb.PrecisionContract(name=v.precision.name, flags=v.precision.flags,
+                                                    spec_flags=v.precision.spec_flags))
     if v.correctness is not None:
         c = v.correctness
         res.correctness.CopyFrom(pb.CorrectnessStats(trials=c.trials, max_abs_error=c.max_abs_error,

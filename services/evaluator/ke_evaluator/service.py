@@ -26,6 +26,7 @@ from kernelevolve.bus.records import load_session
 from kernelevolve.bus.subjects import Subjects
 from kernelevolve.ports.judge import JudgePort
 from kernelevolve.ports.verdict import SpecCheck, Verdict
+from kernelevolve.precision import Precision
 from kernelevolve.store import ObjectStore
 from kernelevolve.v1 import common_pb2 as pb
 from kernelevolve.v1 import events_pb2 as ev
@@ -35,8 +36,10 @@ log = logging.getLogger(__name__)
 class EvaluatorService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, judge: JudgePort,
                  hardware_kind: str, parallel: int = 1, *, max_attempts: int = 2,
-                 ack_wait_s: float = 60.0) -> None:
+                 ack_wait_s: float = 60.0, screen: bool = False) -> None:
+        """``screen``: candidates get the screen tier, re-checks (``on_retime``) the full one."""
         self._bus = bus
+        self._screen = screen
         self._store = store
         self._subjects = subjects
         self._judge = judge
@@ -71,9 +74,17 @@ class EvaluatorService:
             return await asyncio.to_thread(self._judge.validate_spec, spec.source, spec.name)
 
     async def evaluate(self, spec: pb.OperatorSpec, source: str, candidate_id: str,
-                       fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
-        # Only a session that asked for the compile baseline passes it on (see JudgePort).
-        extra = {"compile_baseline": True} if compile_baseline else {}
+                       fresh_worker: bool = False, compile_baseline: bool = False, precision: str = "",
+                       tier: str | None = None) -> Verdict:
+        # Only a session that asked for the compile baseline passes it on (see JudgePort);
+        # its precision contract, whenever the judge would otherwise judge under another;
+        # a tier only when one is asked for.
+        extra: dict[str, object] = {"compile_baseline": True} if compile_baseline else {}
+        judge_default = getattr(getattr(self._judge, "opts", None), "precision", "default")
+        if precision and precision != judge_default:
+            extra["precision"] = precision
+        if tier is not None:
+            extra["tier"] = tier
         async with self._slots:
             start = time.perf_counter()
             verdict = await asyncio.to_thread(self._judge.evaluate, spec.source, source, candidate_id, fresh_worker,
@@ -120,7 +131,8 @@ class EvaluatorService:
                 reason=(f"evaluation started {delivery - 1} times without a verdict: each attempt ended "
                         "before its report was stored (the evaluator was killed or crashed while judging "
                         "this candidate, or its store or bus failed)"),
-                evidence={"deliveries": delivery, "max_attempts": self.max_attempts})
+                evidence={"deliveries": delivery, "max_attempts": self.max_attempts},
+                precision=Precision(name=session.precision or "default"))
             log.warning("candidate settled as crashed after repeated evaluator failures",
                         extra={"session_id": sid, "candidate_id": cid, "delivery": delivery, "retime": retime})
             await self._store.put(report_key, json.dumps(verdict.to_dict(), indent=2).encode(), "application/json")
@@ -128,8 +140,11 @@ class EvaluatorService:
             source = (await self._store.get(cand.source_key)).decode()
             log.info("evaluating", extra={"session_id": sid, "candidate_id": cid, "retime": retime})
             # A re-timing runs in a newly started worker: nothing cached from the first run helps it.
+            # Screening on: a first evaluation is a screen, a re-check the full protocol.
+            tier = ("full" if retime else "screen") if self._screen else None
             verdict = await self.evaluate(session.spec, source, cid, fresh_worker=retime,
-                                          compile_baseline=session.baseline == "compile")
+                                          compile_baseline=session.baseline == "compile",
+                                          precision=session.precision, tier=tier)
             verdict.candidate_id = cid
             if delivery > 1:
                 # An earlier attempt ended without a report (its evaluator was killed): this

@@ -16,6 +16,7 @@ from kernelevolve.bus.subjects import check_token
 from kernelevolve.config import SearchSettings
 from kernelevolve.errors import InvalidArgumentError, InvalidSpecError
 from kernelevolve.ports.strategy import check_strategy_name
+from kernelevolve.precision import check_name
 from kernelevolve.spec import check_source
 from kernelevolve.v1 import services_pb2 as spb
 
@@ -51,6 +52,7 @@ class SearchOptions:
     baseline: str = "eager"
     tune_share: float = 0.0
     tune_elite: int = 0
+    precision: str = "default"
 
 
 def check_search_options(req: spb.StartSessionRequest, search: SearchSettings, budget: int) -> SearchOptions:
@@ -76,9 +78,10 @@ def check_search_options(req: spb.StartSessionRequest, search: SearchSettings, b
     tune_elite = req.tune_elite if req.HasField("tune_elite") else d.tune_elite
     if tune_elite < 1:
         raise InvalidArgumentError(f"tune_elite must be at least 1, got {tune_elite}")
+    precision = check_name(req.precision or d.precision)
     return SearchOptions(seeds=seeds, time_limit_s=req.time_limit_s or d.time_limit_s,
                          plateau=req.plateau or d.plateau, target_roofline=req.target_roofline or d.target_roofline,
-                         baseline=baseline, tune_share=tune_share, tune_elite=tune_elite)
+                         baseline=baseline, tune_share=tune_share, tune_elite=tune_elite, precision=precision)
 
 
 def check_start(req: spb.StartSessionRequest, search: SearchSettings, default_hardware: str) -> StartParams:

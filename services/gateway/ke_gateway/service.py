@@ -73,7 +73,7 @@ class GatewayService:
             artifact_prefix=art.prefix, max_inflight=max_inflight,
             seeds=p.options.seeds, time_limit_s=p.options.time_limit_s, plateau=p.options.plateau,
             target_roofline=p.options.target_roofline, baseline=p.options.baseline,
-            tune_share=p.options.tune_share, tune_elite=p.options.tune_elite,
+            tune_share=p.options.tune_share, tune_elite=p.options.tune_elite, precision=p.options.precision,
         )
         await self._bus.kv_create(Keys.session(sid), session.SerializeToString())  # ConflictError if taken
         await self._store.put(art.spec, spec.source.encode(), "text/x-python")

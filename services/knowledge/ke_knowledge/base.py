@@ -142,11 +142,14 @@ class KnowledgeBase:
         return skill
 
     async def list_skills(self, hardware_kind: str = "", op_family: str = "", *, include_retired: bool = False,
-                          limit: int = 0) -> list[Skill]:
-        """Skills, best measured gain first (active before demoted); ``limit`` 0 = all."""
+                          limit: int = 0, precision: str = "") -> list[Skill]:
+        """Skills, best measured gain first (active before demoted); ``limit`` 0 = all;
+        ``precision``: only those timed under that contract (empty: any)."""
         filters = {k: v for k, v in (("hardware_kind", hardware_kind), ("op_family", op_family)) if v}
         skills = [Skill.from_payload(h.payload["skill"]) for h in await self._skill_hits(filters)
                   if "skill" in h.payload and (include_retired or not _retired(h))]
+        if precision:  # filtered here: skills stored before contracts have no payload field to match
+            skills = [s for s in skills if s.precision == precision]
         rank = {"active": 0, "demoted": 1, "retired": 2}
         skills.sort(key=lambda s: (rank[s.status], -s.gain_low, -s.gain, s.skill_id))
         return skills[:limit] if limit > 0 else skills

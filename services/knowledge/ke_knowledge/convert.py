@@ -68,7 +68,7 @@ def skill_to_proto(skill: Skill) -> pb.Skill:
             gain=skill.gain, gain_low=skill.gain_low, gain_high=skill.gain_high,
             before=skill.before, after=skill.after, provenance=skill.provenance,
             status=skill.status, status_reason=skill.status_reason,
-            confirmations=skill.confirmations, failures=skill.failures,
+            confirmations=skill.confirmations, failures=skill.failures, precision=skill.precision,
         ),
     )
 
@@ -98,6 +98,7 @@ def skill_from_proto(msg: pb.Skill) -> Skill:
         status_reason=d.status_reason,
         confirmations=d.confirmations,
         failures=d.failures,
+        precision=d.precision or "strict",  # a skill sent before contracts existed was timed strict
     )
 
 

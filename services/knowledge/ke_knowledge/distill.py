@@ -50,6 +50,8 @@ class SkillContext:
     shape_class: str = ""
     dtype: str = ""
     hardware_kind: str = ""
+    # The session's precision contract: a lesson holds under the contract it was timed in.
+    precision: str = "default"
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,11 @@ def _format_params(params: Mapping[str, str]) -> str:
 def skill_id_for(context: SkillContext, transformation: str, params: Mapping[str, str]) -> str:
     """Stable per (context, transformation): learning the same lesson again confirms the
     stored skill instead of adding a twin of it."""
-    key = "\x00".join((context.hardware_kind, context.op_family, context.shape_class, context.dtype,
-                       context.spec_name, transformation, _format_params(params)))
+    parts = [context.hardware_kind, context.op_family, context.shape_class, context.dtype,
+             context.spec_name, transformation, _format_params(params)]
+    if context.precision != "strict":  # strict: the ids of skills learned before contracts existed
+        parts.append(f"precision={context.precision}")
+    key = "\x00".join(parts)
     return f"skill-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
 
@@ -124,7 +129,8 @@ def distill_skill(
         f"On {device} ({hw}), for {context.op_family or 'an'} operator {context.spec_name}"
         f"{f' ({context.shape_class})' if context.shape_class else ''}, {transformation_name}({rendered}) "
         f"cut the kernel time from {parent.median_ms:.4g} ms to {child.median_ms:.4g} ms: "
-        f"gain {gain.value:.2f}x (interval {gain.low:.2f}-{gain.high:.2f}x)."
+        f"gain {gain.value:.2f}x (interval {gain.low:.2f}-{gain.high:.2f}x), "
+        f"precision contract {context.precision}."
     )
     return Skill(
         skill_id=skill_id_for(context, transformation_name, params),
@@ -145,4 +151,5 @@ def distill_skill(
         before=before,
         after=after,
         provenance=provenance_of(child.fingerprint, session_id, candidate_id),
+        precision=context.precision,
     )

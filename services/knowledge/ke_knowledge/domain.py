@@ -77,6 +77,9 @@ class Skill:
     status_reason: str = ""
     confirmations: int = 0
     failures: int = 0
+    # The precision contract its timings were taken under (kernelevolve.precision): a gain
+    # measured against strict eager is no evidence against eager with TF32, and back.
+    precision: str = "default"
 
     def __post_init__(self) -> None:
         if self.status not in SKILL_STATUSES:
@@ -99,7 +102,7 @@ class Skill:
             "dtype": self.dtype, "gain": self.gain, "gain_low": self.gain_low, "gain_high": self.gain_high,
             "before": self.before, "after": self.after, "provenance": dict(self.provenance),
             "status": self.status, "status_reason": self.status_reason,
-            "confirmations": self.confirmations, "failures": self.failures,
+            "confirmations": self.confirmations, "failures": self.failures, "precision": self.precision,
         }
 
     @staticmethod
@@ -108,4 +111,6 @@ class Skill:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["params"] = {str(k): str(v) for k, v in (data.get("params") or {}).items()}
         kwargs["provenance"] = {str(k): str(v) for k, v in (data.get("provenance") or {}).items()}
+        # Skills stored before contracts existed were all timed with TF32 off.
+        kwargs["precision"] = str(data.get("precision") or "strict")
         return Skill(**kwargs)

@@ -32,7 +32,8 @@ class KnowledgeServicer(sgrpc.KnowledgeServicer):
     async def ListSkills(self, request: spb.ListSkillsRequest,
                          context: grpc.aio.ServicerContext) -> spb.ListSkillsResponse:
         skills = await self._kb.list_skills(request.hardware_kind, request.op_family,
-                                            include_retired=request.include_retired, limit=request.limit)
+                                            include_retired=request.include_retired, limit=request.limit,
+                                            precision=request.precision)
         return spb.ListSkillsResponse(skills=[skill_to_proto(s) for s in skills])
 
     async def GetSkill(self, request: spb.SkillRef, context: grpc.aio.ServicerContext) -> pb.Skill:

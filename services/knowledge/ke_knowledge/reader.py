@@ -23,7 +23,8 @@ T = TypeVar("T")
 
 def hint_of(skill: Skill) -> SkillHint:
     return SkillHint(skill.skill_id, skill.transformation, dict(skill.params), skill.op_family,
-                     skill.hardware_kind, skill.gain, skill.gain_low, skill.gain_high, skill.text, skill.status)
+                     skill.hardware_kind, skill.gain, skill.gain_low, skill.gain_high, skill.text, skill.status,
+                     skill.precision)
 
 
 class LocalKnowledgeReader:
@@ -63,6 +64,7 @@ class LocalKnowledgeReader:
             return []
         return self._wait(self._retrieve(query, hardware_kind, op_family, levels, limit))
 
-    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10) -> list[SkillHint]:
-        found = self._wait(self._kb.list_skills(hardware_kind, op_family, limit=limit))
+    def skills(self, *, hardware_kind: str, op_family: str = "", limit: int = 10,
+               precision: str = "") -> list[SkillHint]:
+        found = self._wait(self._kb.list_skills(hardware_kind, op_family, limit=limit, precision=precision))
         return [hint_of(s) for s in found]

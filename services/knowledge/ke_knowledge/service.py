@@ -60,6 +60,7 @@ class KnowledgeService:
 
     async def subscribe(self) -> None:
         await self._bus.consume(self._subjects.evaluation(), "knowledge", self.on_evaluation)
+        await self._bus.consume(self._subjects.retimed(), "knowledge-retimed", self.on_retimed)
 
     def _remember(self, sid: str, m: Measurement) -> None:
         self._timings[(sid, m.candidate_id)] = m
@@ -79,9 +80,22 @@ class KnowledgeService:
                 log.info("skill reviewed", extra={"session_id": sid, "skill_id": skill.skill_id,
                                                   "status": reviewed.status, "reason": reviewed.status_reason})
 
+    async def on_retimed(self, env: ev.Envelope) -> None:
+        """A re-check in a fresh worker: the first full verdict of a screened candidate is
+        learned from as its evaluation would have been; a candidate with a full timing
+        already remembered is not learned from twice."""
+        msg = env.candidate_retimed
+        if msg.result.tier == "screen" or (msg.session_id, msg.result.candidate_id) in self._timings:
+            return
+        await self._learn(msg.session_id, msg.result)
+
     async def on_evaluation(self, env: ev.Envelope) -> None:
         msg = env.evaluation_completed
-        result, sid = msg.result, msg.session_id
+        if msg.result.tier == "screen":
+            return  # provisional (one input set, a short timing): never a lesson, nor a parent's timing
+        await self._learn(msg.session_id, msg.result)
+
+    async def _learn(self, sid: str, result: pb.EvaluationResult) -> None:
         if result.status != pb.EVALUATION_STATUS_CORRECT:
             return
         child = measurement_from_result(result)
@@ -98,7 +112,7 @@ class KnowledgeService:
             return
         context = SkillContext(s.spec.name, classify_op_family(s.spec.source),
                                shape_class(result.baseline_timing.median_ms), cand.genome.get("dtype", ""),
-                               result.hardware.kind or s.hardware.kind)
+                               result.hardware.kind or s.hardware.kind, s.precision or "default")
         tname, params = cand.transformation.name, dict(cand.transformation.params)
         existing = await self.kb.find_skill(skill_id_for(context, tname, params))
         if existing is not None:

@@ -39,7 +39,7 @@ async def start(settings: Settings, stack: AsyncExitStack, *, bus: Any = None, s
         stack.callback(reader.close)
         knowledge = reader
     service = SearchService(bus, store, Subjects(settings.bus.subject_prefix), finalists=settings.search.finalists,
-                            max_retimes=settings.search.max_retimes,
+                            max_retimes=settings.search.max_retimes, max_promotions=settings.search.max_promotions,
                             repair_attempts=settings.llm.repair_attempts, knowledge=knowledge,
                             prior_skills=settings.learning.prior_skills)
     server = await start_server(

@@ -24,7 +24,9 @@ from ke_search.report import common_failure
 from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
+from ke_search.tiers import contenders, provisional, tier_of
 from kernelevolve.artifacts import Artifacts, lineage_document
+from kernelevolve.baseline_best import baseline_best
 from kernelevolve.bus.envelope import envelope, now_ts
 from kernelevolve.bus.port import EventBus
 from kernelevolve.bus.records import list_nodes, load_candidate, load_session, update_session
@@ -58,8 +60,12 @@ class _Effects:
 class SearchService:
     def __init__(self, bus: EventBus, store: ObjectStore, subjects: Subjects, *, finalists: int = 1,
                  max_retimes: int = 3, repair_attempts: int = 0,
-                 knowledge: KnowledgeReader | None = None, prior_skills: int = 0) -> None:
+                 knowledge: KnowledgeReader | None = None, prior_skills: int = 0,
+                 max_promotions: int = 16) -> None:
+        """``max_promotions``: screened contenders a session sends to the full protocol
+        during the search (``tiers.py``), beside its finalists."""
         self._bus = bus
+        self._max_promotions = max(0, max_promotions)
         # Skills read once per session, at its start, to bias its strategy (ke_search.priors).
         self._knowledge: KnowledgeReader = knowledge or NoKnowledge()
         self._prior_skills = prior_skills
@@ -135,8 +141,10 @@ class SearchService:
         family = classify_op_family(session.spec.source)
         try:
             # The port blocks; a worker thread keeps this loop (maybe the knowledge server's) free.
+            # A skill timed under another precision contract is no evidence here.
             hints = await asyncio.to_thread(self._knowledge.skills, hardware_kind=session.hardware.kind,
-                                            op_family=family, limit=self._prior_skills)
+                                            op_family=family, limit=self._prior_skills,
+                                            precision=session.precision or "default")
         except KernelEvolveError as exc:
             log.warning("no skill priors", extra={"session_id": session.session_id, "error": str(exc)})
             hints = []
@@ -199,6 +207,7 @@ class SearchService:
             node.report_key = result.report_key
             node.reason = result.reason[:500]
             node.interrupted_evaluations = result.interrupted_attempts
+            node.tier = tier_of(result)
             try:
                 await self._bus.kv_update(key, node.SerializeToString(), entry.revision)
             except ConflictError:
@@ -253,6 +262,7 @@ class SearchService:
                 break
             node.retimed = True
             node.first_fitness = node.fitness
+            node.tier = tier_of(result)  # a screened node's re-check is its full verdict
             if result.status == pb.EVALUATION_STATUS_CORRECT:
                 node.fitness, node.fitness_low, node.fitness_high = fitness, low, high
             else:
@@ -359,7 +369,8 @@ class SearchService:
                      for n in nodes if n.parent_id == rec.parent_id]
             req = ev.CandidateRequested(session_id=sid, request_id=rid, parent_id=rec.parent_id, count=rec.count,
                                         hardware=session.hardware, tried=tried,
-                                        repair_attempt=rec.repair_attempt, tune=rec.tune)
+                                        repair_attempt=rec.repair_attempt, tune=rec.tune,
+                                        precision=session.precision or "default")
             log.info("requesting candidates", extra={"session_id": sid, "request_id": rid, "tune": rec.tune,
                                                      "parent_id": rec.parent_id or ROOT, "count": rec.count})
             await self._bus.publish(self._subjects.request(sid), envelope(sid, candidate_requested=req),
@@ -380,6 +391,7 @@ class SearchService:
         strategy: Strategy = make_strategy(session.strategy or "greedy", self._priors.get(st.session_id, NO_PRIORS))
         seen = promoted([n for n in nodes if not n.duplicate_of])  # noise-aware: see noise.py
         self._retime_elites(st, strategy, seen, effects)
+        self._promote(st, strategy, nodes, effects)
         want = st.want()
         if want == 0:
             if st.idle():
@@ -457,6 +469,17 @@ class SearchService:
                 st.elite_retimes.append(nid)
                 effects.retimes.append(nid)
 
+    def _promote(self, st: SearchState, strategy: Strategy, nodes: list[pb.Node], effects: _Effects) -> None:
+        """Screened contenders (within noise of the best, or asked for by the strategy) to
+        the full protocol, once each, at most ``max_promotions`` a session."""
+        asked_for = getattr(strategy, "nodes_to_promote", None)
+        asked = list(asked_for(nodes)) if asked_for is not None else []
+        room = self._max_promotions - len(st.promotions)
+        for nid in contenders(nodes, set(st.retime_requested), room, asked):
+            st.retime_requested.append(nid)
+            st.promotions.append(nid)
+            effects.retimes.append(nid)
+
     def _finalize_step(self, st: SearchState, nodes: list[pb.Node], effects: _Effects) -> None:
         """Re-time the fittest correct node in a fresh worker until the fittest one has been
         re-timed (bounded), so a lucky first timing cannot be called best. A cancelled or
@@ -472,7 +495,7 @@ class SearchService:
             # new). A 4 GiB operator's first verdict took 94-233 s on an H200 (2026-11-28);
             # a shorter time limit used to end such a session with no kernel at all.
             return
-        spent = len(set(st.retime_requested) - set(st.elite_retimes))
+        spent = len(set(st.retime_requested) - set(st.elite_retimes) - set(st.promotions))
         if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or spent >= self._max_retimes):
             st.done = True
@@ -549,8 +572,10 @@ class SearchService:
         best_key = ""
         if best is not None:
             source = await self._store.get(best.source_key)
+            timed = "re-timed in a fresh worker" if best.retimed else "first evaluation"
             header = (f"# KernelEvolve best candidate {best.node_id} for {session.spec.name}: "
-                      f"speedup {best.fitness:.3f}x on {session.hardware.kind}\n")
+                      f"speedup {best.fitness:.3f}x on {session.hardware.kind} ({timed}; "
+                      f"precision contract {session.precision or 'default'})\n")
             await self._store.put(art.best_kernel, header.encode() + source, "text/x-python")
             best_key = art.best_kernel
         lineage = lineage_document(sid, session.spec.name, nodes)
@@ -563,14 +588,23 @@ class SearchService:
             "generated": len(st.generated),
             "evaluated": len(st.evaluated),
             "best_candidate_id": best.node_id if best else "",
+            # The best's speedup is its re-time in a fresh worker when it had one (the figure
+            # reported), with the first evaluation's beside it.
             "best_speedup": best.fitness if best else 0.0,
             "best_retimed": bool(best and best.retimed),
+            "best_speedup_source": ("fresh-worker re-time" if best and best.retimed
+                                    else "first evaluation" if best else ""),
+            "best_first_speedup": (best.first_fitness if best.retimed else best.fitness) if best else 0.0,
+            "precision": session.precision or "default",
+            # the baseline nothing beat, said plainly (kernelevolve.baseline_best)
+            "verdict": baseline_best(best.fitness if best else None, session.baseline or "eager"),
             "end_reason": st.end_reason,
             "duplicates": len(st.duplicates),
             "notes": st.notes,
             "options": {"seeds": session.seeds, "time_limit_s": session.time_limit_s, "plateau": session.plateau,
                         "target_roofline": session.target_roofline, "baseline": session.baseline or "eager",
-                        "tune_share": session.tune_share, "tune_elite": session.tune_elite},
+                        "tune_share": session.tune_share, "tune_elite": session.tune_elite,
+                        "precision": session.precision or "default"},
             "tuning": tune.summary(st, nodes),
             "error": session.error,
             "bad_input": session.bad_input,
@@ -587,10 +621,11 @@ class SearchService:
 
 
 def _best(nodes: list[pb.Node], verified_only: bool = False) -> pb.Node | None:
-    """The fittest correct node. ``verified_only`` (the reported best): among re-timed
-    nodes when any was re-timed correct, so a lucky first timing is never reported once
-    the re-timing budget is spent on others."""
-    correct = [n for n in nodes if is_correct(n)]
+    """The fittest correct node with a full verdict (a screened one is provisional: never
+    called best). ``verified_only`` (the reported best): among re-timed nodes when any was
+    re-timed correct, so a lucky first timing is never reported once the re-timing budget
+    is spent on others."""
+    correct = [n for n in nodes if is_correct(n) and not provisional(n)]
     if verified_only and any(n.retimed for n in correct):
         correct = [n for n in correct if n.retimed]
     if not correct:

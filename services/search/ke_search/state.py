@@ -60,6 +60,9 @@ class SearchState:
     end_reason: str = ""
     # Re-timings asked for during the search (elites before migration), beside finalists'.
     elite_retimes: list[str] = field(default_factory=list)
+    # Screened nodes sent to the full protocol during the search (``tiers.py``): also
+    # re-checks apart from finalists', and not counted against their budget.
+    promotions: list[str] = field(default_factory=list)
     # One-line notes for the summary (e.g. the compile baseline was unavailable).
     notes: list[str] = field(default_factory=list)
     # The tuning stage has started (tune.py), and the elites whose launch-config

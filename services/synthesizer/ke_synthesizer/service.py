@@ -82,6 +82,7 @@ def to_request(msg: spb.ProposeRequest) -> ProposalRequest:
                                       status_name(a.status), a.speedup, a.reason) for a in msg.siblings),
         request_id=req.request_id,
         tune=req.tune,
+        precision=req.precision or "default",
     )
 
 

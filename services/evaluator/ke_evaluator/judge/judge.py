@@ -40,7 +40,8 @@ from typing import Any
 
 from kernelevolve import pyast
 from kernelevolve.errors import DeviceUnavailable, InvalidArgumentError, InvalidSpecError
-from kernelevolve.ports.verdict import SpecCheck, Status, Verdict
+from kernelevolve.ports.verdict import TIERS, SpecCheck, Status, Verdict
+from kernelevolve.precision import Precision, check_name
 from kernelevolve.spec import hanging_import
 
 from .. import backends, device_lock, resource_limits
@@ -51,6 +52,7 @@ from .options import EvalOptions, resolve_device
 from .worker_pool import Slot, WorkerPool, WorkerProcess, _Reply
 
 log = logging.getLogger(__name__)
+_SCREEN_KEY = ":screen"  # suffix of a spec's footprint key for its screens
 
 
 @dataclass
@@ -61,12 +63,13 @@ class EvalJob:
     candidate_source: str
     candidate_id: str = ""
     fresh_worker: bool = False
+    tier: str | None = None  # None: EvalOptions.tier
 
     @classmethod
     def of(cls, job: EvalJob | Sequence[Any]) -> EvalJob:
         if isinstance(job, EvalJob):
             return job
-        if isinstance(job, (tuple, list)) and 2 <= len(job) <= 4:
+        if isinstance(job, (tuple, list)) and 2 <= len(job) <= 5:
             return cls(*job)
         raise InvalidArgumentError("evaluate_many takes EvalJob or (spec_source, candidate_source[, id[, fresh]])")
 
@@ -190,13 +193,22 @@ class Judge:
         if adm is None:
             reply, worker = slot.send(msg, limits)
         else:
-            with self._state:
-                fp = self._footprints.get(sha)
+            fp = self._admission_footprint(sha)
             with adm.admit(fp.need_bytes if fp is not None else None, alone=alone) as ticket:
                 reply, worker = slot.send(msg, limits)
         if reply.kind == "unavailable":
             raise DeviceUnavailable(reply.reason)
         return reply, worker, ticket
+
+    def _admission_footprint(self, key: str) -> Footprint | None:
+        """The footprint a job of ``key`` is admitted with: its own when measured; a
+        screen's (key ``...:screen``, one input set, no audit) falls back to the spec's full
+        footprint, an upper bound, until a screen has measured its own."""
+        with self._state:
+            fp = self._footprints.get(key)
+            if fp is None and key.endswith(_SCREEN_KEY):
+                fp = self._footprints.get(key.removesuffix(_SCREEN_KEY))
+            return fp
 
     def _estimate_footprint(self, spec_source: str, slot: Slot, info: Any) -> None:
         """A validated spec's footprint, predicted from the sizes its validation measured,
@@ -274,18 +286,21 @@ class Judge:
             "compile_baseline": t.compile_baseline, "error_budget_factor": o.error_budget_factor,
             "check_kernel_dependency": o.check_kernel_dependency, "audit_economy": o.audit_economy,
             "profile_library_time": o.profile_library_time,
-            "strict_strides": o.strict_strides, "precompile": o.precompile,
+            "strict_strides": o.strict_strides, "precompile": o.precompile, "precision": o.precision, "tier": o.tier,
         }
 
-    def _seed_options(self, sha: str, slot: Slot) -> dict[str, Any]:
-        """Seed fields of a job of spec ``sha`` in ``slot``."""
+    def _seed_options(self, sha: str, slot: Slot, advance: bool = True) -> dict[str, Any]:
+        """Seed fields of a job of spec ``sha`` in ``slot``. ``advance`` False (a screen):
+        the job does not move the rotation on, so the screens of a session keep reading the
+        inputs and references its worker holds; the full protocol's per-job secret sets
+        (trial 1, extra shapes, timing) are what rotation protects, and a screen has none."""
         if self.opts.seed is not None:
             return {"seed": self.opts.seed}
         if self.opts.cache.limit_bytes == 0:
             return {"seed": None}
         with self._state:
             n = self._spec_jobs.get((sha, slot.index), 0)
-            self._spec_jobs[(sha, slot.index)] = n + 1
+            self._spec_jobs[(sha, slot.index)] = n + 1 if advance else n
         rotation = n // self.opts.cache.seed_rotation_jobs
         digest = hmac.new(self._salt, f"seed:{sha}:{slot.index}:{rotation}".encode(), hashlib.sha256).digest()
         seed = int.from_bytes(digest[:8], "big") % (1 << 30)
@@ -335,22 +350,31 @@ class Judge:
                 self._estimate_footprint(spec_source, slot, p.get("info", {}))
             return SpecCheck(ok=bool(p.get("ok")), reason=str(p.get("reason", "")),
                              warnings=list(p.get("warnings", [])), info=dict(p.get("info", {})),
-                             resource_limited=bool(p.get("resource_limited")))
+                             resource_limited=bool(p.get("resource_limited")),
+                             nothing_to_compute=bool(p.get("nothing_to_compute")))
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False,
+                 precision: str | None = None, tier: str | None = None) -> Verdict:
         """Judge one candidate. ``fresh_worker=True`` runs it in a newly started worker (use it
         to re-time finalists: a lucky timing in a warm worker should not make an elite).
         ``compile_baseline=True`` also times torch.compile of the reference in the same worker
         for this job, whatever ``TimingOptions.compile_baseline`` says (a session's
-        ``--baseline compile``)."""
+        ``--baseline compile``). ``precision``: the contract of this job (a session's
+        ``--precision``; None: ``EvalOptions.precision``); every verdict names it.
+        ``tier``: "screen" or "full" (None: ``EvalOptions.tier``);
+        the static policy judges every tier."""
         if not isinstance(spec_source, str) or not isinstance(candidate_source, str):
             raise InvalidArgumentError("spec_source and candidate_source must be strings")
+        tier = self.opts.tier if tier is None else tier
+        if tier not in TIERS:
+            raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
         if self._pool.closed:
             raise InvalidArgumentError("Judge is closed")
         pre = _spec_precheck(spec_source)
         if pre:
             raise InvalidSpecError(pre)
+        contract = check_name(precision or self.opts.precision)
         t0 = time.monotonic()
         report = static_policy.check_candidate(candidate_source)
         if not self.opts.enforce_static_policy and not report.syntax_error:
@@ -358,20 +382,25 @@ class Judge:
         if not report.ok:
             status: Status = "compile_error" if report.syntax_error else "rejected"
             v = Verdict(status=status, reason=report.reason, candidate_id=candidate_id, device=self.device,
-                        interpreted=self.device == "cpu", fingerprint=dict(self.fingerprint))
+                        interpreted=self.device == "cpu", fingerprint=dict(self.fingerprint),
+                        tier=tier)  # type: ignore[arg-type]
+            v.precision = Precision(name=contract)
             v.evidence["static_findings"] = [f.render() for f in report.findings]
             v.evidence["wall_s"] = round(time.monotonic() - t0, 3)
             return v
         affinity = hashlib.sha256(spec_source.encode()).hexdigest()  # the worker whose cache has the spec
         with self._pool.lease(affinity) as slot:
-            seed_opts = self._seed_options(affinity, slot)
-            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {})}
+            seed_opts = self._seed_options(affinity, slot, advance=tier == "full")
+            options = {**self._job_options(), **seed_opts, **({"compile_baseline": True} if compile_baseline else {}),
+                       "precision": contract, "tier": tier}
             limits = self._job_limits(affinity, options)
             msg = {"op": "evaluate", "job_id": uuid.uuid4().hex, "spec_source": spec_source, "spec_name": "",
                    "candidate_source": candidate_source, "candidate_id": candidate_id, "options": options}
             if fresh_worker and slot.worker is not None and slot.worker.jobs > 0:
                 slot.replace()
-            fp_key = self._footprint_key(affinity, compile_baseline)
+            # A screen holds less than a full job (one input set, no audit): its own footprint,
+            # so that a full job of the spec is never admitted with a screen's.
+            fp_key = self._footprint_key(affinity, compile_baseline) + (_SCREEN_KEY if tier == "screen" else "")
             reply, worker, ticket = self._send(slot, msg, fp_key, limits)
             self._learn_cost(affinity, limits)
             first: dict[str, Any] | None = None
@@ -396,6 +425,9 @@ class Judge:
             else:
                 v = Verdict(status=reply.kind, reason=reply.reason)  # type: ignore[arg-type]
             v.candidate_id = candidate_id
+            if v.precision is None or v.precision.name != contract:  # the worker never said (crash, timeout)
+                v.precision = Precision(name=contract)
+            v.tier = tier  # type: ignore[assignment]
             v.device = self.device
             v.interpreted = self.device == "cpu"
             if not v.fingerprint:
@@ -426,15 +458,16 @@ class Judge:
     def evaluate_many(self, jobs: Iterable[EvalJob | Sequence[Any]]) -> list[Verdict]:
         """Judge several candidates, up to ``parallel_workers`` at once; verdicts in input
         order. Items: ``EvalJob`` or ``(spec_source, candidate_source[, candidate_id[,
-        fresh_worker]])``. An exception of one job (misuse, an unusable spec) is raised after
+        fresh_worker[, tier]]])``. An exception of one job (misuse, an unusable spec) is raised after
         the others have finished."""
         items = [EvalJob.of(j) for j in jobs]
         width = min(self.opts.parallel_workers, len(items))
         if width <= 1:
-            return [self.evaluate(j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker) for j in items]
+            return [self.evaluate(j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker, tier=j.tier)
+                    for j in items]
         with ThreadPoolExecutor(max_workers=width, thread_name_prefix="ke-judge") as ex:
-            futures = [ex.submit(self.evaluate, j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker)
-                       for j in items]
+            futures = [ex.submit(self.evaluate, j.spec_source, j.candidate_source, j.candidate_id, j.fresh_worker,
+                                 tier=j.tier) for j in items]
             for f in futures:
                 f.exception()  # wait for all before raising any
             return [f.result() for f in futures]

@@ -27,6 +27,8 @@ from kernelevolve.config import (
     WorkerPoolOptions,
 )
 from kernelevolve.errors import InvalidArgumentError
+from kernelevolve.ports.verdict import TIERS
+from kernelevolve.precision import CONTRACTS
 
 from .. import backends
 from .gpus import select_gpus, visible_gpus
@@ -75,6 +77,13 @@ class EvalOptions:
     # Off by default until bench/precompile.py has timed it on a GPU: a dry run that only adds
     # its import and fake forward to the compile clock would cost candidates, not help them.
     precompile: str = "off"
+    # The precision contract of every job that names none (kernelevolve.precision):
+    # default = PyTorch's defaults plus the spec's own flags, strict = IEEE float32, tf32.
+    precision: str = "default"
+    # The protocol an ``evaluate`` call gets unless it names one: "full" or "screen" (one
+    # input set against the cached eager output, a short timing: worker/stages). A screened
+    # verdict is provisional (``Verdict.tier``).
+    tier: str = "full"
     # The AST policy (static_policy). Turning it off leaves only the runtime defenses:
     # meant for testing those layers, never for production (so not in the settings).
     enforce_static_policy: bool = True
@@ -96,6 +105,10 @@ class EvalOptions:
         """Raises ``InvalidArgumentError`` for options no Judge can run with."""
         if self.correctness_trials < 1:
             raise InvalidArgumentError("correctness_trials must be >= 1")
+        if self.precision not in CONTRACTS:
+            raise InvalidArgumentError(f"precision must be one of {', '.join(CONTRACTS)}")
+        if self.tier not in TIERS:
+            raise InvalidArgumentError(f"tier must be one of {', '.join(TIERS)}")
         if self.precompile not in ("auto", "on", "off"):
             raise InvalidArgumentError("precompile must be auto, on or off")
         if self.compile_timeout_s <= 0 or self.run_timeout_s <= 0 or self.spec_import_timeout_s <= 0:
@@ -130,6 +143,7 @@ def options_from_settings(settings: EvaluatorSettings, **overrides: Any) -> Eval
         run_timeout_s=settings.run_timeout_s,
         run_timeout_max_s=settings.run_timeout_max_s,
         reference_cost_factor=settings.reference_cost_factor,
+        precision=settings.precision,
         spec_import_timeout_s=settings.spec_import_timeout_s,
         scratch_dir=settings.scratch_dir or None,
         parallel_workers=max(1, settings.parallel_workers),

@@ -23,7 +23,9 @@ audit looks at what each launch *writes*, against what it was given:
       concatenations), unless the kernel's body selects by comparison (``tl.maximum``,
       ``tl.where``, ``tl.max``, ...: a max-pool writes only input values yet compares
       them), read from the kernel's source with its ``@triton.jit`` helpers.
-   Otherwise it *computes*: it wrote values found in none of its arguments.
+   Otherwise it *computes*: it wrote values found in none of its arguments. A bool write
+   that is no copy (2a, of an argument holding only 0 and 1) computes: comparison results
+   (2b cannot tell them from a gather).
 3. The forward runs again with every computing write replaced by random values at the
    positions it wrote (the launch itself still runs, so moves still happen). If the
    output is still correct, no computed value reaches it: a decoy computes while a copy
@@ -299,6 +301,23 @@ class ArithmeticAudit:
         return result
 
 
+def _truth_values(s: torch.Tensor) -> bool:
+    """``s`` could be a bool tensor held in another dtype (only 0 and 1): a bool write with
+    its values is a cast of it. Any other argument cast to bool is "nonzero", which a
+    comparison's result equals by chance (``a >= b`` of one element, all True)."""
+    if s.dtype == torch.bool:
+        return True
+    return all(bool(((x == 0) | (x == 1)).all()) for _, (x,) in _chunks([s]))
+
+
+# A bool write that is no copy of an argument (2a, the arguments cast to bool): comparison
+# results. Test 2b says nothing about it (any argument holding both truth values "contains"
+# every value it writes), and ``torch.isin`` refuses bool (every masked-mean candidate that
+# wrote its mask ``m > 0.5`` failed with that error). Residual: a bool gather from a larger
+# library-computed bool tensor counts as computing.
+_BOOL_COMPUTES = "argument #{arg}: writes comparison results (bool values that copy no argument)"
+
+
 def _classify(t: torch.Tensor, mask: torch.Tensor, sources: list[tuple[int, torch.Tensor]],
               in_place: torch.Tensor | None, selects: bool, arg: int) -> tuple[bool, str]:
     pool_elements = sum(s.numel() for j, s in sources if j != arg) + (in_place.numel() if in_place is not None else 0)
@@ -313,10 +332,14 @@ def _classify(t: torch.Tensor, mask: torch.Tensor, sources: list[tuple[int, torc
     if in_place is not None and _near(written, in_place[mask]):
         return False, f"argument #{arg}: changed in place by at most {NEAR_ULPS} ulps (identity arithmetic)"
     for j, s in sources:
+        if t.dtype == torch.bool and not _truth_values(s):
+            continue
         if j != arg and s.numel() == n and _near(torch.sort(written.flatten()).values,
                                                  torch.sort(s.to(t.dtype).flatten()).values):
             return False, (f"argument #{arg}: its {n} values are those of argument #{j} (a copy, permutation, "
                            f"reshape or cast, within {NEAR_ULPS} ulps)")
+    if t.dtype == torch.bool:
+        return True, _BOOL_COMPUTES.format(arg=arg)
     pool = [s.to(t.dtype).flatten() for j, s in sources if j != arg and s.numel()]
     if in_place is not None:
         pool.append(in_place.flatten())
@@ -492,7 +515,7 @@ def _classify_large(t: torch.Tensor, mask: torch.Tensor, sources: list[tuple[int
         return _written(t, mask)
 
     for j, s in sources:
-        if j == arg or s.numel() != n:
+        if j == arg or s.numel() != n or (t.dtype == torch.bool and not _truth_values(s)):
             continue
 
         def source(s: torch.Tensor = s) -> Any:
@@ -502,6 +525,8 @@ def _classify_large(t: torch.Tensor, mask: torch.Tensor, sources: list[tuple[int
         if exact or (not _counts_refute(written, source, t.dtype, dev) and _host_near_sorted(written, source)):
             return False, (f"argument #{arg}: its {n} values are those of argument #{j} (a copy, permutation, "
                            f"reshape or cast, within {NEAR_ULPS} ulps)")
+    if t.dtype == torch.bool:
+        return True, _BOOL_COMPUTES.format(arg=arg)
     pool = [s for j, s in sources if j != arg and s.numel()]
     if in_place is not None:
         pool.append(in_place)
@@ -535,6 +560,18 @@ def _near(a: torch.Tensor, b: torch.Tensor) -> bool:
         return bool(torch.equal(a64, b64))
     tol = NEAR_ULPS * torch.finfo(a.dtype).eps * scale
     return bool(((a64 - b64).abs() <= tol).all())
+
+
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``a`` holds ``b``'s values in some order (the test of 2a): within ``NEAR_ULPS`` ulps
+    after sorting both, or, over ``EXACT_ELEMENTS``, bitwise equal as multisets (no sort of
+    a full-size tensor)."""
+    if a.numel() != b.numel() or a.dtype != b.dtype:
+        return False
+    if a.numel() > EXACT_ELEMENTS:
+        return _multiset_hash(_values(a, a.dtype, a.device)) == _multiset_hash(_values(b, a.dtype, a.device))
+    x, y = a.detach().flatten(), b.detach().flatten().to(a.device)
+    return _near(torch.sort(x).values, torch.sort(y).values)
 
 
 def _replace_computed(planned: LaunchAudit, tensors: list[torch.Tensor]) -> None:
@@ -572,9 +609,18 @@ def random_fill(t: torch.Tensor) -> torch.Tensor:
             gen = torch.Generator(device="cpu").manual_seed(seed)
             values = torch.randn(t.shape, generator=gen, dtype=torch.float32)
         return values.to(t.device, t.dtype)
+    if t.is_complex():
+        return torch.randn(t.shape, dtype=t.dtype, device=t.device)
+    if t.dtype == torch.bool:
+        return ~t.detach()  # wrong everywhere: a random draw of one bit is right half the time
     # integers may be indices read by a later kernel: their own values, shifted by one
-    # position, stay in range where any other replacement could address out of bounds
-    return t.detach().flatten().roll(1).reshape(t.shape).clone()
+    # position, stay in range where any other replacement could address out of bounds. Where
+    # the shift leaves a value as it was (a one-element output, equal neighbours: the argmax
+    # of a single row was "still correct" with its index replaced), the value next to it
+    # below (above, at 0), an index that is in range whenever the dimension has two entries.
+    v = t.detach()
+    rolled = v.flatten().roll(1).reshape(t.shape)
+    return torch.where(rolled == v, torch.where(v > 0, v - 1, v + 1), rolled)
 
 
 # -- tensors -------------------------------------------------------------------------------
@@ -645,7 +691,7 @@ def _sync(tensors: list[torch.Tensor]) -> None:
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     if t.dtype == torch.bool:
-        return t
+        return t.view(torch.uint8)  # the bytes: a prefill's 2 is no True
     view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(t.element_size())
     return t.view(view) if view is not None and t.is_floating_point() else t
 
@@ -662,13 +708,21 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _prefillable(t: torch.Tensor) -> bool:
-    return t.is_floating_point() or (t.dtype != torch.bool and not t.is_complex())
+    return not t.is_complex()
+
+
+# A bool's prefill: byte 2, which no store of a bool writes (0 or 1). Without one, a
+# comparison kernel writing into memory that held its answer by chance (a one-element
+# output: half the time) "wrote nothing new".
+_BOOL_PREFILL = 2
 
 
 def _prefill(t: torch.Tensor) -> None:
     with torch.no_grad():
         if t.is_floating_point():
             t.fill_(float("nan"))
+        elif t.dtype == torch.bool:
+            t.view(torch.uint8).fill_(_BOOL_PREFILL)
         elif _prefillable(t):
             t.fill_(torch.iinfo(t.dtype).min)
 
@@ -676,6 +730,8 @@ def _prefill(t: torch.Tensor) -> None:
 def _still_prefilled(t: torch.Tensor) -> torch.Tensor:
     if t.is_floating_point():
         return torch.isnan(t)
+    if t.dtype == torch.bool:
+        return t.view(torch.uint8) == _BOOL_PREFILL
     if _prefillable(t):
         return t == torch.iinfo(t.dtype).min
     return torch.zeros(t.shape, dtype=torch.bool, device=t.device)

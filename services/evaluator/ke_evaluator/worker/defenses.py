@@ -8,8 +8,10 @@ applies it). Worker side: torch only.
 from __future__ import annotations
 
 import dataclasses
+import math
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -102,23 +104,28 @@ def kernel_dependency(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     overwrote is put back afterwards (``LaunchRecorder.restore``): the model is probed
     again and timed as it was. ``inputs0`` and ``ref0`` may wait on the host: the call gets
     a copy on ``device``, the comparison reads the reference chunk by chunk."""
-    probe_in = _copy(inputs0, device)
-    probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True,
-                                          protected=_spans(cand_model, probe_in))
-    poison(probe_in)
-    try:
+    # Bool arguments filled with True, then (only if the output is still correct) with False:
+    # a bool output that is right whatever its kernels wrote is right under both.
+    for bool_fill in (True, False):
+        probe_in = _copy(inputs0, device)
+        probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, suppress=True,
+                                              protected=_spans(cand_model, probe_in), bool_fill=bool_fill)
+        poison(probe_in)
         try:
-            with launch_counter.recording(probe):
-                out = call(cand_model, probe_in)
-        except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
-            v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
-            return
-        still_correct = _still_correct(out, ref0, probe_in, spec, device)
-        del out  # nothing of it to put back
-    finally:
-        # The fills reached what the candidate keeps across calls too (a weight it packed
-        # once): the audit and the timing run this model next, as it was.
-        probe.restore()
+            try:
+                with launch_counter.recording(probe):
+                    out = call(cand_model, probe_in)
+            except Exception:  # noqa: BLE001 - failing without its kernels means it needs them
+                v.evidence["kernel_dependency"] = "output needs the kernels (raises without them)"
+                return
+            still_correct = _still_correct(out, ref0, probe_in, spec, device)
+            del out  # nothing of it to put back
+        finally:
+            # The fills reached what the candidate keeps across calls too (a weight it packed
+            # once): the audit and the timing run this model next, as it was.
+            probe.restore()
+        if not still_correct:
+            break
     if still_correct:
         raise Outcome("rejected", "the output does not depend on the candidate's Triton kernels: with every "
                                   "launch suppressed it is still correct (work done by library calls?)")
@@ -145,7 +152,8 @@ def fresh_model(cls: type, init: list[Any], seed: int, device: torch.device, ref
 def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
                       model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
                       inputs0: list[Any], ref0: Any, spec: loading.LoadedSpec, device_type: str, v: Verdict,
-                      device: torch.device | None = None, economy: arithmetic_audit.Economy | None = None) -> None:
+                      device: torch.device | None = None, economy: arithmetic_audit.Economy | None = None,
+                      reference: Callable[[list[Any]], Any] | None = None) -> None:
     """The candidate's own kernels must do part of the operator's arithmetic, and what they
     compute must reach the output (``arithmetic_audit``): a copy of a library result through
     a Triton kernel is rejected. ``model()`` gives the module to probe (a fresh one for a
@@ -157,7 +165,12 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     audit (a graph-replaying candidate's replay ran plainly: a counterfactual pass mirrors
     the replacements into it). Anything else (the output still correct, the forward raising,
     nothing computing found) is decided by the full audit, so every rejection is the full
-    audit's; a pass that analysed every launch and replaced nothing is that full audit."""
+    audit's; a pass that analysed every launch and replaced nothing is that full audit.
+
+    ``reference`` (runs the reference model on a set of inputs): when every launch only
+    moves data, the inputs may be where the operator is the identity (ReLU of uniform
+    [0, 1) values): ``_off_identity`` judges the kernels again on inputs moved to where
+    it is not, and the candidate passes when they compute there."""
     economical = economy is not None
     audit, correct = _audit_pass(call, poison, model, recorder, inputs0, ref0, spec, device, economy)
     if economical and audit.replaced:
@@ -202,8 +215,14 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
     analysed = [la for la in audit.launches if not la.captured]
     computing = audit.computing()
     if analysed and not computing:
+        off = (_off_identity(call, poison, model, recorder, audit, inputs0, spec, device, reference)
+               if reference is not None else None)
+        if off is not None and off.passed:
+            summary["off_identity"] = off.evidence()
+            return
         raise Outcome("rejected", "its Triton kernels only move data; the arithmetic runs in library calls: "
                                   + "; ".join(la.describe() for la in analysed[:4])
+                                  + (f" ({off.note})" if off is not None and off.note else "")
                                   + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
     if not any(w.computes for la in computing for w in la.writes):
         summary["computed_values_reach_output"] = "not checked: no computing launch could be analysed"
@@ -216,6 +235,128 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
                                   + "; ".join(la.describe() for la in computing[:3]) + ")"
                                   + _library_share(call, model, inputs0, device_type, set(recorder.own), device))
     summary["computed_values_reach_output"] = full_reach
+
+
+# Spreads (half-widths about 0) the off-identity check moves each floating input to, in
+# order: +-2 takes uniform [0, 1) past ReLU's, leaky ReLU's, ELU's and hardtanh's kinks
+# (hardtanh clips at 1); +-64 past wider clamps. The first on which the reference is no
+# copy of an input, and finite, is used.
+OFF_IDENTITY_SPREADS = (2.0, 64.0)
+
+
+@dataclass
+class OffIdentity:
+    """The kernels judged again on inputs where the operator is not the identity."""
+
+    passed: bool = False
+    note: str = ""  # why not, for the rejection's reason
+    spread: float = 0.0
+    computing: int = 0
+    reach: bool | str = False
+
+    def evidence(self) -> dict[str, Any]:
+        return {"why": "on the given inputs every kernel's writes equal an input's values (the operator is the "
+                       "identity there)",
+                "inputs": f"each floating input moved linearly onto [-{self.spread:g}, {self.spread:g}]",
+                "computing": self.computing, "computed_values_reach_output": self.reach}
+
+
+def _spread(inputs: list[Any], half: float) -> list[Any] | None:
+    """Copies of ``inputs`` (on the host) with each floating tensor mapped linearly onto
+    ``[-half, half]``, its smallest value to ``-half``; one without two distinct values (a
+    single element, a constant) to ``-(|x| + half)``, the other side of every kink the
+    spread passes. None when no input can move (no floating tensor)."""
+    moved = [False]
+
+    def one(t: torch.Tensor) -> torch.Tensor:
+        # in the tensor's own dtype, one copy: a float64 temporary of a real-size input set
+        # would be twice its size again
+        x = t.detach().to("cpu", copy=True)
+        if not x.is_floating_point() or not x.numel():
+            return x
+        moved[0] = True
+        fin = torch.isfinite(x)
+        lo = float(x.masked_fill(~fin, math.inf).min())
+        hi = float(x.masked_fill(~fin, -math.inf).max())
+        if not hi > lo:
+            return x.abs_().add_(half).neg_()
+        return x.sub_((lo + hi) / 2).mul_(2 * half / (hi - lo))
+
+    out = output_checks.map_tree(inputs, one)
+    return out if moved[0] else None
+
+
+def _copies_an_input(ref: Any, inputs: list[Any]) -> bool:
+    """Some output leaf holds exactly (within ``NEAR_ULPS``) the values of an input, in any
+    order: the operator is a move there too. Also true for a non-finite output: the operator
+    is not defined there (a log of the negatives), no ground to judge the kernels on."""
+    ins = [t for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
+    for r in output_checks.leaves(ref):
+        if not isinstance(r, torch.Tensor):
+            continue
+        if r.is_floating_point() and not bool(torch.isfinite(r).all()):
+            return True
+        if any(arithmetic_audit.same_values(r, x) for x in ins):
+            return True
+    return False
+
+
+def _off_identity(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],
+                  model: Callable[[], torch.nn.Module], recorder: launch_counter.LaunchRecorder,
+                  first: arithmetic_audit.ArithmeticAudit, inputs0: list[Any], spec: loading.LoadedSpec,
+                  device: torch.device | None, reference: Callable[[list[Any]], Any]) -> OffIdentity:
+    """Every launch only moved data: judge the kernels by what they do where the operator is
+    not the identity. On inputs moved there (``_spread``), the candidate must be correct
+    against the reference on them, launch the same kernels in the same order, and the full
+    audit must find computing launches whose values reach the output. A kernel that copies
+    a library result copies it there too; one that copies its input is wrong there; one that
+    copies only where the values are those of the given inputs (non-negative, in range)
+    writes its own values elsewhere, and they are wrong or do not reach the output.
+    Residual: a kernel that computes from its inputs where they are unlike the given ones
+    and copies a library result where they are alike passes: the verdict a partial library
+    fallback gets on inputs that never make the operator the identity (README "Library
+    calls")."""
+    why = OffIdentity(note="no floating input to move to where the operator is not the identity")
+    for half in OFF_IDENTITY_SPREADS:
+        moved = _spread(inputs0, half)
+        if moved is None:
+            return why
+        ref = reference(_copy(moved, device))
+        if _copies_an_input(ref, moved):
+            why.note = f"the operator is still the identity, or undefined, on inputs spread over +-{half:g}"
+            continue
+        found = OffIdentity(spread=half)
+        module = model()
+        probe_in = _copy(moved, device)
+        audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in))
+        probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
+        poison(probe_in)
+        where = f"on inputs spread over +-{half:g}, where the operator is not the identity"
+        try:
+            with launch_counter.recording(probe):
+                out = call(module, probe_in)
+        except Exception as exc:  # noqa: BLE001 - a kernel right only on the given inputs
+            found.note = f"{where}, it raises: {exc_summary(exc)}"[:400]
+            return found
+        if not _still_correct(out, ref, probe_in, spec, device):
+            cmp = tolerance.compare_values(out, ref, spec.tolerance)
+            found.note = f"{where}, its output is wrong: {cmp.reason or 'structure differs'}"[:400]
+            return found
+        del out
+        if [la.kernel for la in audit.launches] != [la.kernel for la in first.launches]:
+            found.note = f"{where}, it launches other kernels"
+            return found
+        found.computing = len(audit.computing())
+        if not found.computing:
+            found.note = f"{where}, its kernels still only move data"
+            return found
+        reach = _computed_reach(call, poison, model, recorder, audit, moved, ref, spec, device)
+        if reach is None:
+            found.note = f"{where}, the values its kernels compute do not reach the output"
+            return found
+        found.passed, found.reach = True, reach
+        return found
+    return why
 
 
 def _audit_pass(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Callable[[list[Any]], None],

@@ -1,6 +1,7 @@
 """Process state a candidate must leave as it found it: precision flags, timers, threads.
 
-Both the reference and the candidate run with explicitly set numerics (no TF32); a
+Both the reference and the candidate run under the job's precision contract
+(``precision.py``: torch's defaults plus the spec's own flags, IEEE float32 or TF32); a
 snapshot before the candidate and comparisons after each of its calls catch flag flips,
 replaced timing/launch functions and started threads. Worker side: torch + triton only.
 """
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from ..backends.cuda import torch_cuda_timer_objects
-from . import isolation
+from . import isolation, precision
 
 # The worker's device backend's own timing functions (``watch_timers``), beyond the
 # ``torch.cuda`` ones every worker watches (a candidate may patch them on any device).
@@ -33,10 +34,9 @@ class GlobalState:
 
 
 def set_precision_flags() -> None:
-    """Explicit, identical numerics for reference and candidate: no TF32 anywhere."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    """Identical numerics for reference and candidate: the running job's precision contract
+    (``precision.enter_job``) applied again, after anything that may have moved a flag."""
+    precision.apply_job()
 
 
 def watch_timers(objs: dict[str, Any]) -> None:
@@ -90,9 +90,8 @@ def _global_hook_count() -> int:
 def snapshot() -> GlobalState:
     return GlobalState(
         flags={
-            "cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32),
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            # TF32 flags (legacy and torch >= 2.9's per-op slots), cuDNN algorithm choice
+            **precision.read_flags(),
             "default_dtype": str(torch.get_default_dtype()),
             "grad_enabled": str(torch.is_grad_enabled()),
             # A mode left active, or a global module hook, would see and could rewrite the

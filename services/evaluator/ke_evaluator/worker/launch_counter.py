@@ -11,6 +11,10 @@ candidate module) from anyone else's.
 Suppression mode replaces each candidate launch by a NaN-fill of the tensor arguments
 that are not protected (inputs and parameters): the outputs the kernel would have written.
 If the candidate's result still matches the reference, the kernels did no needed work.
+Bool arguments (masks, comparison results) are filled with ``LaunchRecorder.bool_fill``
+when set: no bool value is wrong the way NaN is, so the probe runs with True and with False
+(a one-element comparison output left as the allocator gave it was right half the time);
+integer arguments are left alone (an index filled with anything may address out of bounds).
 The fills also reach what the kernel only reads and the candidate keeps across calls (a
 weight packed once and cached, a constant table): ``LaunchRecorder.restore`` puts back
 what they overwrote in every tensor still alive, so that the probe leaves the candidate
@@ -47,6 +51,7 @@ class KernelStats:
 class LaunchRecorder:
     module_name: str | None = None  # the candidate module whose kernels count
     suppress: bool = False
+    bool_fill: bool | None = None  # suppression: the value bool arguments get (None: untouched)
     protected: list[tuple[int, int]] = field(default_factory=list)
     own: dict[str, KernelStats] = field(default_factory=dict)
     foreign: dict[str, int] = field(default_factory=dict)
@@ -151,16 +156,19 @@ def _storage_span(t: torch.Tensor) -> tuple[int, int]:
 
 
 def _poison_args(args: tuple[Any, ...], kwargs: dict[str, Any], protected: list[tuple[int, int]],
-                 saved: dict[int, _Overwritten] | None = None) -> None:
+                 saved: dict[int, _Overwritten] | None = None, bool_fill: bool | None = None) -> None:
     for a in list(args) + list(kwargs.values()):
-        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel():
+        if not isinstance(a, torch.Tensor) or not a.numel():
+            continue
+        filled = a.is_floating_point() or (a.dtype == torch.bool and bool_fill is not None)
+        if filled:
             lo, hi = _storage_span(a)
             if any(lo < p_hi and p_lo < hi for p_lo, p_hi in protected):
                 continue
             if saved is not None:
                 _save(a, saved)
             with torch.no_grad():
-                a.fill_(float("nan"))
+                a.fill_(float("nan") if a.is_floating_point() else bool(bool_fill))
 
 
 def _save(a: torch.Tensor, saved: dict[int, _Overwritten]) -> None:
@@ -186,6 +194,8 @@ def _save(a: torch.Tensor, saved: dict[int, _Overwritten]) -> None:
 
 def _all_nan(a: torch.Tensor) -> bool:
     """Read in pieces: a copy of a large fresh output would wait on the host for nothing."""
+    if not a.is_floating_point():
+        return False  # a bool fill: kept (what it overwrote is put back)
     return all(bool(torch.isnan(x).all()) for _, (x,) in chunks([a.detach()]))
 
 
@@ -219,7 +229,8 @@ def _wrap(cls: type) -> None:
             return rec.audit.on_launch(self, orig, args, kwargs, name, cap is not None or capturing())
         if rec.suppress:
             # inside a graph capture the fill is recorded, not run: nothing to save yet
-            _poison_args(args, kwargs, rec.protected, None if cap is not None or capturing() else rec.overwritten)
+            _poison_args(args, kwargs, rec.protected, None if cap is not None or capturing() else rec.overwritten,
+                         rec.bool_fill)
             return None
         result = orig(self, *args, **kwargs)
         # GPU: run() returns the CompiledKernel; its metadata tells registers/spills/shared.

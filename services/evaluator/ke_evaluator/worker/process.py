@@ -148,7 +148,17 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from . import compile_release, diagnosis, evaluation, global_state, launch_counter, memory, spec_validation, warm_up
+    from . import (
+        compile_release,
+        diagnosis,
+        evaluation,
+        global_state,
+        launch_counter,
+        memory,
+        precision,
+        spec_validation,
+        warm_up,
+    )
 
     clock.mark("import")
 
@@ -177,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             # Not a candidate's fault: the Judge reports the device as unavailable.
             wire.write_message(out_fd, {"type": "startup_failed", "reason": why})
             return 3
-    global_state.set_precision_flags()
+    # torch's float32 defaults as a fresh process has them: the base of the default contract
+    # (precision.py), read before any job or spec sets a flag.
+    precision.capture_defaults()
     # Start torch's intra-op thread pool (and the profiler's thread, below) now so a later thread-count check sees only
     # threads the candidate created.
     with torch.no_grad():

@@ -249,6 +249,47 @@ class RefCache:
         return True
 
 
+class BaselineTimes:
+    """The eager baseline's timing summary (``timing.summarize``) per (spec sha, input
+    shapes and dtypes, device), timed once per spec in a worker's session and read by the
+    screen tier, which then times only the candidate. Full-tier jobs time the baseline
+    again (interleaved with their candidate) and refresh the entry: a timing several
+    minutes old is never what a full verdict's speedup rests on. A timing holds no value a
+    candidate could replay; LRU-bounded by count (a few hundred bytes each)."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = max(0, limit)
+        self._times: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(spec_sha: str, inputs: Any, device: str) -> tuple[str, str, str]:
+        shapes = [(tuple(t.shape), str(t.dtype)) if isinstance(t, torch.Tensor) else repr(t)
+                  for t in output_checks.leaves(inputs)]
+        return spec_sha, repr(shapes), device
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    def get(self, key: tuple[str, str, str]) -> dict[str, Any] | None:
+        hit = self._times.get(key)
+        if hit is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._times.move_to_end(key)
+        return dict(hit)
+
+    def put(self, key: tuple[str, str, str], summary: dict[str, Any]) -> None:
+        if self.limit == 0:
+            return
+        self._times[key] = dict(summary)
+        self._times.move_to_end(key)
+        while len(self._times) > self.limit:
+            self._times.popitem(last=False)
+
+
 class JobReferences:
     """One job's view of the cache: cached or generated inputs, cached or computed
     references, checksums verified before every use, and the counts for the evidence.

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .. import resource_limits
-from . import diagnosis, loading, memory, output_checks, tolerance
+from . import diagnosis, loading, memory, output_checks, precision, tolerance
 from .global_state import set_precision_flags
 
 PhaseFn = Callable[[str], None]
@@ -27,6 +27,25 @@ def _describe(obj: Any) -> list[dict[str, Any]]:
         else {"value": repr(t)[:80]}
         for t in output_checks.leaves(obj)
     ]
+
+
+NOTHING_TO_COMPUTE = "nothing to compute: the reference only reshapes its inputs"
+
+
+def only_views(out: Any, inputs: list[Any], model: torch.nn.Module) -> str:
+    """Non-empty (what it returns, in words) when every tensor the reference returns is a
+    view of one of its inputs, parameters or buffers (reshape, permute, split, a slice, the
+    input itself): there is nothing to compute."""
+    tensors = [t for t in output_checks.leaves(out) if isinstance(t, torch.Tensor)]
+    sources = [t for t in output_checks.leaves(inputs) if isinstance(t, torch.Tensor)]
+    sources += list(model.parameters()) + list(model.buffers())
+    if not tensors or not any(t.numel() for t in tensors):
+        return ""
+    for t in tensors:
+        if t.numel() and not any(s.numel() and output_checks.overlaps(t, s) for s in sources):
+            return ""
+    n = len(tensors)
+    return "its output is a view of its inputs" if n == 1 else f"each of its {n} outputs is a view of its inputs"
 
 
 def memory_limit(device: torch.device) -> tuple[int | None, str, str]:
@@ -60,11 +79,14 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
     # The import runs under the parent's import limit (phase_limits, "import"): a spec whose
     # module-level code never returns ends there, not at the compile and run limits.
     try:
-        spec = loading.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache)
+        spec = precision.import_spec(
+            lambda: loading.load_spec(job["spec_source"], job.get("spec_name", ""), f"{scratch}/jobs", cache),
+            loading.source_sha(job["spec_source"]))
     except loading.SpecError as exc:
         return {"ok": False, "reason": str(exc), "warnings": warnings, "info": info}
     phase("compile")
-    set_precision_flags()
+    info["precision"] = precision.enter_job(str(job.get("options", {}).get("precision") or "default"),
+                                            spec.sha).to_dict()
     seed = int(job.get("options", {}).get("seed") or 0)
     try:
         init = spec.init_inputs()
@@ -86,6 +108,7 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
             ref_in = output_checks.clone_tree(inputs)
             with mem.reference():  # the reference's own peak: the admission's estimate needs it
                 out, draws = loading.seeded_call(model, ref_in, fseed, device)
+            views = only_views(out, ref_in, model)
             del ref_in
             out_again, _ = loading.seeded_call(model, output_checks.clone_tree(inputs), fseed, device)
         extra = spec.extra_inputs(seed + 5000, device)
@@ -99,6 +122,11 @@ def _validate(job: dict[str, Any], scratch: str, device: torch.device, cache: di
     tensors = [t for t in output_checks.leaves(out) if isinstance(t, torch.Tensor)]
     if not tensors:
         return {"ok": False, "reason": "reference output contains no tensor", "warnings": warnings, "info": info}
+    if views:
+        # Before any candidate: a kernel for it could only copy (the audit rejects that) or
+        # launch nothing. Neither the spec's author's error nor a failure of ours: its own outcome.
+        return {"ok": False, "nothing_to_compute": True, "warnings": warnings, "info": info,
+                "reason": f"{NOTHING_TO_COMPUTE} ({views})"}
     info["inputs"] = _describe(inputs)
     info["outputs"] = _describe(out)
     info["parameters"] = int(sum(p.numel() for p in model.parameters()))

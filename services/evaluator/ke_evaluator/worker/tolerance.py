@@ -15,7 +15,9 @@ re-run in float64 (model and inputs upcast; on the host when the device cannot).
    |ref| ~ 1e19" or "absolute").
    NaN must appear exactly where the reference has NaN, infinities must match (unless
    rule 4 says the reference's NaN or inf is no answer). Integer and bool outputs must be
-   equal.
+   equal (indices, masks, comparison results: judged exactly, the bound says so). Complex
+   outputs are judged as their real and imaginary parts (a float view with a trailing
+   dimension of 2), each part by these rules.
 2. **Elements outside that bound (outliers)** are not accepted by loosening the
    tolerance. An element outside bound 1 is accepted only when the reference's own fp32
    result is comparably wrong *there*:
@@ -522,15 +524,24 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
         if not isinstance(r, torch.Tensor):
             continue
         where = f"output[{i}]"
+        if r.is_complex():
+            # Judged as its real and imaginary parts: a float leaf with a trailing dimension of
+            # 2 (flat index 2k is element k's real part, 2k + 1 its imaginary part).
+            if not isinstance(o, torch.Tensor) or not o.is_complex():
+                return _fail(total, f"{where} is not complex like the reference")
+            o, r = _parts(o), _parts(r)
+            where += " (real and imaginary parts)"
         step = limit or (CHUNK_ELEMENTS_CUDA if work_device(o, r).type == "cuda" else CHUNK_ELEMENTS)
         atol, rtol = tolerance_for(r.dtype, tolerance)
         details.setdefault("atol", atol)
         details.setdefault("rtol", rtol)
         if r.numel() == 0:
             continue
-        if not r.is_floating_point() and not r.is_complex():
+        if not r.is_floating_point():
             if not _equal_chunked(o, r, step):
-                return _fail(total, f"{where} integer/bool values differ")
+                return _fail(total, f"{where} {_exact_kind(r.dtype)} values differ{_first_difference(o, r)}")
+            bound = f"equal ({_exact_kind(r.dtype)}: judged exactly)"
+            bounds.append(bound if len(leaves(ref)) == 1 else f"{where}: {bound}")
             continue
         eps = max(eps, eps_of(r.dtype))
         p = _eager_pass(o, r, atol, rtol, step)
@@ -552,6 +563,8 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
         need64 = use64 and (budget or p.nbad > 0 or p.nan_missing + p.nan_both + p.inf_ref > 0)
         r64s = float64_leaves() if need64 else None
         x = r64s[i] if r64s is not None and i < len(r64s) and isinstance(r64s[i], torch.Tensor) else None
+        if x is not None and x.is_complex():
+            x = _parts(x)
         q: _Pass2 | None = None
         if x is not None and tuple(x.shape) == tuple(r.shape):
             assert factor is not None
@@ -637,6 +650,31 @@ def compare(out: Any, ref: Any, tolerance: dict[str, float] | None, *,
 def _fail(c: Comparison, reason: str) -> Comparison:
     c.ok, c.reason = False, reason
     return c
+
+
+def _parts(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor's real and imaginary parts as a float view (a conjugated view's bit
+    resolved first: ``view_as_real`` refuses it)."""
+    return torch.view_as_real(t.resolve_conj())
+
+
+def _exact_kind(dtype: torch.dtype) -> str:
+    return "bool" if dtype == torch.bool else f"integer ({str(dtype).replace('torch.', '')})"
+
+
+def _first_difference(o: torch.Tensor, r: torch.Tensor) -> str:
+    """`` (n of N elements; e.g. flat index i = (..): got a, expected b)`` for a reason; empty
+    for a large output (the count would read it whole once more)."""
+    if o.numel() > CHUNK_ELEMENTS:
+        return ""
+    r = r.detach().to(o.device)
+    diff = (o.detach() != r).reshape(-1)
+    n = int(diff.sum())
+    if not n:
+        return ""
+    idx = int(diff.nonzero()[0])
+    return (f" ({n} of {r.numel()} elements; e.g. flat index {idx} = {_index(r.shape, idx)}: got "
+            f"{o.detach().reshape(-1)[idx].item()!r}, expected {r.reshape(-1)[idx].item()!r})")
 
 
 def _equal_chunked(o: torch.Tensor, r: torch.Tensor, limit: int) -> bool:

@@ -22,6 +22,7 @@ import torch.fx
 from kernelevolve.errors import LoweringError
 
 from .emit.lower_pointwise import PointwiseEmitter
+from .emit.precision import DEFAULT_CONTRACT
 from .families import FAMILIES
 from .families.family import KernelFamily
 from .families.impl_policy import ImplPolicy
@@ -30,7 +31,7 @@ from .families.pointwise.kernel_pointwise import PointwiseFamily
 from .families.row.kernel_row import RowFamily, is_column_reduction
 from .frontend.captured import CapturedSpec
 from .frontend.fx_meta import FLOAT_DTYPES, dtype_of, is_tensor_node, shape_of, tensor_meta
-from .frontend.ops import POINTWISE, NormOp, normalize
+from .frontend.ops import POINTWISE, NormOp, device_move, normalize
 from .frontend.overrides import (
     attention_overrides,
     cummax_overrides,
@@ -72,7 +73,7 @@ def is_glue(node: torch.fx.Node, gm: torch.fx.GraphModule | None = None) -> bool
         # reshaping modules are views: plain calls in the forward, not fallbacks
         return isinstance(gm.get_submodule(str(node.target)), (torch.nn.Flatten, torch.nn.Unflatten))
     if node.op == "call_method":
-        return str(node.target) in GLUE_METHODS
+        return str(node.target) in GLUE_METHODS or (str(node.target) == "to" and device_move(node))
     if node.op == "call_function":
         name = _fx_name(node)
         if name in GLUE_FUNCTIONS:
@@ -116,7 +117,7 @@ def _param_shape_fn(spec: CapturedSpec) -> Callable[[str], tuple[int, ...]]:
 
 def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[str] | None = None,
                families: Sequence[KernelFamily] = FAMILIES, policy: ImplPolicy | None = None,
-               device: str = "") -> Plan:
+               device: str = "", precision: str = DEFAULT_CONTRACT) -> Plan:
     """Classify nodes and greedily fuse lowerable nodes into kernel groups.
 
     ``genome['fusion']``: 'greedy' (default) joins a node to a producer's group when
@@ -129,7 +130,7 @@ def build_plan(spec: CapturedSpec, genome: dict[str, str], forced_fallback: set[
     forced = forced_fallback or set()
     emitter = PointwiseEmitter()
     pshape = _param_shape_fn(spec)
-    ctx = PlanContext(spec, gm, pshape)
+    ctx = PlanContext(spec, gm, pshape, precision)
     by_kind = {f.kind: f for f in families}
     hidden_by: dict[torch.fx.Node, list[torch.fx.Node]] = {}
     overrides = {**max_dim_overrides(nodes, gm, hidden_by), **cummax_overrides(nodes, gm, hidden_by),

@@ -23,6 +23,7 @@ from kernelevolve.ports.synthesis import Proposal, ProposalRequest, Transformati
 
 from .codegen import assemble
 from .emit import cuda_graph
+from .emit.precision import CONTRACTS, DEFAULT_CONTRACT
 from .families import FAMILIES
 from .families.family import KernelFamily
 from .families.impl_policy import ImplPolicy
@@ -80,11 +81,12 @@ class OfflineSynthesizer:
         return self._capture(source, name)
 
     # ---- lowering --------------------------------------------------------------
-    def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str], device: str = "cpu") -> Plan:
+    def _plan(self, spec: CapturedSpec, genome: dict[str, str], forced: set[str], device: str = "cpu",
+              precision: str = DEFAULT_CONTRACT) -> Plan:
         spec = self._capture(spec.source, spec.name, genome)  # graph variant of the genome
         for _ in range(len(spec.gm.graph.nodes) + 1):
             plan = build_plan(spec, genome, forced_fallback=forced, families=self._families, policy=self.policy,
-                              device=device)
+                              device=device, precision=precision)
             offered = {k.key for k in knobs(plan, genome, self._by_kind) if k.name == "impl"}
             planned = {n.name for n in plan.fallback}
             refused = {k: "triton" for k, node in plan.impl_knobs.items() if node in planned and k not in offered}
@@ -94,7 +96,7 @@ class OfflineSynthesizer:
                 genome = {**genome, **refused}
                 continue
             bad = {m.name for g in plan.groups if not self._by_kind[g.kind].tuple_outputs
-                   for m in group_outputs(plan, g)
+                   and not self._by_kind[g.kind].any_dtype_outputs for m in group_outputs(plan, g)
                    if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
             bad |= plan.replan
             if not bad:
@@ -103,13 +105,15 @@ class OfflineSynthesizer:
         return plan
 
     def lower(self, spec: CapturedSpec, genome: dict[str, str],
-              device: str = "cpu") -> tuple[str, dict[str, str], tuple[str, ...]]:
+              device: str = "cpu", precision: str = DEFAULT_CONTRACT) -> tuple[str, dict[str, str], tuple[str, ...]]:
         """Generate (source, completed genome, fallback node names) for a genome; ``device``
-        is the hardware kind the seed policy looks measurements up for."""
+        is the hardware kind the seed policy looks measurements up for, ``precision`` the
+        request's precision contract (``emit.precision``: which ``tl.dot`` precisions each
+        group may take)."""
         if spec.library_reason:
             return library_candidate_source(spec, spec.library_reason), {}, (WHOLE_FORWARD,)
         try:
-            return self._lower(spec, genome, device)
+            return self._lower(spec, genome, device, precision)
         except SynthesisError as exc:
             if spec.tracer == "symbolic":
                 raise
@@ -118,10 +122,10 @@ class OfflineSynthesizer:
             return library_candidate_source(spec, str(exc)), {}, (WHOLE_FORWARD,)
 
     def _lower(self, spec: CapturedSpec, genome: dict[str, str],
-               device: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
+               device: str, precision: str) -> tuple[str, dict[str, str], tuple[str, ...]]:
         forced: set[str] = set()
         for _ in range(len(spec.gm.graph.nodes) + 1):
-            plan = self._plan(spec, genome, forced, device)
+            plan = self._plan(spec, genome, forced, device, precision)
             full = complete_genome(plan, genome, self._by_kind)
             moved = _expand_moves(knobs(plan, full, self._by_kind), genome)
             if moved is not None:
@@ -131,6 +135,15 @@ class OfflineSynthesizer:
             try:
                 src = assemble(plan, full, self._by_kind, _title(spec))
             except GroupFailure as exc:
+                split = _split_epilogue(plan, exc.group, full)
+                if split is not None:
+                    # a conv / matmul / pool whose fused epilogue failed: the epilogue becomes a
+                    # kernel of its own first, so one bad op does not send the heavy op and
+                    # every op after it to the library (where no Triton kernel may be left)
+                    log.info("group %s of %s not lowered (%s); epilogue %s split off", exc.group, spec.name,
+                             exc, split)
+                    genome = {**genome, split: "separate"}
+                    continue
                 log.info("group %s of %s not lowered (%s); using library calls", exc.group, spec.name, exc)
                 forced |= exc.members
                 continue
@@ -140,18 +153,20 @@ class OfflineSynthesizer:
         raise SynthesisError(f"{spec.name}: lowering did not converge")
 
     def space(self, spec_source: str, spec_name: str = "spec", genome: dict[str, str] | None = None,
-              device: str = "cpu") -> list[tuple[str, list[str]]]:
+              device: str = "cpu", precision: str = DEFAULT_CONTRACT) -> list[tuple[str, list[str]]]:
         """The transformation space at a genome (default genome when None): one entry per
         knob, (genome key, choices). Group keys depend on the fusion choice."""
         spec = self._capture(spec_source, spec_name)
         if spec.library_reason:
             return []  # the reference forward: nothing to transform
-        plan = self._plan(spec, genome or {}, set(), device)
+        plan = self._plan(spec, genome or {}, set(), device, precision)
         full = complete_genome(plan, genome or {}, self._by_kind)
         return [(k.key, list(k.choices)) for k in knobs(plan, full, self._by_kind)]
 
     # ---- proposals -------------------------------------------------------------
     def propose(self, request: ProposalRequest) -> list[Proposal]:
+        if request.precision not in CONTRACTS:
+            raise SynthesisError(f"unknown precision contract {request.precision!r} (one of {', '.join(CONTRACTS)})")
         spec = self._capture(request.spec_source, request.spec_name)
         count = max(0, request.count)
         if count == 0:
@@ -164,21 +179,22 @@ class OfflineSynthesizer:
         return self._children(spec, request, count, rng)
 
     def _proposal(self, spec: CapturedSpec, genome: dict[str, str], t: Transformation,
-                  desc: str, device: str) -> tuple[Proposal, dict[str, str]]:
-        src, full, fb = self.lower(spec, genome, device)
+                  desc: str, device: str, precision: str) -> tuple[Proposal, dict[str, str]]:
+        src, full, fb = self.lower(spec, genome, device, precision)
         if fb == (WHOLE_FORWARD,):
             desc = f"library call of the whole reference forward (not captured: {spec.library_reason or 'see source'})"
         return Proposal(source=src, transformation=t, genome=full, fallback_nodes=fb, description=desc), full
 
     def _seeds(self, spec: CapturedSpec, request: ProposalRequest, count: int, rng: random.Random) -> list[Proposal]:
         device = request.hardware_kind
+        contract = request.precision
         first, base = self._proposal(spec, {}, Transformation("seed", {"variant": "default"}),
-                                     "default lowering: greedy fusion, default tiles", device)
+                                     "default lowering: greedy fusion, default tiles", device, contract)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
         # Seeds already taken from the root (e.g. all judged incorrect) are not offered again.
         out = [] if ("seed", (("variant", "default"),)) in tried else [first]
         seen = {_key(base)}
-        space, edges = _edges(self, spec, base, device)
+        space, edges = _edges(self, spec, base, device, contract)
         rng.shuffle(edges)
         if self.knowledge is not None:  # seeds found the islands: skill-backed variants first
             edges = skill_weighted(edges, skill_gains(self.knowledge, request.spec_source, request.hardware_kind))
@@ -196,7 +212,7 @@ class OfflineSynthesizer:
                 continue
             child = apply_edge(space, base, knob, value)
             prop, full = self._proposal(spec, child, Transformation("seed", variant),
-                                        f"seed variant: {knob.key}={value}", device)
+                                        f"seed variant: {knob.key}={value}", device, contract)
             if _key(full) in seen:
                 continue
             seen.add(_key(full))
@@ -209,10 +225,11 @@ class OfflineSynthesizer:
         if spec.library_reason:
             return []
         device = request.hardware_kind
-        base = complete_genome(self._plan(spec, dict(parent.genome), set(), device), dict(parent.genome),
+        contract = request.precision
+        base = complete_genome(self._plan(spec, dict(parent.genome), set(), device, contract), dict(parent.genome),
                                self._by_kind)
         tried = {(t.name, tuple(sorted(t.params.items()))) for t in request.tried}
-        space, edges = _edges(self, spec, base, device)
+        space, edges = _edges(self, spec, base, device, contract)
         edges = [(k, v) for k, v in edges if (k.name, _params_key(k, v)) not in tried]
         rng.shuffle(edges)
         if self.knowledge is not None:
@@ -225,7 +242,8 @@ class OfflineSynthesizer:
             child = apply_edge(space, base, knob, value)
             t = Transformation(knob.name, _params(knob, value))
             moved = f" ({len(knob.sets)} nodes at once)" if knob.sets else ""
-            prop, full = self._proposal(spec, child, t, f"{knob.key}: {base.get(knob.key)} -> {value}{moved}", device)
+            prop, full = self._proposal(spec, child, t, f"{knob.key}: {base.get(knob.key)} -> {value}{moved}", device,
+                                        contract)
             if _key(full) in seen:
                 continue
             seen.add(_key(full))
@@ -240,9 +258,10 @@ class OfflineSynthesizer:
         if spec.library_reason or not parent.genome:
             return []  # the library-call candidate, or a kernel with no lowering choices to vary
         device = request.hardware_kind
-        base = complete_genome(self._plan(spec, dict(parent.genome), set(), device), dict(parent.genome),
+        contract = request.precision
+        base = complete_genome(self._plan(spec, dict(parent.genome), set(), device, contract), dict(parent.genome),
                                self._by_kind)
-        space, _ = _edges(self, spec, base, device)
+        space, _ = _edges(self, spec, base, device, contract)
         done = taken(request.tried)
         out: list[Proposal] = []
         seen = {_key(base)}
@@ -255,7 +274,8 @@ class OfflineSynthesizer:
             if frozenset(changes.items()) in done:
                 continue
             child = {**base, **changes}
-            prop, full = self._proposal(spec, child, transformation(changes), describe(base, changes), device)
+            prop, full = self._proposal(spec, child, transformation(changes), describe(base, changes), device,
+                                        contract)
             if full != child or _key(full) in seen:
                 # the plan would not keep this configuration as asked (a cap or an availability
                 # that depends on another knob moved something else): not a launch-only neighbour
@@ -271,12 +291,23 @@ _TUNE_REFUSALS = 16
 
 
 def _edges(synth: OfflineSynthesizer, spec: CapturedSpec, genome: dict[str, str],
-           device: str) -> tuple[list[Knob], list[tuple[Knob, str]]]:
+           device: str, precision: str = DEFAULT_CONTRACT) -> tuple[list[Knob], list[tuple[Knob, str]]]:
     """The knobs at ``genome`` and the edges out of it (a move's ``mixed`` is no edge)."""
     if spec.library_reason:
         return [], []  # the library-call candidate: no knob to turn
-    space = knobs(synth._plan(spec, genome, set(), device), genome, synth._by_kind)
+    space = knobs(synth._plan(spec, genome, set(), device, precision), genome, synth._by_kind)
     return space, [(k, v) for k in space for v in k.targets if v != genome.get(k.key, k.default)]
+
+
+def _split_epilogue(plan: Plan, group: str, genome: dict[str, str]) -> str | None:
+    """The ``epilogue.<anchor>`` key of failed group ``group`` when its epilogue is fused
+    there and can be split off (the group has members after its anchor), else None."""
+    for g in plan.groups:
+        if g.key == group and len(g.members) > 1:
+            key = f"epilogue.{g.members[0].name}"
+            if key in plan.fusion_knobs and genome.get(key, "fused") == "fused":
+                return key
+    return None
 
 
 def _expand_moves(space: list[Knob], genome: dict[str, str]) -> dict[str, str] | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..frontend.ops import NormOp
+from .math_rules import MATH_HELPERS, MATH_RULES, literal
 
 # Triton helpers emitted once per candidate when an expression needs them: Triton's
 # core language has no tanh/log1p, so they are written in terms of exp/log.
@@ -33,20 +34,6 @@ def _softplus(x):
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
-
-
-def literal(value: Any) -> str | None:
-    """A Python scalar as Triton source; None when the value is not a plain scalar."""
-    if isinstance(value, bool):
-        return "1.0" if value else "0.0"
-    if isinstance(value, (int, float)):
-        v = float(value)
-        if math.isnan(v):
-            return 'float("nan")'
-        if math.isinf(v):
-            return 'float("inf")' if v > 0 else 'float("-inf")'
-        return repr(v)
-    return None
 
 
 class PointwiseEmitter:
@@ -239,3 +226,32 @@ RULES: dict[str, Rule] = {
     **{op: _clamp(op) for op in ("clamp", "clamp_min", "clamp_max")},
     **{op: _compare(symbol) for op, symbol in COMPARISONS.items()},
 }
+
+
+# -- the long tail of pointwise math (emit/math_rules.py) ------------------------------------------
+HELPERS.update(MATH_HELPERS)
+RULES.update({k: v for k, v in MATH_RULES.items() if k not in ("div_rounding", "pow_tensor")})
+
+
+def _div_any(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    """``div`` with its rounding modes (``trunc``, ``floor``)."""
+    return _div(em, a, x, val) if a["rounding_mode"] is None else MATH_RULES["div_rounding"](em, a, x, val)
+
+
+def _pow_any(em: PointwiseEmitter, a: dict[str, Any], x: str, val: Callable[[Any], str]) -> str | None:
+    """``pow`` of a tensor base and a tensor exponent too (C pow's sign and special cases);
+    a scalar side becomes a tensor of the other's shape (the helper works on tensors)."""
+    plain = em._pow(a, val)
+    if plain is not None:
+        return plain
+    base, exp = a["input"], a["exponent"]
+    b, e = val(base), val(exp)
+    if literal(base) is not None:
+        b = f"(tl.zeros_like({e}) + {b})"
+    if literal(exp) is not None:
+        e = f"(tl.zeros_like({b}) + {e})"
+    return em.needs(f"_pow({b}, {e})", "_pow", "_signbit")
+
+
+RULES["div"] = _div_any
+RULES["pow"] = _pow_any

@@ -99,6 +99,9 @@ def epilogue_value(plan: Plan, group: Group, ext: list[Any], scalars: list[torch
     def val(v: Any) -> str:
         if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
             return f"v_{v.name}"
+        const = inline_constant(plan, v)
+        if const is not None:  # torch.tensor(c) made in the forward: a literal, as epilogue_operands skips it
+            return str(literal(const))
         if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
             return f"e{ext.index(v)}"
         if isinstance(v, torch.fx.Node):

@@ -13,6 +13,9 @@ from .attention.kernel_attention import AttentionFamily
 from .conv.kernel_conv import ConvFamily
 from .convnd.kernel_convnd import ConvNdFamily
 from .family import KernelFamily
+from .index.kernel_index import IndexFamily
+from .index.kernel_scatter import ScatterFamily
+from .integer.kernel_integer import IntegerFamily
 from .matmul.kernel_matmul import MatmulFamily
 from .pointwise.kernel_pointwise import PointwiseFamily
 from .pool.kernel_pool import PoolFamily
@@ -28,6 +31,10 @@ FAMILIES: tuple[KernelFamily, ...] = (
     ConvNdFamily(),  # after ConvFamily: takes the convolutions it declines
     AttentionFamily(),
     RecurrentFamily(),
+    # data movement, indexing, lookups and scatters (any dtype: values are moved, not computed)
+    IndexFamily(),
+    ScatterFamily(),
+    IntegerFamily(),
 )
 
 BY_KIND: Mapping[str, KernelFamily] = {f.kind: f for f in FAMILIES}

@@ -37,6 +37,9 @@ class KernelFamily(ABC):
     # the group's node returns a tuple of tensors (a recurrent layer's output and final
     # state); its dtypes are the family's to check, not the pipeline's one-tensor rule
     tuple_outputs: ClassVar[bool] = False
+    # the group's outputs may be of any dtype (integer and boolean data moved exactly, an
+    # int64 bucket index): the pipeline's floating-point output rule does not apply
+    any_dtype_outputs: ClassVar[bool] = False
 
     def recognise(self, node: torch.fx.Node, op: NormOp | None, ctx: PlanContext) -> Recognised | None:
         """Whether ``node`` starts a group of this family (``op`` is its canonical op, None
@@ -75,8 +78,10 @@ class KernelFamily(ABC):
 
 def narrowed(group: Group, name: str, choices: tuple[str, ...]) -> tuple[str, ...]:
     """``choices`` kept in their order where the group's ``allowed`` list names them; the
-    default alone when it names none."""
+    default alone when it names none. A choice the recogniser names in
+    ``group.info["seed"]`` (measured or derived from the captured shapes) moves first: it
+    is the group's default."""
     allowed = group.info.get("allowed", {}).get(name)
-    if allowed is None:
-        return tuple(choices)
-    return tuple(c for c in choices if c in allowed) or tuple(choices[:1])
+    out = tuple(choices) if allowed is None else tuple(c for c in choices if c in allowed) or tuple(choices[:1])
+    first = group.info.get("seed", {}).get(name)
+    return (first, *(c for c in out if c != first)) if first in out else out

@@ -124,7 +124,8 @@ def _candidates(model: torch.nn.Module, run: _Run, name: str, forward_params: li
         tracer = torch.fx.Tracer()
         tracer.proxy_buffer_attributes = proxy_buffers
         try:
-            graph = tracer.trace(model)
+            with tensor_attributes_kept(model):  # before the GraphModule copies the attributes it reads
+                graph = tracer.trace(model)
             gm = torch.fx.GraphModule(tracer.root, graph, model.__class__.__name__)
         except Exception as exc:  # noqa: BLE001 - the next tracer may take it
             errors.append(_brief(exc))
@@ -139,7 +140,8 @@ def _candidates(model: torch.nn.Module, run: _Run, name: str, forward_params: li
         log.info("symbolic tracing of %s failed (%s); tracing with shapes specialised", name, errors[-1])
     if only in (None, "shapes"):
         try:
-            gm = shape_specialized_trace(model, run.inputs, run.context)
+            with tensor_attributes_kept(model):
+                gm = shape_specialized_trace(model, run.inputs, run.context)
             if _matches(gm, run, name, errors):
                 yield gm, "shapes"
         except Exception as exc:  # noqa: BLE001 - the dispatcher-level trace may take it
@@ -204,7 +206,8 @@ def _propagates(gm: torch.fx.GraphModule, run: _Run, name: str, errors: list[str
 def _aten_or_none(model: torch.nn.Module, run: _Run, name: str, forward_params: list[str],
                   errors: list[str]) -> torch.fx.GraphModule | None:
     try:
-        gm = aten_trace(model, run.inputs, forward_params)
+        with tensor_attributes_kept(model):
+            gm = aten_trace(model, run.inputs, forward_params)
     except Exception as exc:  # noqa: BLE001 - recorded for the library candidate's note
         errors.append(f"dispatcher-level trace: {exc}")
         return None
@@ -256,15 +259,36 @@ def _same(a: Any, b: Any, values: bool = True) -> bool:
 @contextlib.contextmanager
 def _buffers_kept(model: torch.nn.Module) -> Iterator[None]:
     """Running the forward to check a graph must not move the model's state (batch norm's
-    running statistics): the lowering reads buffers as the reference built them."""
+    running statistics, a hidden state the forward assigns to ``self``): the lowering reads
+    buffers and tensor attributes as the reference built them."""
     saved = {k: v.clone() for k, v in model.named_buffers()}
     try:
-        yield
+        with tensor_attributes_kept(model):
+            yield
     finally:
         with torch.no_grad():
             for k, v in model.named_buffers():
                 if k in saved:
                     v.copy_(saved[k])
+
+
+@contextlib.contextmanager
+def tensor_attributes_kept(model: torch.nn.Module) -> Iterator[None]:
+    """Plain tensor attributes of the model and its submodules (``self.hidden =
+    torch.randn(...)`` in ``__init__``, neither parameter nor buffer) bound again to the
+    tensors ``__init__`` made after a forward or a trace that assigned them: a forward that
+    keeps state on the module (``self.hidden = tanh(...)``) would otherwise leave a traced
+    proxy or a later call's value there, and the graph would read it as a constant. The
+    candidate computes each call from the state as built (the evaluator's protocol calls a
+    forward as a function of parameters and inputs: its repeat check refuses a candidate
+    whose output depends on earlier calls)."""
+    saved = [(mod, k, v) for mod in model.modules() for k, v in list(vars(mod).items())
+             if isinstance(v, torch.Tensor) and not k.startswith("_")]
+    try:
+        yield
+    finally:
+        for mod, k, v in saved:
+            object.__setattr__(mod, k, v)
 
 
 def _clones(inputs: list[Any], context: Callable[[], Any] = contextlib.nullcontext) -> list[Any]:

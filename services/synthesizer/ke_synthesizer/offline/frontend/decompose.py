@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
 from .fx_meta import propagate_shapes, shape_of
+from .matmul_shapes import MATMUL_REWRITES
+from .multi_output import split_multi_outputs
 from .ops import normalize
 
 log = logging.getLogger(__name__)
@@ -407,50 +409,104 @@ def _multi_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | Non
 
 
 def _einsum(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
-    """A two-operand einsum that is a batched matmul (``bhqd,bhkd->bhqk``): batch indices
-    in both operands and the output, at most one row index (first operand only), one
-    column index (second only), exactly one contracted index. The operands are permuted
-    (views) to [*batch, m, k] @ [*batch, k, n], the product permuted to the output order;
-    the matmul kernel reads the permuted operands through their strides."""
+    """An einsum of any arity as batched matmuls (``_contract``), contracted left to right:
+    each pair's indices that no later operand and not the output read are summed. An index
+    only one operand holds and nothing else reads is summed first (a row reduction); a pair
+    without a contracted index is a broadcast multiply. Views (permute, flatten, unsqueeze)
+    bring each pair to ``[*batch, *m, K] @ [*batch, K, N]``; the matmul kernel reads the
+    permuted operands through their strides. Left to the library: ellipses, an index
+    repeated in one operand (a diagonal or trace), an index whose sizes differ between
+    operands (size-1 broadcasting)."""
     if len(node.args) < 2 or node.kwargs or not isinstance(node.args[0], str):
         return None
     ops = list(node.args[1]) if len(node.args) == 2 and isinstance(node.args[1], (list, tuple)) else list(node.args[1:])
     eq = node.args[0].replace(" ", "")
-    if len(ops) != 2 or "->" not in eq or "." in eq:
+    if "->" not in eq or "." in eq:
         return None
     lhs, out = eq.split("->")
-    if lhs.count(",") != 1:
+    subs = lhs.split(",")
+    shapes = [shape_of(v) if isinstance(v, torch.fx.Node) else None for v in ops]
+    if len(subs) != len(ops) or not ops:
         return None
-    sa, sb = lhs.split(",")
-    shapes = [shape_of(v) for v in ops]
-    if any(sh is None or len(sh) != len(sub) for sh, sub in zip(shapes, (sa, sb), strict=True)):
+    if any(sh is None or len(sh) != len(sub) for sh, sub in zip(shapes, subs, strict=True)):
         return None
-    if any(len(set(x)) != len(x) for x in (sa, sb, out)) or set(out) - set(sa) - set(sb):
+    if any(len(set(x)) != len(x) for x in [*subs, out]) or set(out) - set("".join(subs)):
         return None
-    batch = [c for c in out if c in sa and c in sb]
-    ms = [c for c in out if c in sa and c not in sb]
-    ns = [c for c in out if c in sb and c not in sa]
-    ks = [c for c in sa if c in sb and c not in out]
-    if len(ms) > 1 or len(ns) > 1 or len(ks) != 1 or set(sa) | set(sb) != set(out) | set(ks):
-        return None
-    dims = dict(zip(sa, shapes[0] or (), strict=True))
-    if any(dims[c] != d for c, d in zip(sb, shapes[1] or (), strict=True) if c in dims):
-        return None  # broadcasting a size-1 index: left to the library
-    a = _method(g, "permute", ops[0], *[sa.index(c) for c in batch + ms + ks])
-    b = _method(g, "permute", ops[1], *[sb.index(c) for c in batch + ks + ns])
+    dims: dict[str, int] = {}
+    for sub, sh in zip(subs, shapes, strict=True):
+        for c, d in zip(sub, sh or (), strict=True):
+            if dims.setdefault(c, d) != d:
+                return None  # broadcasting a size-1 index: left to the library
+    cur, cur_sub = ops[0], subs[0]
+    for i in range(1, len(ops)):
+        later = set(out).union(*subs[i + 1:])
+        cur, cur_sub = _contract(g, (cur, cur_sub), (ops[i], subs[i]), later)
+    cur, cur_sub = _sum_only(g, cur, cur_sub, set(out))
+    if cur_sub != out:
+        cur = _method(g, "permute", cur, *[cur_sub.index(c) for c in out])
+    return cur
+
+
+def _sum_only(g: torch.fx.Graph, x: Any, sub: str, keep: set[str]) -> tuple[Any, str]:
+    """``x`` summed over its indices not in ``keep``."""
+    drop = [i for i, c in enumerate(sub) if c not in keep]
+    if not drop:
+        return x, sub
+    return _call(g, torch.sum, x, drop), "".join(c for c in sub if c in keep)
+
+
+def _contract(g: torch.fx.Graph, a: tuple[Any, str], b: tuple[Any, str], keep: set[str]) -> tuple[Any, str]:
+    """One einsum pair: the product of ``a`` and ``b`` summed over their shared indices
+    that ``keep`` does not hold, as (node, its index string: batch + m + n)."""
+    (x, sa), (y, sb) = a, b
+    x, sa = _sum_only(g, x, sa, keep | set(sb))
+    y, sb = _sum_only(g, y, sb, keep | set(sa))
+    batch = [c for c in sa if c in sb and c in keep]
+    ms = [c for c in sa if c not in sb]
+    ns = [c for c in sb if c not in sa]
+    ks = [c for c in sa if c in sb and c not in keep]
+    res = "".join(batch + ms + ns)
+    if not ks:  # no contraction: a broadcast product in the result's index order
+        return _call(g, torch.mul, _align(g, x, sa, res), _align(g, y, sb, res)), res
+    nb, nk = len(batch), len(ks)
+    x = _permuted(g, x, sa, batch + ms + ks)
+    if nk > 1:
+        x = _method(g, "flatten", x, -nk, -1)
     if not ms:
-        a = _method(g, "unsqueeze", a, -2)
+        x = _method(g, "unsqueeze", x, -2)
+    y = _permuted(g, y, sb, batch + ks + ns)
+    if nk > 1:
+        y = _method(g, "flatten", y, nb, nb + nk - 1)
+    if len(ns) > 1:
+        y = _method(g, "flatten", y, -len(ns), -1)
     if not ns:
-        b = _method(g, "unsqueeze", b, -1)
-    y = _call(g, torch.matmul, a, b)
+        y = _method(g, "unsqueeze", y, -1)
+    for _ in range(len(ms) - 1 if batch else 0):
+        # several m indices stay dims of a: b broadcasts over them (without batch indices b
+        # is 2-D and the matmul folds a's leading dims into its rows)
+        y = _method(g, "unsqueeze", y, nb)
+    z = _call(g, torch.matmul, x, y)
     if not ms:
-        y = _method(g, "squeeze", y, -2)
+        z = _method(g, "squeeze", z, -2)
     if not ns:
-        y = _method(g, "squeeze", y, -1)
-    got = batch + ms + ns
-    if got != list(out):
-        y = _method(g, "permute", y, *[got.index(c) for c in out])
-    return y
+        z = _method(g, "squeeze", z, -1)
+    elif len(ns) > 1:
+        z = _method(g, "unflatten", z, -1, tuple(_method(g, "size", b[0], b[1].index(c)) for c in ns))
+    return z, res
+
+
+def _permuted(g: torch.fx.Graph, x: Any, sub: str, order: list[str]) -> Any:
+    perm = [sub.index(c) for c in order]
+    return x if perm == sorted(perm) else _method(g, "permute", x, *perm)
+
+
+def _align(g: torch.fx.Graph, x: Any, sub: str, res: str) -> Any:
+    """``x`` viewed in the index order ``res``, a size-1 dim for each index it lacks."""
+    x = _permuted(g, x, sub, [c for c in res if c in sub])
+    for i, c in enumerate(res):
+        if c not in sub:
+            x = _method(g, "unsqueeze", x, i)
+    return x
 
 
 def _shifted_cumsum(node: Any, dim: int) -> Any:
@@ -550,6 +606,8 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
     F.cosine_similarity: _cosine,
     torch.cosine_similarity: _cosine,
 }
+# the remaining matmul shapes (dot, mv, addmv, outer, addr, baddbmm, addbmm, kron, ...): matmul_shapes.py
+_FUNCTIONS.update(MATMUL_REWRITES)
 
 
 def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
@@ -668,7 +726,7 @@ def _erase_unused(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> None:
 
 def decompose(spec: CapturedSpec) -> int:
     """Rewrite the captured graph in place; returns the number of nodes rewritten."""
-    total = 0
+    total = split_multi_outputs(spec.gm)
     # a rewrite reads its operands' shapes: one whose operands an earlier rewrite of the same
     # pass produced (the loss of F.normalize'd embeddings) is tried again after shape propagation
     for _ in range(3):

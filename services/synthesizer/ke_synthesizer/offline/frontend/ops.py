@@ -17,6 +17,8 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .fx_meta import dtype_of
+
 # canonical name -> parameter names with defaults (a missing default means required).
 _REQ = object()
 SIGNATURES: dict[str, list[tuple[str, Any]]] = {
@@ -154,6 +156,89 @@ _METHOD_ALIASES: dict[str, str] = {
     "matmul": "matmul", "mm": "matmul", "bmm": "matmul", "cumsum": "cumsum", "cumprod": "cumprod",
     "gather": "gather", "masked_fill": "masked_fill",
 }
+# -- the long tail of pointwise math (emit/math_rules.py writes them) ---------------------------
+_MATH_UNARY = (
+    "atan", "asin", "acos", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "log10", "trunc", "frac",
+    "deg2rad", "rad2deg", "signbit", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "isreal",
+    "logical_not", "sinc", "erfc", "entr", "ndtr", "lgamma", "digamma", "erfinv", "ndtri",
+)
+_MATH_BINARY = (
+    "atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin", "logaddexp", "logaddexp2",
+    "hypot", "xlogy", "xlog1py", "ldexp", "nextafter", "logical_and", "logical_or", "logical_xor",
+)
+SIGNATURES.update({n: [("input", _REQ)] for n in _MATH_UNARY})
+SIGNATURES.update({n: [("input", _REQ), ("other", _REQ)] for n in _MATH_BINARY})
+SIGNATURES.update({
+    "round": [("input", _REQ), ("decimals", 0)],
+    "nan_to_num": [("input", _REQ), ("nan", 0.0), ("posinf", None), ("neginf", None)],
+    "logit": [("input", _REQ), ("eps", None)],
+    "mvlgamma": [("input", _REQ), ("p", _REQ)],
+    "polygamma": [("n", _REQ), ("input", _REQ)],
+    "heaviside": [("input", _REQ), ("values", _REQ)],
+    "isclose": [("input", _REQ), ("other", _REQ), ("rtol", 1e-05), ("atol", 1e-08), ("equal_nan", False)],
+    "lerp": [("input", _REQ), ("end", _REQ), ("weight", _REQ)],
+    "addcmul": [("input", _REQ), ("tensor1", _REQ), ("tensor2", _REQ), ("value", 1)],
+    "addcdiv": [("input", _REQ), ("tensor1", _REQ), ("tensor2", _REQ), ("value", 1)],
+})
+POINTWISE_UNARY |= {*_MATH_UNARY, "round", "nan_to_num", "logit", "mvlgamma", "polygamma"}
+POINTWISE |= POINTWISE_UNARY | {*_MATH_BINARY, "heaviside", "isclose", "lerp", "addcmul", "addcdiv"}
+_MATH_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
+    "atan": (torch.atan, torch.arctan), "asin": (torch.asin, torch.arcsin), "acos": (torch.acos, torch.arccos),
+    "sinh": (torch.sinh,), "cosh": (torch.cosh,), "tan": (torch.tan,), "asinh": (torch.asinh, torch.arcsinh),
+    "acosh": (torch.acosh, torch.arccosh), "atanh": (torch.atanh, torch.arctanh), "log10": (torch.log10,),
+    "trunc": (torch.trunc, torch.fix), "frac": (torch.frac,), "deg2rad": (torch.deg2rad,),
+    "rad2deg": (torch.rad2deg,), "signbit": (torch.signbit,), "isnan": (torch.isnan,), "isinf": (torch.isinf,),
+    "isposinf": (torch.isposinf,), "isneginf": (torch.isneginf,), "isfinite": (torch.isfinite,),
+    "isreal": (torch.isreal,), "logical_not": (torch.logical_not,), "sinc": (torch.sinc, torch.special.sinc),
+    "erfc": (torch.erfc, torch.special.erfc), "entr": (torch.special.entr,), "ndtr": (torch.special.ndtr,),
+    "round": (torch.round, torch.special.round), "nan_to_num": (torch.nan_to_num,),
+    "logit": (torch.logit, torch.special.logit), "lgamma": (torch.lgamma, torch.special.gammaln),
+    "digamma": (torch.digamma, torch.special.digamma, torch.special.psi),
+    "erfinv": (torch.erfinv, torch.special.erfinv), "ndtri": (torch.special.ndtri,),
+    "mvlgamma": (torch.mvlgamma, torch.special.multigammaln), "polygamma": (torch.polygamma, torch.special.polygamma),
+    "atan2": (torch.atan2, torch.arctan2),
+    "copysign": (torch.copysign,), "fmod": (torch.fmod,), "remainder": (torch.remainder, operator.mod),
+    "floor_divide": (torch.floor_divide, operator.floordiv), "fmax": (torch.fmax,), "fmin": (torch.fmin,),
+    "logaddexp": (torch.logaddexp,), "logaddexp2": (torch.logaddexp2,), "hypot": (torch.hypot,),
+    "xlogy": (torch.xlogy, torch.special.xlogy), "xlog1py": (torch.special.xlog1py,), "ldexp": (torch.ldexp,),
+    "nextafter": (torch.nextafter,), "logical_and": (torch.logical_and,), "logical_or": (torch.logical_or,),
+    "logical_xor": (torch.logical_xor,), "heaviside": (torch.heaviside,), "isclose": (torch.isclose,),
+    "lerp": (torch.lerp,), "addcmul": (torch.addcmul,), "addcdiv": (torch.addcdiv,),
+    "identity": (torch.positive,), "sign": (torch.sgn,), "sigmoid": (torch.special.expit,),
+    "expm1": (torch.special.expm1,), "exp2": (torch.special.exp2,), "log1p": (torch.special.log1p,),
+}
+for _name, _fns in _MATH_FUNCTIONS.items():
+    _FUNCTION_ALIASES.update({fn: _name for fn in _fns})
+    _METHOD_ALIASES.update({fn.__name__: _name for fn in _fns if hasattr(torch.Tensor, fn.__name__)})
+_METHOD_ALIASES.update({"arctan": "atan", "arcsin": "asin", "arccos": "acos", "arcsinh": "asinh",
+                        "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc",
+                        "positive": "identity", "sgn": "sign", "__mod__": "remainder",
+                        "__floordiv__": "floor_divide"})
+# reductions of the long tail (plan/lower_reduction.py expands them): any / all (bool), the
+# NaN-skipping sum and mean, count_nonzero (int64) and softmin
+SIGNATURES.update({n: [("input", _REQ), ("dim", None), ("keepdim", False)]
+                   for n in ("all", "any", "nansum", "nanmean")})
+SIGNATURES["count_nonzero"] = [("input", _REQ), ("dim", None)]
+SIGNATURES["softmin"] = [("input", _REQ), ("dim", None)]
+SIGNATURES["logcumsumexp"] = [("input", _REQ), ("dim", _REQ)]
+REDUCTIONS |= {"all", "any", "nansum", "nanmean", "count_nonzero"}
+for _name, _fns in {"all": (torch.all,), "any": (torch.any,), "nansum": (torch.nansum,),
+                    "nanmean": (torch.nanmean,), "count_nonzero": (torch.count_nonzero,),
+                    "softmin": (F.softmin,), "logcumsumexp": (torch.logcumsumexp,)}.items():
+    _FUNCTION_ALIASES.update({fn: _name for fn in _fns})
+    _METHOD_ALIASES.update({fn.__name__: _name for fn in _fns if hasattr(torch.Tensor, fn.__name__)})
+# softmax / log_softmax / softmin with dtype=torch.float32 on fp32 input change nothing; with
+# dtype=torch.float64 the evaluator holds the result to float64's precision, which the fp32
+# row kernel does not reach (measured: 3e-8 against a budget of 1.4e-14): library
+DTYPE_KW = frozenset({"softmax", "log_softmax", "softmin"})
+# reflected operators: x.__rsub__(y) is y - x; the others swap their two operands
+REFLECTED: dict[str, str] = {"__rsub__": "rsub", "__rdiv__": "div", "__rtruediv__": "div", "__rpow__": "pow",
+                             "__rmod__": "remainder", "__rfloordiv__": "floor_divide"}
+SWAPPED = frozenset(REFLECTED) - {"__rsub__"}
+_METHOD_ALIASES.update(REFLECTED)
+_FUNCTION_ALIASES.update({getattr(torch.Tensor, n): op for n, op in REFLECTED.items() if hasattr(torch.Tensor, n)})
+
+
 # in-place method spellings: x.relu_(), x.add_(y), ...
 for _name in list(_METHOD_ALIASES):
     _METHOD_ALIASES.setdefault(_name + "_", _METHOD_ALIASES[_name] + "_")
@@ -161,6 +246,28 @@ for _name in list(_METHOD_ALIASES):
 
 # Methods that only convert dtype (or device): the identity when the dtype is unchanged.
 _CASTS = {"float", "double", "half", "bfloat16", "to", "type", "type_as"}
+
+
+def device_move(node: torch.fx.Node) -> bool:
+    """``t.to(x.device)`` (or a device literal) that keeps the dtype: a move, not arithmetic.
+    A tensor the module keeps as a plain attribute (``self.hidden``) is not moved by
+    ``model.to(device)``, so the call stays in the forward as written: a kernel reading the
+    tensor where ``__init__`` made it would read host memory on a GPU."""
+    if node.op != "call_method" or str(node.target) != "to" or not node.args:
+        return False
+    src = node.args[0]
+    src_meta = src.meta.get("tensor_meta") if isinstance(src, torch.fx.Node) else None
+    out_meta = node.meta.get("tensor_meta")
+    if getattr(src_meta, "dtype", None) is None or getattr(src_meta, "dtype", None) != getattr(out_meta, "dtype", 0):
+        return False
+
+    def device(v: Any) -> bool:
+        if isinstance(v, (torch.device, str)):
+            return True
+        return (isinstance(v, torch.fx.Node) and v.op == "call_function" and v.target is getattr
+                and len(v.args) == 2 and v.args[1] == "device")
+
+    return any(device(v) for v in [*node.args[1:], *node.kwargs.values()])
 
 
 def _module_op(mod: nn.Module, node: torch.fx.Node) -> NormOp | None:
@@ -273,6 +380,8 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
             return NormOp("identity", {"input": node.args[0] if node.args else node.kwargs.get("input")})
         return None
     if name is None and node.op == "call_method" and str(node.target) in _CASTS and node.args:
+        if device_move(node):
+            return None  # glue (graph.is_glue): the forward keeps the move
         # a cast to the dtype the tensor already has (x.float() on fp32) changes nothing
         src = node.args[0]
         src_meta = src.meta.get("tensor_meta") if isinstance(src, torch.fx.Node) else None
@@ -288,6 +397,8 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
     if name.endswith("_"):
         name, inplace = name[:-1], True
     args, kwargs = tuple(node.args), dict(node.kwargs)
+    if getattr(node.target, "__name__", node.target) in SWAPPED and len(args) == 2:
+        args = (args[1], args[0])  # x.__rdiv__(y) is y / x
     if name in ("max", "min"):
         # torch.max(x) / torch.max(x, dim) / torch.max(x, other)
         second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim"))
@@ -297,10 +408,15 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
             name = "maximum" if name == "max" else "minimum"
         else:
             name = "max_dim" if name == "max" else "min_dim"
-    if name in ("softmax", "log_softmax") and "_stacklevel" in kwargs:
+    if name in ("softmax", "log_softmax", "softmin") and "_stacklevel" in kwargs:
         kwargs.pop("_stacklevel")
-    if name in ("softmax", "log_softmax") and len(args) > 2:
+    if name in ("softmax", "log_softmax", "softmin") and len(args) > 2:
         args = args[:2]
+    if name in DTYPE_KW and kwargs.get("dtype") == torch.float32 and dtype_of(args[0]) == torch.float32:
+        kwargs.pop("dtype")
+    if name in ("var", "std") and len(args) > 1 and isinstance(args[1], bool):
+        # torch.var(x, True): the unbiased overload, dim=None
+        args, kwargs = args[:1], {**kwargs, "unbiased": args[1]}
     if name == "sum" and "dtype" in kwargs and kwargs["dtype"] is None:
         kwargs.pop("dtype")
     bound = _bind(name, args, kwargs)

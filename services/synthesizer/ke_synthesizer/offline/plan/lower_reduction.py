@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 import torch.fx
 
 from kernelevolve.errors import LoweringError
@@ -22,10 +23,13 @@ from kernelevolve.errors import LoweringError
 from ..frontend.fx_meta import dtype_of, shape_of
 from ..frontend.ops import NormOp
 
-FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod", "cummax", "cummin"}
+FULL_OUTPUT = {"softmax", "log_softmax", "layer_norm", "rms_norm", "cumsum", "cumprod", "cummax", "cummin",
+               "softmin", "logcumsumexp"}
 # cummax / cummin: the values of torch.cummax / cummin (overrides.cummax_overrides)
 SCANS = {"cumsum", "cumprod", "cummax", "cummin"}
-ROW_OUTPUT = {"gather", "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm"}
+ROW_OUTPUT = {"gather", "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "logsumexp", "var", "std", "norm",
+              # the long tail: bool any / all, NaN-skipping sum and mean, an int64 count
+              "all", "any", "nansum", "nanmean", "count_nonzero"}
 ROW_OPS = FULL_OUTPUT | ROW_OUTPUT
 FP32_EPS = 1.1920928955078125e-07  # torch.finfo(torch.float32).eps: rms_norm's default eps
 
@@ -96,7 +100,8 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
         full = param_shape(x[1:])
     elif isinstance(x, torch.fx.Node) and shape_of(x) is not None:
         full = shape_of(x) or ()
-        if dtype_of(x) not in (None,) and not dtype_of(x).is_floating_point:  # type: ignore[union-attr]
+        if dtype_of(x) not in (None,) and not dtype_of(x).is_floating_point and not (  # type: ignore[union-attr]
+                dtype_of(x) == torch.bool and op.op in ("all", "any", "count_nonzero")):
             return None
     else:
         return None
@@ -117,7 +122,7 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
         keep = tuple(1 if i in dims else s for i, s in enumerate(full))
         if shape_of(idx) != keep or shape_of(node) != keep or dtype_of(idx) not in (torch.int64, torch.int32):
             return None
-    elif op.op in ("softmax", "log_softmax") or op.op in SCANS:
+    elif op.op in ("softmax", "log_softmax", "softmin", "logcumsumexp") or op.op in SCANS:
         if op.args["dim"] is None or not isinstance(op.args["dim"], int):
             return None
         dims = _norm_dims(op.args["dim"], rank)
@@ -127,7 +132,7 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
             dims = ()
     if dims is None or (not dims and rank):
         return None
-    if op.op == "norm" and op.args["p"] not in ("fro", 1, 2, 1.0, 2.0, math.inf, float("inf")):
+    if op.op == "norm" and op.args["p"] not in ("fro", 1, 2, 1.0, 2.0, math.inf, -math.inf):
         if not isinstance(op.args["p"], (int, float)) or op.args["p"] <= 0:
             return None
     if op.op in ("argmax", "argmin") and op.args.get("dim") is None and op.args.get("keepdim"):
@@ -224,6 +229,9 @@ def expand_composite(op: NormOp, out: str, x: str, extra: dict[str, str], new: C
         elif p == float("inf"):
             a = full(f"tl.abs({x})", [x])
             red("max", a, out)
+        elif p == float("-inf"):
+            a = full(f"tl.abs({x})", [x])
+            red("min", a, out)
         else:
             pf = float(p)
             a = full(f"tl.exp({pf!r} * tl.log(tl.abs({x})))", [x])
@@ -263,6 +271,35 @@ def expand_composite(op: NormOp, out: str, x: str, extra: dict[str, str], new: C
         if "weight" in extra:
             y = full(f"{y} * {extra['weight']}", [y, extra["weight"]])
         full(y, [y], out)
+    elif name in ("all", "any"):
+        nz = full(f"tl.where({x} != 0, 1.0, 0.0)", [x])
+        r = red("min" if name == "all" else "max", nz)
+        row(f"{r} != 0", [r], out)
+    elif name == "count_nonzero":
+        nz = full(f"tl.where({x} != 0, 1.0, 0.0)", [x])
+        red("sum", nz, out)
+    elif name in ("nansum", "nanmean"):
+        z = full(f"tl.where({x} != {x}, 0.0, {x})", [x])
+        if name == "nansum":
+            red("sum", z, out)
+        else:
+            s = red("sum", z)
+            c = red("sum", full(f"tl.where({x} != {x}, 0.0, 1.0)", [x]))
+            row(f"{s} / {c}", [s, c], out)
+    elif name == "logcumsumexp":
+        # m + log(cumsum(exp(x - m))) with m the row's max: no exp overflows; a row whose max is
+        # -inf is -inf throughout, as torch's
+        m = red("max", x)
+        e = full(f"tl.exp({x} - {m})", [x, m])
+        c = new("f")
+        ms.append(Micro(c, "full", reduce="cumsum", src=e, deps=[e]))
+        full(f"tl.where({m} == float(\"-inf\"), {m}, tl.log({c}) + {m})", [c, m], out)
+    elif name == "softmin":
+        # softmax of -x: the row's min leads
+        m = red("min", x)
+        e = full(f"tl.exp({m} - {x})", [x, m])
+        s = red("sum", e)
+        full(f"{e} / {s}", [e, s], out)
     else:  # pragma: no cover - row_info filters ops
         raise LoweringError(f"no expansion for {name}")
     return ms

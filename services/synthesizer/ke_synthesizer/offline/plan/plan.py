@@ -21,7 +21,9 @@ from ..frontend.ops import NormOp
 
 # Arguments of canonical ops that carry data (tensors or scalars), as opposed to options.
 OPERAND_ARGS = ("condition", "input", "mask", "other", "exponent", "min", "max", "value", "fill_value", "weight",
-                "bias", "mat1", "mat2")
+                "bias", "mat1", "mat2",
+                # the long tail's pointwise math (lerp, addcmul / addcdiv, heaviside)
+                "end", "tensor1", "tensor2", "values")
 
 
 class GroupFailure(LoweringError):
@@ -85,3 +87,6 @@ class PlanContext:
     gm: torch.fx.GraphModule
     # shape of a parameter by dotted path (``"@path"`` operands of canonical ops)
     param_shape: Callable[[str], tuple[int, ...]]
+    # the request's precision contract (ProposalRequest.precision: default / strict / tf32):
+    # which tl.dot precisions a group may take (emit.precision.dot_precisions)
+    precision: str = "default"

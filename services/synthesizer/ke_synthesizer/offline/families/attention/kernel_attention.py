@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.lower_pointwise import PointwiseEmitter
 from ...emit.operands import kernel_name
-from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...emit.precision import CUBLAS, DOT_PRECISIONS, dot_precision, dot_precisions, dot_seed
 from ...frontend.attention_chain import AttentionMask, prove_causal
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
@@ -270,7 +270,9 @@ class AttentionFamily(KernelFamily):
             attention = op if op.op == "attention" else None
         if attention is None:
             return None
-        return attention, {"allowed": {"precision": dot_precisions(ctx.spec, dtype_of(node))}}
+        dt = dtype_of(node)
+        return attention, {"allowed": {"precision": dot_precisions(ctx.spec, dt, ctx.precision, CUBLAS)},
+                           "seed": dot_seed(dt, ctx.precision, CUBLAS)}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         out = super().group_knobs(plan, group, genome)

@@ -43,7 +43,7 @@ from ...emit.operands import (
     kernel_name,
     operand_shape,
 )
-from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...emit.precision import CUDNN, DOT_PRECISIONS, dot_precision, dot_precisions, dot_seed
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
@@ -252,7 +252,10 @@ class ConvFamily(KernelFamily):
         conv = conv_op(node, ctx.gm) if op is None else None
         if conv is None:
             return None
-        return conv, {"allowed": {"precision": dot_precisions(ctx.spec, dtype_of(node))}}
+        # eager runs it on cuDNN: TF32 under the default contract, the seed's precision too
+        dt = dtype_of(node)
+        return conv, {"allowed": {"precision": dot_precisions(ctx.spec, dt, ctx.precision, CUDNN)},
+                      "seed": dot_seed(dt, ctx.precision, CUDNN)}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         nd = group.ops[group.members[0]].extra.get("nd")

@@ -60,7 +60,7 @@ from ...emit.operands import (
     load_cast,
     operand_shape,
 )
-from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...emit.precision import CUDNN, DOT_PRECISIONS, dot_precision, dot_precisions, dot_seed
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
@@ -515,7 +515,10 @@ class ConvNdFamily(KernelFamily):
             return None
         # tiles are loaded as fp32 whatever the input dtype, so the fp32 choices apply
         split = ["1", "2", "4"] if dtype_of(node) == torch.float32 else ["1"]  # atomics on fp32 only
-        return conv, {"allowed": {"precision": dot_precisions(ctx.spec, torch.float32), "SPLIT_K": split}}
+        # eager runs it on cuDNN: TF32 under the default contract for fp32 (fp16 / bf16 cuDNN
+        # convolutions run on their own tensor cores: no TF32 seed)
+        allowed = {"precision": dot_precisions(ctx.spec, torch.float32, ctx.precision, CUDNN), "SPLIT_K": split}
+        return conv, {"allowed": allowed, "seed": dot_seed(dtype_of(node), ctx.precision, CUDNN)}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         e = group.ops[group.members[0]].extra

@@ -10,6 +10,7 @@ declares a loose tolerance; see ``dot_precision``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -20,8 +21,8 @@ from kernelevolve.errors import LoweringError
 from ...emit.grid import FOLD_PARAMS, program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
 from ...emit.lower_pointwise import PointwiseEmitter, literal
-from ...emit.operands import kernel_name, load_cast
-from ...emit.precision import DOT_PRECISIONS, dot_precision, dot_precisions
+from ...emit.operands import inline_constant, kernel_name, load_cast
+from ...emit.precision import CUBLAS, DOT_PRECISIONS, dot_precision, dot_precisions, dot_seed
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...plan.plan import Group, Plan, PlanContext
@@ -106,6 +107,55 @@ def matmul_info(node: torch.fx.Node, op: NormOp, pshape: Any) -> dict[str, Any] 
     return info
 
 
+# A K of at least this many elements is long: 256 blocks of the default BLOCK_K (32) or
+# more. The seed then sums the blocks compensated and, where the output has few tiles,
+# splits K over more programs (split_k_seed).
+LONG_K = 8192
+# programs a split-K seed aims for: two per SM of a 132-SM H100 / H200
+SPLIT_K_PROGRAMS = 264
+
+
+def problem_size(info: dict[str, Any], pshape: Any) -> tuple[int, int, int, int]:
+    """(M, N, K, batch) of a matmul group at the captured shapes (batch dims folded into M
+    where the kernel folds them)."""
+
+    def shp(v: Any) -> tuple[int, ...]:
+        if isinstance(v, str) and v.startswith("@"):
+            return tuple(pshape(v[1:]))
+        return tuple(shape_of(v) or ())
+
+    sa, sb = shp(info["a"]), shp(info["b"])
+    if len(sa) == 1:
+        sa = (1, *sa)
+    if info["kind"] == "linear":
+        return math.prod(sa[:-1]), sb[0], sa[-1], 1
+    if len(sb) == 1:
+        sb = (*sb, 1)
+    if not batched(info):
+        return math.prod(sa[:-1]), sb[-1], sa[-1], 1
+    batch = math.prod(torch.broadcast_shapes(sa[:-2], sb[:-2]))
+    return sa[-2], sb[-1], sa[-1], batch
+
+
+def split_k_seed(m: int, n: int, k: int, batch: int, block_m: int = 64, block_n: int = 64) -> str:
+    """The seed's SPLIT_K: 1 unless K is long and the output has fewer tiles than
+    SPLIT_K_PROGRAMS, then the power of two (up to 32) that brings the programs there: a
+    [256, 2^20] x [2^20] product has 4 output tiles of 64 rows, so 4 programs would walk
+    the whole K on a GPU of 132 SMs."""
+    tiles = -(-m // block_m) * -(-n // block_n) * batch
+    split = 1
+    while k >= LONG_K and split < 32 and tiles * split < SPLIT_K_PROGRAMS and k // (split * 2) >= 1024:
+        split *= 2
+    return str(split)
+
+
+def split_offered(group: Group) -> bool:
+    """Split-K adds partial sums atomically: only a product alone in its group (a linear
+    epilogue: bias, alpha, beta) that is not triangular. A seed the recogniser derived
+    from the shapes is dropped once an epilogue joins the group."""
+    return len(group.members) == 1 and not any(k in group.info["matmul"] for k in TRI_KEYS)
+
+
 def batched(info: dict[str, Any]) -> bool:
     """Whether the problem keeps a batch grid dimension (broadcast batch dims of both
     operands); otherwise every leading dim of a folds into the rows of one 2-D problem."""
@@ -165,7 +215,8 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     k_bounds, a_tri_mask, b_tri_mask = tri_lines(info, MatmulFamily.value(genome, group, "TRI_SKIP") == "skip")
     # split-K: SPLIT_K programs share one output tile, each summing a slice of K and
     # adding it atomically; only offered when the epilogue is linear (bias / alpha)
-    split_k = int(MatmulFamily.value(genome, group, "SPLIT_K"))
+    split_k = int(MatmulFamily.value(genome, group, "SPLIT_K")) if split_offered(group) else 1
+    compensated = MatmulFamily.value(genome, group, "K_ACC") == "compensated"
 
     # epilogue operands: bias/addmm input and external operands of fused pointwise ops
     ext: list[Any] = []
@@ -174,6 +225,9 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
     def val(v: Any) -> str:
         if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
             return f"v_{v.name}"
+        const = inline_constant(plan, v)
+        if const is not None:  # torch.tensor(c) made in the forward: a literal (matmul_launch_args skips it)
+            return str(literal(const))
         if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
             if v not in ext:
                 ext.append(v)
@@ -256,6 +310,7 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         # wide: K offsets too (kk * a_sk of a transposed operand reaches its element count)
         "    rk = tl.arange(0, BLOCK_K)" + (".to(tl.int64)" if wide else ""),
         "    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+        *(["    acc_c = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)"] if compensated else []),
         *(["    k_per = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",
            "    for k0 in range(sid * k_per, tl.minimum(K, (sid + 1) * k_per), BLOCK_K):"] if split_k > 1 else
           ["    " + ln for ln in k_bounds] + ["    for k0 in range(k_lo, k_hi, BLOCK_K):"] if tri else
@@ -266,7 +321,13 @@ def gen_matmul(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointw
         "        b = tl.load(b_ptr + kk[:, None] * b_sk + rn[None, :] * b_sn,",
         f"                    mask=(kk[:, None] < K) & (rn[None, :] < N){b_tri_mask}, other=0.0)",
         *("        " + line for line in note),
-        f"        acc += {dot}",
+        *([f"        acc += {dot}"] if not compensated else [
+            "        # compensated (Kahan) sum over the K blocks: the rounding error of each add is",
+            "        # carried in acc_c, so the error does not grow with the number of blocks",
+            f"        y = {dot} - acc_c",
+            "        t = acc + y",
+            "        acc_c = (t - acc) - y",
+            "        acc = t"]),
         "    rows = rm[:, None]",
         "    cols = rn[None, :]",
         "    mask = (rows < M) & (cols < N)",
@@ -346,7 +407,7 @@ def matmul_launch_args(plan: Plan, group: Group) -> tuple[list[Any], list[torch.
     scalars: list[torch.fx.Node] = []
 
     def note(v: Any) -> None:
-        if isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group:
+        if (isinstance(v, torch.fx.Node) and plan.group_of.get(v) is group) or inline_constant(plan, v) is not None:
             return
         if isinstance(v, str) or (isinstance(v, torch.fx.Node) and shape_of(v) is not None):
             if v not in ext:
@@ -389,8 +450,16 @@ class MatmulFamily(KernelFamily):
         "num_warps": ("4", "2", "8"),
         "num_stages": ("3", "2", "4"),
         "precision": DOT_PRECISIONS,
-        # K split across programs with atomic adds (linear epilogues only)
-        "SPLIT_K": ("1", "2", "4"),
+        # K split across programs with atomic adds (linear epilogues only); past 4 only for
+        # a long K (``split_k_seed``)
+        "SPLIT_K": ("1", "2", "4", "8", "16", "32"),
+        # how the K loop adds its blocks' products: plain (acc += dot) or compensated (Kahan:
+        # the rounding error of every add carried to the next). The seed of a long K
+        # (``LONG_K``): a sequential fp32 sum of K / BLOCK_K block products loses accuracy
+        # with their number (a matrix-vector product with a very long K was judged
+        # incorrect on an H200: error 2.11 against float64, 47x eager's own, whose cuBLAS
+        # reduction splits K over many partial sums)
+        "K_ACC": ("plain", "compensated"),
         # triangular problems only (tril / triu of the output or of an operand): skip the
         # tiles the mask zeroes and the K range a triangular operand is zero over, or
         # compute every tile with masked loads (same result; for comparison)
@@ -410,15 +479,21 @@ class MatmulFamily(KernelFamily):
         if minfo is None:
             return None
         tri = any(k in minfo for k in TRI_KEYS)
-        allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node)),
-                   "SPLIT_K": ["1", "2", "4"] if dtype_of(node) == torch.float32 and not tri else ["1"]}
-        return op, {"matmul": minfo, "allowed": allowed}
+        m, n, k, batch = problem_size(minfo, ctx.param_shape)
+        splits = ["1", "2", "4"] + (["8", "16", "32"] if k >= LONG_K else [])
+        allowed = {"precision": dot_precisions(ctx.spec, dtype_of(node), ctx.precision, CUBLAS),
+                   "SPLIT_K": splits if dtype_of(node) == torch.float32 and not tri else ["1"]}
+        seed = dot_seed(dtype_of(node), ctx.precision, CUBLAS)
+        seed.update({"K_ACC": "compensated"} if k >= LONG_K else {})
+        if dtype_of(node) == torch.float32 and not tri:
+            seed["SPLIT_K"] = split_k_seed(m, n, k, batch)
+        return op, {"matmul": minfo, "allowed": allowed, "seed": seed}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         # a non-linear epilogue cannot be applied to partial sums
         tri = any(k in group.info["matmul"] for k in TRI_KEYS)
         return [(name, choices) for name, choices in super().group_knobs(plan, group, genome)
-                if not (name == "SPLIT_K" and (len(group.members) > 1 or tri)) and not (name == "TRI_SKIP" and not tri)
+                if not (name == "SPLIT_K" and not split_offered(group)) and not (name == "TRI_SKIP" and not tri)
                 and not (name == "BATCH_READ" and not batched(group.info["matmul"]))]
 
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:

@@ -38,7 +38,7 @@ import torch.fx
 import torch.nn as nn
 
 from ...emit.lower_pointwise import PointwiseEmitter
-from ...emit.precision import dot_precision, dot_precisions
+from ...emit.precision import CUBLAS, CUDNN, dot_precision, dot_precisions, dot_seed
 from ...frontend.fx_meta import dtype_of, shape_of
 from ...frontend.ops import NormOp
 from ...frontend.recurrent import CellLoop, ManualCell, loop_mode
@@ -583,8 +583,11 @@ class RecurrentFamily(KernelFamily):
         extra = {"mode": mode, "layers": mod.num_layers, "dirs": 2 if mod.bidirectional else 1,
                  "hidden": mod.hidden_size, "batch_first": bool(mod.batch_first), "bias": bool(mod.bias),
                  "path": str(node.target), "input_size": int(mod.input_size)}
-        allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
-        return NormOp("recurrent", {"input": x, "hx": hx}, extra=extra), {"allowed": allowed}
+        # nn.LSTM / GRU / RNN run on cuDNN in eager: TF32 allowed under the default contract; the
+        # seed keeps tf32x3 but under strict (the resident kernels were timed with tf32x3)
+        allowed = {"precision": dot_precisions(ctx.spec, torch.float32, ctx.precision, CUDNN)}
+        seed = dot_seed(torch.float32, ctx.precision) if ctx.precision == "strict" else {}
+        return NormOp("recurrent", {"input": x, "hx": hx}, extra=extra), {"allowed": allowed, "seed": seed}
 
     def group_knobs(self, plan: Plan, group: Group, genome: dict[str, str]) -> list[tuple[str, tuple[str, ...]]]:
         e = group.ops[group.members[0]].extra
@@ -621,8 +624,10 @@ class RecurrentFamily(KernelFamily):
                  "input_size": int(shape[-1])}
         if isinstance(loop.cell, ManualCell):  # Linear layers and gate math (frontend/manual_cells.py)
             extra["weights"] = loop.cell.weight_sources("mod")
-        allowed = {"precision": dot_precisions(ctx.spec, torch.float32)}
-        return NormOp("recurrent", {"input": x, "hx": node.args[1]}, extra=extra), {"allowed": allowed}
+        # a cell's products run on cuBLAS in eager (no TF32 under the default contract)
+        allowed = {"precision": dot_precisions(ctx.spec, torch.float32, ctx.precision, CUBLAS)}
+        seed = dot_seed(torch.float32, ctx.precision) if ctx.precision == "strict" else {}
+        return NormOp("recurrent", {"input": x, "hx": node.args[1]}, extra=extra), {"allowed": allowed, "seed": seed}
 
     def generate(self, plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> Emitted:
         e = group.ops[group.members[0]].extra

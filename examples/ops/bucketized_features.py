@@ -1,0 +1,35 @@
+"""Dense features as categorical ones: each float feature is bucketized by fixed
+boundaries, the bucket index is shifted into that feature's block of an embedding table,
+and the looked-up rows are summed over the features of a sample."""
+
+import torch
+import torch.nn as nn
+
+batch = 64
+num_features = 8
+num_buckets = 20
+dim = 16
+
+
+class Model(nn.Module):
+    def __init__(self, num_features, num_buckets, dim):
+        super().__init__()
+        self.register_buffer("boundaries", torch.linspace(-2.0, 2.0, num_buckets - 1))
+        self.register_buffer("feature_offset", torch.arange(num_features) * num_buckets)
+        self.emb = nn.Embedding(num_features * num_buckets, dim)
+
+    def forward(self, x):
+        buckets = torch.bucketize(x, self.boundaries)
+        return self.emb(buckets + self.feature_offset).sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(batch, num_features)]
+
+
+def get_init_inputs():
+    return [num_features, num_buckets, dim]
+
+
+def get_extra_inputs():
+    return [[torch.randn(3, num_features)]]

@@ -1,0 +1,1 @@
+"""Integer elementwise ops with torch's exact integer semantics (kernel_integer.py)."""
