@@ -78,6 +78,7 @@ import builtins
 import dataclasses
 import inspect
 import math
+import re
 import secrets
 import textwrap
 from collections.abc import Callable
@@ -115,6 +116,10 @@ class Write:
     computes: bool
     why: str
     fill: torch.Tensor | None = None  # random replacement used by the counterfactual pass
+    # A copy write: whether the argument whose values it holds is the forward's own data (an
+    # input, parameter or buffer, or memory an earlier audited launch of the candidate
+    # wrote), not a tensor some library call produced (None: not a copy)
+    moves_own_data: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,8 @@ class ArithmeticAudit:
     # None: every launch is analysed (the full audit)
     economy: Economy | None = None
     analysed_bytes: int = 0
+    # storage spans the audited launches wrote (a later launch moving them moves our data)
+    own_written: list[tuple[int, int]] = field(default_factory=list)
     replaced: bool = False  # an economical pass replaced computed values in its own forward
 
     @property
@@ -198,6 +205,11 @@ class ArithmeticAudit:
         st = t.untyped_storage()
         lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
         return any(lo < p_hi and p_lo < hi for p_lo, p_hi in self.protected)
+
+    def _is_own_data(self, t: torch.Tensor) -> bool:
+        st = t.untyped_storage()
+        lo, hi = st.data_ptr(), st.data_ptr() + st.nbytes()
+        return self._is_protected(t) or any(lo < p_hi and p_lo < hi for p_lo, p_hi in self.own_written)
 
     @classmethod
     def counterfactual(cls, launches: list[LaunchAudit]) -> ArithmeticAudit:
@@ -287,7 +299,13 @@ class ArithmeticAudit:
             # it (in the eager run before any capture: a captured launch takes the writes of
             # its eager counterpart), not held through the audit pass
             small = t.numel() * t.element_size() < HOST_SPILL_BYTES
-            audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes and small else None))
+            copied = _COPY_OF.search(why) if not computes else None
+            own = self._is_own_data(tensors[int(copied.group(1))]) if copied else None
+            audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes and small else None,
+                                      moves_own_data=own))
+        for i in changed:
+            st = tensors[i].untyped_storage()
+            self.own_written.append((st.data_ptr(), st.data_ptr() + st.nbytes()))
         if self.economy is not None and audit.computes:
             # the economical pass is its own counterfactual: what this launch computed is
             # replaced before anything reads it (a large replacement is not held: drawn again
@@ -299,6 +317,10 @@ class ArithmeticAudit:
             for w in large:
                 w.fill = None
         return result
+
+
+# How ``_classify`` names a copy's source (``Write.moves_own_data`` reads it back).
+_COPY_OF = re.compile(r"values are those of argument #(\d+)")
 
 
 def _truth_values(s: torch.Tensor) -> bool:

@@ -18,7 +18,7 @@ import torch
 
 from kernelevolve.ports.verdict import Verdict
 
-from . import arithmetic_audit, diagnosis, launch_counter, loading, memory, output_checks, tolerance
+from . import arithmetic_audit, data_movement, diagnosis, launch_counter, loading, memory, output_checks, tolerance
 
 
 class Outcome(Exception):
@@ -220,6 +220,10 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         if off is not None and off.passed:
             summary["off_identity"] = off.evidence()
             return
+        moved = _data_movement(reference, analysed, inputs0, device)
+        if moved is not None:
+            summary["data_movement"] = moved
+            return
         raise Outcome("rejected", "its Triton kernels only move data; the arithmetic runs in library calls: "
                                   + "; ".join(la.describe() for la in analysed[:4])
                                   + (f" ({off.note})" if off is not None and off.note else "")
@@ -415,6 +419,23 @@ def _summary(audit: arithmetic_audit.ArithmeticAudit) -> dict[str, Any]:
     analysed = [la for la in audit.launches if not (la.captured or la.skipped)]
     return {"launches": len(audit.launches), "analysed": len(analysed), "computing": len(audit.computing()),
             "moves_only": [la.describe() for la in analysed if not la.computes][:8]}
+
+
+def _data_movement(reference: Callable[[list[Any]], Any] | None, analysed: list[arithmetic_audit.LaunchAudit],
+                   inputs0: list[Any], device: torch.device | None) -> str | None:
+    """Why kernels that only move data are the operator (``data_movement``), or None: the
+    reference itself only moves data, and every value the kernels copy comes from the
+    forward's own inputs, parameters or buffers or from their own earlier writes, never
+    from a tensor a library call produced (a library result copied through a kernel)."""
+    writes = [w for la in analysed for w in la.writes]
+    if reference is None or not writes or not all(w.moves_own_data for w in writes):
+        return None
+    probe_in = _copy(inputs0, device)
+    ops = data_movement.reference_ops(lambda: reference(probe_in))
+    if not data_movement.only_moves(ops):
+        return None
+    return (f"the reference only moves data ({', '.join(sorted(ops))}); the candidate's kernels move the "
+            "forward's own inputs, parameters or buffers")
 
 
 def _library_share(call: Callable[[torch.nn.Module, list[Any]], Any], model: Callable[[], torch.nn.Module],
