@@ -147,7 +147,7 @@ def gen_bag(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     else:
         src = ["data", "segs"]
     sig = [f"{s}_ptr" for s in src] + [f"e{i}_ptr" for i in range(len(ext))]
-    sig += [f"out{j}_ptr" for j in range(len(outs))] + ["D", "N_IDX", "N_OFF", "L", "t_s0", "t_s1"]
+    sig += [f"out{j}_ptr" for j in range(len(outs))] + ["D", "N_IDX", "N_OFF", "L", "t_s0", "t_s1", "i_s0", "i_s1"]
     sig += [f"e{i}_s{d}" for i in bcast for d in range(2)] + [f"s{i}" for i in range(len(scalars))]
     table = "table" if bag else "data"
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", "    BLOCK_D: tl.constexpr,",
@@ -178,7 +178,9 @@ def gen_bag(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
               "    for j0 in range(start, end, BLOCK_J):",
               "        jj = j0 + tl.arange(0, BLOCK_J)",
               "        jm = jj < end",
-              "        i = tl.load(idx_ptr + jj, mask=jm, other=0).to(tl.int64)" if bag else "        i = jj",
+              ("        i = tl.load(idx_ptr + b * i_s0 + (jj - start) * i_s1, mask=jm, other=0).to(tl.int64)"
+               if bag and e["fixed"] else "        i = tl.load(idx_ptr + jj * i_s1, mask=jm, other=0).to(tl.int64)"
+               if bag else "        i = jj"),
               f"        keep = jm & (i != {int(pad)})" if pad is not None else "        keep = jm",
               f"        w = tl.load({table}_ptr + i[:, None] * t_s0 + cols[None, :] * t_s1,",
               "                    mask=keep[:, None] & mask[None, :], other=0).to(tl.float32)"]
@@ -209,17 +211,21 @@ def gen_bag(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     params += [f"s{i}" for i in range(len(scalars))]
     ll = [f"def launch_{name}({', '.join(params)}):"]
     if bag:
-        ll += ["    d = x1.shape[1]", "    L = x0.shape[1] if x0.dim() == 2 else 0", "    x0 = x0.reshape(-1)"]
+        # indices read through their strides (fixed bags: a [bags, L] view, read in place)
+        ll += ["    d = x1.shape[1]", "    L = x0.shape[1] if x0.dim() == 2 else 0"]
         if e["fixed"]:
-            ll += ["    nb, n_off = x0.shape[0] // max(L, 1), 0"]
+            ll += ["    nb, n_off = x0.shape[0], 0", "    i_s = x0.stride()", "    n_idx = x0.numel()"]
+            ll += ["    x2 = x2.reshape(-1)  # the per-sample weights, flat as the entries"] if weighted else []
         else:
             last = 1 if e["include_last"] else 0
-            ll += [f"    nb, n_off = x2.shape[0] - {last}, x2.shape[0]"]
+            ll += [f"    nb, n_off = x2.shape[0] - {last}, x2.shape[0]", "    i_s = (0, x0.stride(0))",
+                   "    n_idx = x0.shape[0]"]
         ll += ["    shape = (nb, d)", "    t_s = x1.stride()"]
     else:
         ll += ["    rest = tuple(x0.shape[1:])", "    x0 = x0.reshape(x0.shape[0], -1)", "    d = x0.shape[1]",
                "    nb = x1.shape[0]" + ("" if e["lengths"] else " - 1"), "    n_off = x1.shape[0]",
-               "    shape = (nb, *rest)", "    t_s = x0.stride()", "    L = 0"]
+               "    shape = (nb, *rest)", "    t_s = x0.stride()", "    L = 0",
+               "    i_s = (0, 0)", "    n_idx = x0.shape[0]"]
     ll += epilogue_broadcast_checks(name, len(ext))
     ll += [f"    out{j} = torch.empty(shape, device=x0.device, dtype={dtype_of(m)})" for j, m in enumerate(outs)]
     ll += ["    if nb == 0 or d == 0:", f"        return {', '.join(f'out{j}' for j in range(len(outs)))}"]
@@ -227,7 +233,8 @@ def gen_bag(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwise
     ll += [ln.replace("expand(shape)", "expand(shape).reshape(nb, d)") for ln in epilogue_materialise_lines(full)]
     call = ([f"x{i}" for i in range(len(src))] + [f"e{i}" for i in range(len(ext))]
             + [f"out{j}" for j in range(len(outs))]
-            + ["d", "x0.shape[0]", "n_off", "L", "t_s[0]", "t_s[1]", "*tail"] + [f"s{i}" for i in range(len(scalars))])
+            + ["d", "n_idx", "n_off", "L", "t_s[0]", "t_s[1]", "i_s[0]", "i_s[1], *tail"]
+            + [f"s{i}" for i in range(len(scalars))])
     ll += [f"    block = min({block}, _pow2(d))",
            f"    {name}[(nb, (d + block - 1) // block)]({', '.join(call)}, BLOCK_D=block, BLOCK_J={_BLOCK_J}, "
            f"num_warps={warps})",
