@@ -90,6 +90,9 @@ CASES: dict[str, tuple[str, list[str], list[str] | None, str]] = {
                                "index_embedding_bag"),
     "embedding_bag_max_fixed": ("F.embedding_bag(x, y, mode='max')", [f"{I64}(0, 10, (4, 5))", f"{R}(10, 7)"], None,
                                 "index_embedding_bag"),
+    "embedding_bag_fixed_view": ("F.embedding_bag(x.t(), y, mode='sum', per_sample_weights=z)",
+                                 [f"{I64}(0, 10, (5, 4))", f"{R}(10, 7)", f"{R}(4, 5)"], None,
+                                 "index_embedding_bag"),
     "embedding_bag_weighted_last": (
         "F.embedding_bag(x, y, z, mode='sum', per_sample_weights=w, include_last_offset=True)",
         [f"{I64}(0, 10, (20,))", f"{R}(10, 7)", "torch.tensor([0, 3, 3, 11, 20])", "torch.rand(20)"], None,
@@ -145,6 +148,8 @@ CASES: dict[str, tuple[str, list[str], list[str] | None, str]] = {
                    [f"{I64}(-2**40, 2**40, (33, 7))", f"{I64}(0, 100, (7,))"], None, "int_remainder"),
     "hash_int32": ("((x * 2654435761) ^ (x >> 3)) % 97 - x // 5 + torch.div(x, 7, rounding_mode='trunc')",
                    [f"{I64}(-2**30, 2**30, (1000,), dtype=torch.int32)"], None, "int_floor_divide"),
+    "int_graph_scalar": ("torch.remainder(x * 3, y.shape[0]) + (x >> 2)",
+                         [f"{I64}(-2**40, 2**40, (7, 33))", f"{R}(13, 2)"], None, "int_remainder"),
     "int_bitwise_misc": ("torch.bitwise_not(x) | (x << 2) - torch.fmod(x, 5) + torch.maximum(x, -x).abs()",
                          [f"{I64}(-99, 99, (7, 1), dtype=torch.int32)"], None, "int_not"),
 }

@@ -64,10 +64,16 @@ _EXPR = {
 }
 
 
+def _is_tensor(v: Any) -> bool:
+    return isinstance(v, torch.fx.Node) and shape_of(v) is not None
+
+
 def _operand_ok(v: Any) -> bool:
-    if isinstance(v, torch.fx.Node):
-        return shape_of(v) is not None and dtype_of(v) in INT_DTYPES
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An integer tensor, an int literal, or a graph scalar (``w.shape[0]``: with an integer
+    result, a non-tensor operand is an integer)."""
+    if _is_tensor(v):
+        return dtype_of(v) in INT_DTYPES
+    return isinstance(v, torch.fx.Node) or (isinstance(v, int) and not isinstance(v, bool))
 
 
 def integer_op(node: torch.fx.Node) -> NormOp | None:
@@ -90,7 +96,7 @@ def integer_op(node: torch.fx.Node) -> NormOp | None:
     unary = name in ("not", "neg", "abs")
     if len(args) != (1 if unary else 2) or not all(_operand_ok(a) for a in args):
         return None
-    if not any(isinstance(a, torch.fx.Node) for a in args):
+    if not any(_is_tensor(a) for a in args):
         return None
     return NormOp("integer", {"input": args[0], **({} if unary else {"other": args[1]})}, extra={"name": name})
 
@@ -104,12 +110,13 @@ def gen_integer(plan: Plan, group: Group, genome: dict[str, str]) -> Emitted:
         raise LoweringError("integer: an integer tensor output of rank 1 or more")
     r = len(shape)
     operands = [op.args["input"]] + ([op.args["other"]] if "other" in op.args else [])
-    tensors = [v for v in operands if isinstance(v, torch.fx.Node)]
+    tensors = [v for v in operands if _is_tensor(v)]
+    scalars = [v for v in operands if isinstance(v, torch.fx.Node) and not _is_tensor(v)]
     block = int(IntegerFamily.value(genome, group, "BLOCK_SIZE"))
     warps = int(IntegerFamily.value(genome, group, "num_warps"))
     name = kernel_name(group, f"int_{op.extra['name']}")
     sig = [f"x{i}_ptr" for i in range(len(tensors))] + ["out_ptr", "n"] + [f"S{d}" for d in range(r)]
-    sig += [f"x{i}_s{d}" for i in range(len(tensors)) for d in range(r)]
+    sig += [f"x{i}_s{d}" for i in range(len(tensors)) for d in range(r)] + [f"c{i}" for i in range(len(scalars))]
     lines = ["@triton.jit", f"def {name}(", f"    {', '.join(sig)},", "    BLOCK_SIZE: tl.constexpr,", "):",
              f"    # {op.extra['name']} of integers: torch's exact integer semantics",
              *program_id_lines(["pid"], wide=wide_offsets(group)),
@@ -117,7 +124,9 @@ def gen_integer(plan: Plan, group: Group, genome: dict[str, str]) -> Emitted:
              "    mask = offs < n"]
     lines += unravel_lines(r)
     for var, v in zip("ab", operands, strict=False):
-        if isinstance(v, torch.fx.Node):
+        if v in scalars:
+            lines.append(f"    {var} = c{scalars.index(v)}")
+        elif isinstance(v, torch.fx.Node):
             i = tensors.index(v)
             addr = " + ".join(f"o{d} * x{i}_s{d}" for d in range(r))
             lines.append(f"    {var} = tl.load(x{i}_ptr + {addr}, mask=mask, other=1)")
@@ -126,7 +135,7 @@ def gen_integer(plan: Plan, group: Group, genome: dict[str, str]) -> Emitted:
     lines += [f"    val = ({_EXPR[op.extra['name']]}).to({INT_DTYPES[out_dtype]})",
               "    tl.store(out_ptr + offs, val, mask=mask)"]
     kernel = "\n".join(lines) + "\n"
-    params = [f"x{i}" for i in range(len(tensors))]
+    params = [f"x{i}" for i in range(len(tensors))] + [f"c{i}" for i in range(len(scalars))]
     ll = [f"def launch_{name}({', '.join(params)}):",
           f"    shape = _broadcast_shape({', '.join(f'x{i}.shape' for i in range(len(tensors)))}, ())",
           f"    if len(shape) != {r}:",
@@ -136,7 +145,7 @@ def gen_integer(plan: Plan, group: Group, genome: dict[str, str]) -> Emitted:
           "    if n == 0:", "        return out",
           f"    block = min({block}, _pow2(n))"]
     strides = [f"*_expanded_strides(shape, x{i}.shape, x{i}.stride())" for i in range(len(tensors))]
-    call = params + ["out", "n", "*shape"] + strides
+    call = params[:len(tensors)] + ["out", "n", "*shape"] + strides + params[len(tensors):]
     ll += [f"    {name}[((n + block - 1) // block,)]({', '.join(call)}, BLOCK_SIZE=block, num_warps={warps})",
            "    return out"]
     return kernel, "\n".join(ll) + "\n", f"launch_{name}"
@@ -162,4 +171,6 @@ class IntegerFamily(KernelFamily):
     def launch_args(self, plan: Plan, group: Group) -> LaunchArgs:
         op = group.ops[group.members[0]]
         operands = [op.args["input"]] + ([op.args["other"]] if "other" in op.args else [])
-        return [v for v in operands if isinstance(v, torch.fx.Node)], group_outputs(plan, group)
+        tensors = [v for v in operands if _is_tensor(v)]
+        return tensors + [v for v in operands if isinstance(v, torch.fx.Node) and v not in tensors], \
+            group_outputs(plan, group)
