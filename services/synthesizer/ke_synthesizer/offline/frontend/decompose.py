@@ -26,6 +26,7 @@ from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
 from .fx_meta import propagate_shapes, shape_of
 from .matmul_shapes import MATMUL_REWRITES
+from .norm_functional import NORM_REWRITES, replace_parts
 from .ops import normalize
 
 log = logging.getLogger(__name__)
@@ -553,6 +554,8 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
 }
 # the remaining matmul shapes (dot, mv, addmv, outer, addr, baddbmm, addbmm, kron, ...): matmul_shapes.py
 _FUNCTIONS.update(MATMUL_REWRITES)
+# functional norms with weights as inputs (group / layer norm, their native tuples, LRN): norm_functional.py
+_FUNCTIONS.update(NORM_REWRITES)  # type: ignore[arg-type]
 
 
 def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
@@ -709,7 +712,10 @@ def _decompose_pass(spec: CapturedSpec) -> int:
         if new is None:
             continue
         inputs = list(node.all_input_nodes)
-        node.replace_all_uses_with(new)
+        if isinstance(new, tuple):  # a tuple-valued op (native_layer_norm): one node per item
+            replace_parts(graph, node, new)
+        else:
+            node.replace_all_uses_with(new)
         graph.erase_node(node)
         _erase_unused(graph, inputs)
         count += 1
