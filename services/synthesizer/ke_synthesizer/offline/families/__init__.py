@@ -17,6 +17,7 @@ from .index.kernel_index import IndexFamily
 from .index.kernel_scatter import ScatterFamily
 from .integer.kernel_integer import IntegerFamily
 from .matmul.kernel_matmul import MatmulFamily
+from .norm.kernel_batch_norm import NormFamily
 from .pointwise.kernel_pointwise import PointwiseFamily
 from .pool.kernel_pool import PoolFamily
 from .recurrent.kernel_recurrent import RecurrentFamily
@@ -35,6 +36,7 @@ FAMILIES: tuple[KernelFamily, ...] = (
     IndexFamily(),
     ScatterFamily(),
     IntegerFamily(),
+    NormFamily(),  # functional batch / instance norm writing their running statistics
 )
 
 BY_KIND: Mapping[str, KernelFamily] = {f.kind: f for f in FAMILIES}
