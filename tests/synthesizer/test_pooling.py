@@ -132,3 +132,46 @@ def test_pools_with_indices_are_lowered_and_correct(synth: OfflineSynthesizer) -
 def test_pools_with_indices_are_judged_correct(synth: OfflineSynthesizer, judge: Judge) -> None:
     verdict = judge.evaluate(INDICES, _propose(synth, INDICES, "pool_indices").source, "pool_indices")
     assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
+
+
+# max unpooling after a pool with indices (the values scaled in between), module and
+# functional, with and without output_size, 1-D to 3-D, odd sizes
+UNPOOL = '''"""Max unpooling."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool2d(2, return_indices=True)
+        self.unpool = nn.MaxUnpool2d(2)
+
+    def forward(self, x):
+        v, i = self.pool(x)
+        a = self.unpool(v * 2.0, i, output_size=[7, 9])
+        w, j = F.max_pool3d(x.unsqueeze(1), 3, 2, 1, return_indices=True)
+        b = F.max_unpool3d(torch.relu(w), j, 3, 2, 1, output_size=(3, 7, 9))
+        flat = x.flatten(2)
+        u, k = F.max_pool1d(flat, 3, 3, return_indices=True)
+        c = F.max_unpool1d(u, k, 3, 3, output_size=[63])
+        return a, b, c
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 7, 9)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_max_unpool_is_lowered_and_correct(synth: OfflineSynthesizer) -> None:
+    prop = _propose(synth, UNPOOL, "unpool")
+    assert prop.fallback_nodes == ()
+    assert prop.source.count("def launch_unpool_") == 3 and prop.source.count("def launch_pool_") == 3
+    (result,) = run_in_subprocess([{"id": "unpool", "spec_source": UNPOOL, "candidate_source": prop.source,
+                                    "seeds": [1, 2]}])
+    assert result["ok"], (result["error"][-500:], result["trials"])

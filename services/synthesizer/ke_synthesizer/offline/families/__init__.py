@@ -20,6 +20,7 @@ from .matmul.kernel_matmul import MatmulFamily
 from .norm.kernel_batch_norm import NormFamily
 from .pointwise.kernel_pointwise import PointwiseFamily
 from .pool.kernel_pool import PoolFamily
+from .pool.kernel_unpool import UnpoolFamily
 from .recurrent.kernel_recurrent import RecurrentFamily
 from .row.kernel_row import RowFamily
 
@@ -28,6 +29,7 @@ FAMILIES: tuple[KernelFamily, ...] = (
     RowFamily(),
     MatmulFamily(),
     PoolFamily(),
+    UnpoolFamily(),  # max_unpool: a scatter over zeros, no epilogue
     ConvFamily(),
     ConvNdFamily(),  # after ConvFamily: takes the convolutions it declines
     AttentionFamily(),
