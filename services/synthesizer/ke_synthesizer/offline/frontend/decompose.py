@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
+from .functional_misc import MISC_REWRITES
 from .fx_meta import propagate_shapes, shape_of
 from .matmul_shapes import MATMUL_REWRITES
 from .norm_functional import NORM_REWRITES, replace_parts
@@ -556,6 +557,8 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
 _FUNCTIONS.update(MATMUL_REWRITES)
 # functional norms with weights as inputs (group / layer norm, their native tuples, LRN): norm_functional.py
 _FUNCTIONS.update(NORM_REWRITES)  # type: ignore[arg-type]
+# softmin, glu, prelu, dist, pairwise_distance, renorm, gaussian NLL, multilabel soft margin
+_FUNCTIONS.update(MISC_REWRITES)
 
 
 def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
