@@ -14,9 +14,10 @@ import torch
 
 from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
-from ke_synthesizer.offline.check import run_in_subprocess
 from ke_synthesizer.offline.families.norm import kernel_batch_norm
 from kernelevolve.ports.synthesis import ProposalRequest
+
+from .test_index_family import lower_and_check
 
 
 def _spec(body: str, x: str) -> str:
@@ -43,29 +44,23 @@ CASES: dict[str, str] = {
 }
 
 
-def _propose(synth: OfflineSynthesizer, name: str) -> Any:
-    (prop,) = synth.propose(ProposalRequest(spec_source=CASES[name], spec_name=name, count=1))
-    return prop
+@pytest.fixture(scope="module")
+def lowered(synth: OfflineSynthesizer) -> dict[str, dict[str, Any]]:
+    return lower_and_check(synth, CASES)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_functional_batch_norm_is_one_triton_kernel(name: str, synth: OfflineSynthesizer) -> None:
-    prop = _propose(synth, name)
+def test_functional_batch_norm_is_one_correct_triton_kernel(name: str, lowered: dict[str, dict[str, Any]]) -> None:
+    prop = lowered[name]["proposal"]
     assert prop.fallback_nodes == ()
     assert prop.source.count("@triton.jit") == 1
     assert "rm_ptr + c, " not in prop.source  # running statistics left as they are (the evaluator's rule)
-
-
-def test_functional_batch_norms_are_correct(synth: OfflineSynthesizer) -> None:
-    jobs = [{"id": name, "spec_source": src, "candidate_source": _propose(synth, name).source, "seeds": [1, 2]}
-            for name, src in CASES.items()]
-    bad = [(r["id"], r["error"][-400:]) for r in run_in_subprocess(jobs) if not r["ok"]]
-    assert not bad
+    assert lowered[name]["ok"], lowered[name]["error"][-400:]
 
 
 @pytest.mark.parametrize("name", ["train_3d", "native", "instance"])
-def test_functional_batch_norm_is_judged_correct(name: str, synth: OfflineSynthesizer, judge: Judge) -> None:
-    verdict = judge.evaluate(CASES[name], _propose(synth, name).source, name)
+def test_functional_batch_norm_is_judged_correct(name: str, lowered: dict[str, dict[str, Any]], judge: Judge) -> None:
+    verdict = judge.evaluate(CASES[name], lowered[name]["proposal"].source, name)
     assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
 
 
@@ -78,7 +73,7 @@ def _module(source: str) -> types.ModuleType:
 @pytest.mark.parametrize("name", ["train_3d", "train_4d_no_affine", "native", "with_update", "instance"])
 def test_running_statistics_are_written_as_torch_does(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel_batch_norm, "UPDATE_RUNNING_STATS", True)
-    prop = _propose(OfflineSynthesizer(), name)
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=CASES[name], spec_name=name, count=1))
     assert prop.fallback_nodes == () and "rm_ptr + c, " in prop.source
     spec, cand = _module(CASES[name]), _module(prop.source)
     torch.manual_seed(3)
