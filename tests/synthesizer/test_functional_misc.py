@@ -2,7 +2,8 @@
 ``F.group_norm``, ``torch.native_group_norm`` / ``native_layer_norm`` and their ``(out,
 mean, rstd)`` items, ``F.local_response_norm`` over 3-D to 5-D inputs) and odds and ends
 (frontend/functional_misc.py: softmin, glu, prelu, dist, pairwise_distance, renorm,
-gaussian NLL and multilabel soft margin losses), on odd shapes and their options: each
+gaussian NLL and multilabel soft margin losses, bilinear, trace, linear cross-entropy,
+Poisson NLL with Stirling's term), on odd shapes and their options: each
 lowered to Triton kernels only (no library call) and correct in the interpreter."""
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ CASES: dict[str, tuple[str, list[str]]] = {
     "multilabel_soft_margin": ("F.multilabel_soft_margin_loss(x, y, z), "
                                "F.multilabel_soft_margin_loss(x, y, reduction='none')",
                                [f"{R}(7, 13)", "torch.randint(0, 2, (7, 13)).float()", "torch.rand(13)"]),
+    "bilinear": ("F.bilinear(x, y, z, w), torch.bilinear(x[:6].reshape(2, 3, 3), y[:6].reshape(2, 3, 4), z, None)",
+                 [f"{R}(7, 3)", f"{R}(7, 4)", f"{R}(5, 3, 4)", f"{R}(5)"]),
+    "trace": ("torch.trace(x), torch.trace(y) * 2.0", [f"{R}(5, 7)", f"{R}(33, 3)"]),
+    "linear_cross_entropy": ("F.linear_cross_entropy(x, y, z, linear_bias=w, label_smoothing=0.1)",
+                             [f"{R}(9, 6)", f"{R}(5, 6)", "torch.randint(0, 5, (9,))", f"{R}(5)"]),
+    "poisson_nll_full": ("F.poisson_nll_loss(x, y, full=True), "
+                         "F.poisson_nll_loss(x.exp(), y, log_input=False, full=True, reduction='sum')",
+                         [f"{R}(7, 5)", "torch.rand(7, 5) * 4.0"]),
 }
 SPECS = {name: _spec(body, inputs) for name, (body, inputs) in CASES.items()}
 

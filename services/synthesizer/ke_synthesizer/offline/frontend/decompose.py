@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -518,14 +519,19 @@ def _exclusive_pad(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | No
 def _poisson_nll(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("log_input", True), ("full", False),
                         ("size_average", None), ("eps", 1e-8), ("reduce", None), ("reduction", "mean")])
-    if a is None or _legacy(a) or a["full"] or not isinstance(a["eps"], (int, float)) \
+    if a is None or _legacy(a) or not isinstance(a["eps"], (int, float)) \
             or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
-        return None  # full=True (Stirling term) stays a library call
+        return None
     x, t = a["input"], a["target"]
     if a["log_input"]:
         v = _call(g, torch.sub, _call(g, torch.exp, x), _call(g, torch.mul, t, x))
     else:
         v = _call(g, torch.sub, x, _call(g, torch.mul, t, _call(g, torch.log, _call(g, torch.add, x, float(a["eps"])))))
+    if a["full"]:
+        # Stirling's term t * log(t) - t + 0.5 * log(2 * pi * t), where t > 1 (torch's masked_fill)
+        st = _call(g, torch.add, _call(g, torch.sub, _call(g, torch.mul, t, _call(g, torch.log, t)), t),
+                   _call(g, torch.mul, _call(g, torch.log, _call(g, torch.mul, t, 2 * math.pi)), 0.5))
+        v = _call(g, torch.add, v, _call(g, torch.where, _call(g, torch.gt, t, 1.0), st, 0.0))
     return _loss_reduce(g, v, a["reduction"])
 
 

@@ -162,7 +162,58 @@ def _multilabel_soft_margin(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.
     return _reduce(g, per_sample, a["reduction"])
 
 
+def _bilinear(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]`` as one matmul of x1 with
+    W laid out ``[in1, out * in2]``, then the product with x2 summed over j (a row kernel)."""
+    a = _args(node, ["input1", "input2", "weight", "bias"], {"bias": None})
+    if a is None or not _float(a["input1"], a["input2"], a["weight"]) or not (a["bias"] is None or _float(a["bias"])):
+        return None
+    x1, x2, w = a["input1"], a["input2"], a["weight"]
+    s1, s2, ws = shape_of(x1) or (), shape_of(x2) or (), shape_of(w) or ()
+    if len(ws) != 3 or not s1 or s1[:-1] != s2[:-1] or (s1[-1], s2[-1]) != ws[1:]:
+        return None
+    out, in1, in2 = ws
+    rows = math.prod(s1[:-1])
+    wt = g.call_method("reshape", (g.call_method("permute", (w, 1, 0, 2)), in1, out * in2))
+    t = _call(g, torch.matmul, g.call_method("reshape", (x1, rows, in1)), wt)
+    t = _call(g, torch.mul, g.call_method("view", (t, rows, out, in2)), g.call_method("reshape", (x2, rows, 1, in2)))
+    y = _call(g, torch.sum, t, -1)
+    if a["bias"] is not None:
+        y = _call(g, torch.add, y, a["bias"])
+    return g.call_method("reshape", (y, *s1[:-1], out))
+
+
+def _trace(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """The sum of the diagonal, read as a strided view of the flat matrix (every n + 1-th
+    element, min(m, n) of them): one row kernel, no copy."""
+    a = _args(node, ["input"], {})
+    shape = shape_of(a["input"]) if a is not None else None
+    if a is None or not _float(a["input"]) or shape is None or len(shape) != 2 or 0 in shape:
+        return None
+    m, n = shape
+    diag = _call(g, operator.getitem, g.call_method("flatten", (a["input"],)), slice(None, min(m, n) * (n + 1), n + 1))
+    return _call(g, torch.sum, diag)
+
+
+def _linear_cross_entropy(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
+    """``cross_entropy(linear(input, W, b), target, ...)``: the cross-entropy rewrite takes it
+    from there on the next pass."""
+    a = _args(node, ["input", "linear_weight", "target", "linear_bias", "weight", "reduction", "ignore_index",
+                     "label_smoothing", "options"],
+              {"linear_bias": None, "weight": None, "reduction": "mean", "ignore_index": None,
+               "label_smoothing": 0.0, "options": None})
+    if a is None or a["options"] is not None or not _float(a["input"], a["linear_weight"]):
+        return None
+    logits = _call(g, F.linear, a["input"], a["linear_weight"], a["linear_bias"])
+    ignore = -100 if a["ignore_index"] is None else a["ignore_index"]
+    return _call(g, F.cross_entropy, logits, a["target"], weight=a["weight"], ignore_index=ignore,
+                 reduction=a["reduction"], label_smoothing=a["label_smoothing"])
+
+
 MISC_REWRITES: dict[Any, Rewrite] = {
+    torch.bilinear: _bilinear,
+    F.bilinear: _bilinear,
+    torch.trace: _trace,
     F.softmin: _softmin,
     F.glu: _glu,
     F.prelu: _prelu,
@@ -173,3 +224,5 @@ MISC_REWRITES: dict[Any, Rewrite] = {
     F.gaussian_nll_loss: _gaussian_nll,
     F.multilabel_soft_margin_loss: _multilabel_soft_margin,
 }
+if hasattr(F, "linear_cross_entropy"):  # torch 2.13 on
+    MISC_REWRITES[F.linear_cross_entropy] = _linear_cross_entropy
