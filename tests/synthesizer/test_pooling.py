@@ -1,12 +1,14 @@
 """Pooling lowering: max / avg pool 1d, 2d and 3d become pool kernels (window, stride,
-padding, count_include_pad, pointwise epilogue); return_indices stays a library call and
-the candidate stays correct (ceil_mode, dilation, divisor_override and adaptive pools:
-test_pool_variants.py)."""
+padding, count_include_pad, pointwise epilogue); max pools with return_indices (plain and
+adaptive) compute values and int64 indices in one kernel, torch's index convention
+(flat within the input plane, first maximum on ties, NaN wins) included (ceil_mode,
+dilation, divisor_override and adaptive pools: test_pool_variants.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from ke_evaluator.judge import Judge
 from ke_synthesizer.offline import OfflineSynthesizer
 from ke_synthesizer.offline.check import run_in_subprocess
 from kernelevolve.ports.synthesis import ProposalRequest
@@ -47,8 +49,10 @@ def get_extra_inputs():
     return [[torch.randn(1, 2, 3, 5, 9), torch.randn(2, 2, 3, 3)]]
 '''
 
-# pools the kernel does not cover (indices): each stays a library call, its epilogue still Triton
-UNSUPPORTED = '''"""3-D pools that stay library calls."""
+# max pools with indices: module and functional, padded, ceil_mode, dilated, adaptive, 1-D
+# to 3-D; integer-valued inputs make ties (the first maximum's index wins) and -inf / NaN
+# entries the edge rules (an all -inf window keeps its first in-bounds tap, NaN wins)
+INDICES = '''"""Max pools that return indices."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -58,15 +62,31 @@ class Model(nn.Module):
     def __init__(self):
         super().__init__()
         self.idx = nn.MaxPool3d(2, return_indices=True)
+        self.ada = nn.AdaptiveMaxPool2d((3, None), return_indices=True)
 
     def forward(self, x):
         v, i = self.idx(x)
-        w, j = F.max_pool3d(x, 3, 2, 1, return_indices=True)
-        return v + 1.0, i, torch.relu(w), j
+        w, j = F.max_pool3d(x, 3, 2, 1, return_indices=True, ceil_mode=True)
+        flat = x.flatten(3)
+        a, k = F.max_pool1d(flat[0], 3, 2, 1, dilation=2, return_indices=True)
+        b, m = self.ada(x[0])
+        c, n = F.adaptive_max_pool1d(flat[:, 0], 5, return_indices=True)
+        return v + 1.0, i, torch.relu(w), j, a, k, b, m, c, n
+
+
+def _ties(*shape):
+    x = torch.randint(-3, 4, shape).float()
+    x.view(-1)[::11] = float("-inf")
+    x.view(-1)[5::97] = float("nan")
+    return x
 
 
 def get_inputs():
-    return [torch.randn(2, 3, 5, 6, 7)]
+    return [_ties(2, 3, 5, 6, 7)]
+
+
+def get_extra_inputs():
+    return [[_ties(1, 2, 3, 7, 4)]]
 
 
 def get_init_inputs():
@@ -98,11 +118,60 @@ def test_3d_pool_spellings_are_lowered_and_correct(synth: OfflineSynthesizer) ->
     assert [t["kind"] for t in result["trials"]].count("extra") == 1  # odd sizes, another batch
 
 
-def test_unsupported_pool_variants_fall_back_and_stay_correct(synth: OfflineSynthesizer) -> None:
-    prop = _propose(synth, UNSUPPORTED, "pool3d_unsupported")
-    assert set(prop.fallback_nodes) == {"max_pool3d_with_indices", "idx"}
-    assert "def launch_pool_" not in prop.source
-    assert "@triton.jit" in prop.source  # the epilogues (shift, relu) are still Triton
-    (result,) = run_in_subprocess([{"id": "fallback", "spec_source": UNSUPPORTED, "candidate_source": prop.source,
-                                    "seeds": [1]}])
+def test_pools_with_indices_are_lowered_and_correct(synth: OfflineSynthesizer) -> None:
+    prop = _propose(synth, INDICES, "pool_indices")
+    assert prop.fallback_nodes == ()
+    assert prop.source.count("def launch_pool_") == 5
+    assert prop.source.count("tl.store(idx_ptr + offs, best, mask=mask)") == 5  # values and indices in one pass
+    (result,) = run_in_subprocess([{"id": "indices", "spec_source": INDICES, "candidate_source": prop.source,
+                                    "seeds": [1, 2]}])
+    assert result["ok"], (result["error"][-500:], result["trials"])
+    assert [t["kind"] for t in result["trials"]].count("extra") == 1
+
+
+def test_pools_with_indices_are_judged_correct(synth: OfflineSynthesizer, judge: Judge) -> None:
+    verdict = judge.evaluate(INDICES, _propose(synth, INDICES, "pool_indices").source, "pool_indices")
+    assert verdict.status == "correct", f"{verdict.status}: {verdict.reason}"
+
+
+# max unpooling after a pool with indices (the values scaled in between), module and
+# functional, with and without output_size, 1-D to 3-D, odd sizes
+UNPOOL = '''"""Max unpooling."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.MaxPool2d(2, return_indices=True)
+        self.unpool = nn.MaxUnpool2d(2)
+
+    def forward(self, x):
+        v, i = self.pool(x)
+        a = self.unpool(v * 2.0, i, output_size=[7, 9])
+        w, j = F.max_pool3d(x.unsqueeze(1), 3, 2, 1, return_indices=True)
+        b = F.max_unpool3d(torch.relu(w), j, 3, 2, 1, output_size=(3, 7, 9))
+        flat = x.flatten(2)
+        u, k = F.max_pool1d(flat, 3, 3, return_indices=True)
+        c = F.max_unpool1d(u, k, 3, 3, output_size=[63])
+        return a, b, c
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 7, 9)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_max_unpool_is_lowered_and_correct(synth: OfflineSynthesizer) -> None:
+    prop = _propose(synth, UNPOOL, "unpool")
+    assert prop.fallback_nodes == ()
+    assert prop.source.count("def launch_unpool_") == 3 and prop.source.count("def launch_pool_") == 3
+    (result,) = run_in_subprocess([{"id": "unpool", "spec_source": UNPOOL, "candidate_source": prop.source,
+                                    "seeds": [1, 2]}])
     assert result["ok"], (result["error"][-500:], result["trials"])

@@ -17,8 +17,10 @@ from .index.kernel_index import IndexFamily
 from .index.kernel_scatter import ScatterFamily
 from .integer.kernel_integer import IntegerFamily
 from .matmul.kernel_matmul import MatmulFamily
+from .norm.kernel_batch_norm import NormFamily
 from .pointwise.kernel_pointwise import PointwiseFamily
 from .pool.kernel_pool import PoolFamily
+from .pool.kernel_unpool import UnpoolFamily
 from .recurrent.kernel_recurrent import RecurrentFamily
 from .row.kernel_row import RowFamily
 
@@ -27,6 +29,7 @@ FAMILIES: tuple[KernelFamily, ...] = (
     RowFamily(),
     MatmulFamily(),
     PoolFamily(),
+    UnpoolFamily(),  # max_unpool: a scatter over zeros, no epilogue
     ConvFamily(),
     ConvNdFamily(),  # after ConvFamily: takes the convolutions it declines
     AttentionFamily(),
@@ -35,6 +38,7 @@ FAMILIES: tuple[KernelFamily, ...] = (
     IndexFamily(),
     ScatterFamily(),
     IntegerFamily(),
+    NormFamily(),  # functional batch / instance norm writing their running statistics
 )
 
 BY_KIND: Mapping[str, KernelFamily] = {f.kind: f for f in FAMILIES}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +25,11 @@ import torch.nn.functional as F
 
 from .attention_chain import match_chain, scale_value
 from .captured import CapturedSpec
+from .functional_misc import MISC_REWRITES
 from .fx_meta import propagate_shapes, shape_of
 from .matmul_shapes import MATMUL_REWRITES
 from .multi_output import split_multi_outputs
+from .norm_functional import NORM_REWRITES, replace_parts
 from .ops import normalize
 
 log = logging.getLogger(__name__)
@@ -571,14 +574,19 @@ def _exclusive_pad(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | No
 def _poisson_nll(g: torch.fx.Graph, node: torch.fx.Node) -> torch.fx.Node | None:
     a = _fn_args(node, [("input", _REQ), ("target", _REQ), ("log_input", True), ("full", False),
                         ("size_average", None), ("eps", 1e-8), ("reduce", None), ("reduction", "mean")])
-    if a is None or _legacy(a) or a["full"] or not isinstance(a["eps"], (int, float)) \
+    if a is None or _legacy(a) or not isinstance(a["eps"], (int, float)) \
             or shape_of(a["input"]) is None or shape_of(a["input"]) != shape_of(a["target"]):
-        return None  # full=True (Stirling term) stays a library call
+        return None
     x, t = a["input"], a["target"]
     if a["log_input"]:
         v = _call(g, torch.sub, _call(g, torch.exp, x), _call(g, torch.mul, t, x))
     else:
         v = _call(g, torch.sub, x, _call(g, torch.mul, t, _call(g, torch.log, _call(g, torch.add, x, float(a["eps"])))))
+    if a["full"]:
+        # Stirling's term t * log(t) - t + 0.5 * log(2 * pi * t), where t > 1 (torch's masked_fill)
+        st = _call(g, torch.add, _call(g, torch.sub, _call(g, torch.mul, t, _call(g, torch.log, t)), t),
+                   _call(g, torch.mul, _call(g, torch.log, _call(g, torch.mul, t, 2 * math.pi)), 0.5))
+        v = _call(g, torch.add, v, _call(g, torch.where, _call(g, torch.gt, t, 1.0), st, 0.0))
     return _loss_reduce(g, v, a["reduction"])
 
 
@@ -608,6 +616,10 @@ _FUNCTIONS: dict[Any, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node | 
 }
 # the remaining matmul shapes (dot, mv, addmv, outer, addr, baddbmm, addbmm, kron, ...): matmul_shapes.py
 _FUNCTIONS.update(MATMUL_REWRITES)
+# functional norms with weights as inputs (group / layer norm, their native tuples, LRN): norm_functional.py
+_FUNCTIONS.update(NORM_REWRITES)  # type: ignore[arg-type]
+# softmin, glu, prelu, dist, pairwise_distance, renorm, gaussian NLL, multilabel soft margin
+_FUNCTIONS.update(MISC_REWRITES)
 
 
 def _global_avg_pool(g: torch.fx.Graph, node: torch.fx.Node, mod: nn.Module) -> torch.fx.Node | None:
@@ -764,7 +776,10 @@ def _decompose_pass(spec: CapturedSpec) -> int:
         if new is None:
             continue
         inputs = list(node.all_input_nodes)
-        node.replace_all_uses_with(new)
+        if isinstance(new, tuple):  # a tuple-valued op (native_layer_norm): one node per item
+            replace_parts(graph, node, new)
+        else:
+            node.replace_all_uses_with(new)
         graph.erase_node(node)
         _erase_unused(graph, inputs)
         count += 1

@@ -15,6 +15,8 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
+from kernelevolve.errors import LoweringError
+
 from ...emit.channels_last import channels_last_groups
 from ...emit.grid import program_id_lines, wide_offsets
 from ...emit.launch_helpers import cached_plan_lines, tuple_source
@@ -40,12 +42,20 @@ from ..family import Emitted, KernelFamily, LaunchArgs, Recognised
 _FUNCS = {F.max_pool1d: ("max", 1), F.max_pool2d: ("max", 2), F.max_pool3d: ("max", 3),
           F.avg_pool1d: ("avg", 1), F.avg_pool2d: ("avg", 2), F.avg_pool3d: ("avg", 3),
           # torch.max_pool*d are the ATen ops behind F.max_pool*d's indices switch (no indices)
-          torch.max_pool1d: ("max", 1), torch.max_pool2d: ("max", 2), torch.max_pool3d: ("max", 3)}
+          torch.max_pool1d: ("max", 1), torch.max_pool2d: ("max", 2), torch.max_pool3d: ("max", 3),
+          # what F.max_pool*d(..., return_indices=True) traces to: (values, int64 indices)
+          F.max_pool1d_with_indices: ("max", 1), F.max_pool2d_with_indices: ("max", 2),
+          F.max_pool3d_with_indices: ("max", 3)}
+_WITH_INDICES = {F.max_pool1d_with_indices, F.max_pool2d_with_indices, F.max_pool3d_with_indices,
+                 F.adaptive_max_pool1d_with_indices, F.adaptive_max_pool2d_with_indices,
+                 F.adaptive_max_pool3d_with_indices}
 _MODULES = {nn.MaxPool1d: ("max", 1), nn.MaxPool2d: ("max", 2), nn.MaxPool3d: ("max", 3),
             nn.AvgPool1d: ("avg", 1), nn.AvgPool2d: ("avg", 2), nn.AvgPool3d: ("avg", 3)}
 # adaptive pools: windows [floor(o * in / out), ceil((o + 1) * in / out)) of varying size
 _ADAPTIVE_FUNCS = {F.adaptive_max_pool1d: ("max", 1), F.adaptive_max_pool2d: ("max", 2),
                    F.adaptive_max_pool3d: ("max", 3), F.adaptive_avg_pool1d: ("avg", 1),
+                   F.adaptive_max_pool1d_with_indices: ("max", 1), F.adaptive_max_pool2d_with_indices: ("max", 2),
+                   F.adaptive_max_pool3d_with_indices: ("max", 3),
                    F.adaptive_avg_pool2d: ("avg", 2), F.adaptive_avg_pool3d: ("avg", 3)}
 _ADAPTIVE_MODULES = {nn.AdaptiveMaxPool1d: ("max", 1), nn.AdaptiveMaxPool2d: ("max", 2),
                      nn.AdaptiveMaxPool3d: ("max", 3), nn.AdaptiveAvgPool1d: ("avg", 1),
@@ -81,13 +91,14 @@ def _adaptive_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None
         return None
     x, size = args.get("input"), args.get("output_size")
     shape = shape_of(x)
-    if shape is None or len(shape) not in (nd + 1, nd + 2) or dtype_of(x) not in _FLOATS or args.get("return_indices"):
+    indices = node.target in _WITH_INDICES or bool(args.get("return_indices"))
+    if shape is None or len(shape) not in (nd + 1, nd + 2) or dtype_of(x) not in _FLOATS:
         return None
     out = (size,) * nd if isinstance(size, int) or size is None else tuple(size)
     if len(out) != nd or not all(o is None or (isinstance(o, int) and o > 0) for o in out):
         return None
     # None keeps the input's size; window bounds are computed per output element at run time
-    return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "adaptive": out})
+    return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "adaptive": out, "indices": indices})
 
 
 def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
@@ -113,13 +124,15 @@ def pool_op(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
     p = _pair(args.get("padding", 0), nd)
     d = _pair(args.get("dilation", 1), nd) if kind == "max" else (1,) * nd
     div = args.get("divisor_override") if kind == "avg" else None
-    if k is None or s is None or p is None or d is None or args.get("return_indices", False):
+    if k is None or s is None or p is None or d is None:
         return None
+    indices = node.op == "call_function" and node.target in _WITH_INDICES or bool(args.get("return_indices", False))
     if div is not None and not (isinstance(div, int) and div != 0):
         return None
     return NormOp("pool", {"input": x}, extra={"kind": kind, "nd": nd, "k": k, "s": s, "p": p, "d": d,
                                                "ceil": bool(args.get("ceil_mode", False)), "div": div,
-                                               "count_include_pad": bool(args.get("count_include_pad", True))})
+                                               "count_include_pad": bool(args.get("count_include_pad", True)),
+                                               "indices": indices})
 
 
 def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: PointwiseEmitter) -> tuple[str, str, str]:
@@ -149,7 +162,13 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     nhwc = group.gid in channels_last_groups(plan, genome)
     full = [operand_shape(plan, v) == group.shape for v in ext]
     bcast = [i for i in range(len(ext)) if not full[i]]
+    # return_indices: the node is the (values, indices) tuple; one pass stores both, the
+    # index of each maximum flat within its input plane, as torch numbers them
+    indices = bool(e.get("indices"))
+    if indices and (nhwc or len(group.members) > 1 or not is_max):
+        raise LoweringError("pool: indices of a fused or channels-last pool")
     sig = ["x_ptr"] + [f"e{i}_ptr" for i in range(len(ext))] + [f"out{j}_ptr" for j in range(len(outs))]
+    sig += ["idx_ptr"] if indices else []
     sig += ["n_out", *dims, *(f"O{d}" for d in dims)] + (["C"] if nhwc else [])
     sig += [f"d{k}" for k in range(1, rank - nd) if bcast]  # leading output dims (unravel)
     sig += [f"e{i}_s{k}" for i in bcast for k in range(rank)]
@@ -195,6 +214,8 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
                       f"    en_{c} = ((o{c} + 1) * {dim} + O{dim} - 1) // O{dim}"]
     counted = not is_max and not adaptive and not e["count_include_pad"] and e["div"] is None
     lines += [f"    acc = tl.full([BLOCK_SIZE], {init}, tl.float32)"]
+    if indices:
+        lines.append("    best = tl.full([BLOCK_SIZE], -1, tl.int64)")
     if counted:
         lines.append("    count = tl.zeros([BLOCK_SIZE], dtype=tl.float32)")
     ind = "    "
@@ -210,6 +231,14 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
               f"{ind}v = tl.load(x_ptr + base + {addr}, mask=inside, other={init})"
               f"{load_cast(dtype_of(group.ops[pool].args['input']))}",
               f"{ind}acc = {'tl.maximum(acc, v)' if is_max else 'acc + v'}"]
+    if indices:
+        # torch's rule: the first in-bounds tap, then a strictly larger value or any NaN
+        plane_addr = ins[0]
+        for j in range(1, nd):
+            plane_addr = f"({plane_addr}) * {dims[j]} + {ins[j]}"
+        lines[-1:] = [f"{ind}take = inside & ((v > acc) | (v != v) | (best < 0))",
+                      f"{ind}acc = tl.where(take, v, acc)",
+                      f"{ind}best = tl.where(take, ({plane_addr}).to(tl.int64), best)"]
     if counted:
         lines.append(f"{ind}count += tl.where(inside, 1.0, 0.0)")
     if is_max:
@@ -240,6 +269,8 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
             lines += [f"    i{k} = rem % d{k}", f"    rem = rem // d{k}"] if k else ["    i0 = rem"]
     idx = [f"i{k}" for k in range(lead)] + [f"o{c}" for c in lo]
     lines += epilogue_lines(group, emitter, val, ext, full, idx, "offs", outs)
+    if indices:
+        lines.append("    tl.store(idx_ptr + offs, best, mask=mask)")
     kernel = "\n".join(lines) + "\n"
 
     ll = [f"_plans_{name} = {{}}  # input signature -> launch plan", "", ""]
@@ -277,12 +308,16 @@ def gen_pool(plan: Plan, group: Group, genome: dict[str, str], emitter: Pointwis
     call = ["x"] + [f"e{i}" for i in range(len(ext))]
     fmt = ", memory_format=torch.channels_last" if nhwc else ""
     for j, m in enumerate(outs):
-        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dtype_of(m) or torch.float32}{fmt})")
+        dt = dtype_of(group.ops[pool].args["input"]) if indices else dtype_of(m) or torch.float32
+        ll.append(f"    out{j} = torch.empty(shape, device=x.device, dtype={dt}{fmt})")
         call.append(f"out{j}")
+    if indices:
+        ll.append("    idx = torch.empty(shape, device=x.device, dtype=torch.int64)")
+        call.append("idx")
     call += ["*tail"] + [f"s{i}" for i in range(len(scalars))]
     ll += ["    if grid is not None:",
            f"        {name}[grid]({', '.join(call)}, BLOCK_SIZE=block, **consts, num_warps={warps})",
-           f"    return {', '.join(f'out{j}' for j in range(len(outs)))}"]
+           f"    return {', '.join(f'out{j}' for j in range(len(outs)))}" + (", idx" if indices else "")]
     return kernel, "\n".join(ll) + "\n", f"launch_{name}"
 
 
@@ -296,6 +331,9 @@ class PoolFamily(KernelFamily):
 
     kind = "pool"
     epilogue = True
+    # a max pool with return_indices is one (values, int64 indices) node; other pools
+    # only take floating inputs (pool_op), so their outputs are floating too
+    tuple_outputs = True
     knobs = {
         "BLOCK_SIZE": ("1024", "256", "512", "2048"),
         "num_warps": ("4", "1", "2", "8"),

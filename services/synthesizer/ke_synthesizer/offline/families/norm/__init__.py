@@ -1,0 +1,1 @@
+"""Functional batch / instance norm with running statistics as inputs."""
