@@ -1,8 +1,9 @@
 """Functional batch / instance norm with running statistics as inputs (the ``norm``
 family): ``F.batch_norm`` in training and eval mode, the native ops' ``(out, save_mean,
 save_invstd[, reserve])`` tuples and ``F.instance_norm``, on odd shapes, lowered to one
-Triton kernel (no library call), correct in the interpreter and judged; with
-``UPDATE_RUNNING_STATS`` the kernel writes the running statistics exactly as torch does."""
+Triton kernel (no library call), correct in the interpreter and judged; the kernel writes
+the running statistics exactly as torch does, and one that leaves them is judged incorrect
+(the evaluator compares inputs after the call with the reference's)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,14 @@ def test_functional_batch_norm_is_one_correct_triton_kernel(name: str, lowered: 
     prop = lowered[name]["proposal"]
     assert prop.fallback_nodes == ()
     assert prop.source.count("@triton.jit") == 1
-    assert "rm_ptr + c, " not in prop.source  # running statistics left as they are (the evaluator's rule)
+    # running statistics written in place exactly where torch writes them (training mode)
+    spec = _module(CASES[name])
+    inputs = spec.get_inputs()
+    ref_in = [t.clone() for t in inputs]
+    with torch.no_grad():
+        spec.Model()(*ref_in)
+    torch_updates = any(not torch.equal(a, b) for a, b in zip(inputs, ref_in, strict=True))
+    assert ("rm_ptr + c, " in prop.source) == torch_updates, name
     assert lowered[name]["ok"], lowered[name]["error"][-400:]
 
 
@@ -87,3 +95,15 @@ def test_running_statistics_are_written_as_torch_does(name: str, monkeypatch: py
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     assert not torch.equal(inputs[1], before)  # the update did happen
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_kernel_that_leaves_the_running_statistics_is_incorrect(judge: Judge,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the evaluator held every candidate to leaving its inputs unchanged: the kernel
+    that updated them as torch does was "input 1 was modified in place by the candidate" and
+    the one that did not was judged correct though a user's running statistics never moved."""
+    monkeypatch.setattr(kernel_batch_norm, "UPDATE_RUNNING_STATS", False)
+    (prop,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=CASES["train_3d"], spec_name="t", count=1))
+    verdict = judge.evaluate(CASES["train_3d"], prop.source, "no_update")
+    assert verdict.status == "incorrect", verdict.reason
+    assert "the reference updates its inputs in place" in verdict.reason

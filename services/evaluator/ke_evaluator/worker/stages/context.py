@@ -90,6 +90,8 @@ class JobContext:
     cls: Any = None  # the candidate's ModelNew
     cand_model: Any = None
     recorder: Any = None  # launch_counter.LaunchRecorder
+    # input sets whose inputs the candidate updated in place as the reference does
+    inputs_updated: set[str] = field(default_factory=set)
     graph_seen: list[int] = field(default_factory=lambda: [0, 0])  # CUDA graph replays, launches they stood for
     inputs0: Any = None  # trial 0's set (on the host after the correctness stage)
     first_in: Any = None  # the candidate's copy of trial 0's set, kept for trial 1's buffers

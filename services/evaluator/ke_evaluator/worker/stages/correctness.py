@@ -103,7 +103,7 @@ def run(ctx: JobContext) -> Evidence:
         cand_spans = checks.after_call(ctx, label, inputs, cand_in)
         del cand_in
 
-        reference = partial(checks.eager_reference, ctx, inputs)
+        reference = partial(checks.eager_reference, ctx, inputs, label)
 
         key = label.split(" (")[0]
         if key in fresh or idx == 0:  # trial 0: the reference runs after the candidate, as always

@@ -36,7 +36,7 @@ def run(ctx: JobContext) -> Evidence:
 
     # The cached eager output when the worker has one (computed by an earlier job of this
     # spec and seed, checksummed); else the reference runs now, after the candidate.
-    ref, ref_aliases = refs.reference(LABEL, partial(checks.eager_reference, ctx, inputs))
+    ref, ref_aliases = refs.reference(LABEL, partial(checks.eager_reference, ctx, inputs, LABEL))
     ev._mem.note(inputs, ref_model, ref)
     ev._note_output_sizes(ref)
     bad = output_checks.check_structure(out, ref, cand_spans, strict_strides=opts.strict_strides,
