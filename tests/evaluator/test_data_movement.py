@@ -84,3 +84,28 @@ def test_a_copy_kernel_for_arithmetic_stays_rejected(judge: Judge) -> None:
                        CANDIDATE.format(source="torch.exp(x)", flip=False), candidate_id="exp_copy")
     assert v.status == "rejected", v.reason
     assert "only move data" in v.reason and "data_movement" not in v.evidence.get("kernel_arithmetic", {})
+
+
+SYNTHESIZED = {
+    # a gather whose index is wrapped by the reference (remainder on indices, not on values)
+    "take_along_dim": ("torch.take_along_dim(x, torch.tensor([[1], [0], [2]]).expand(3, 4).remainder(5), dim=1)",
+                       "3, 5"),
+    "embedding": ("torch.nn.functional.embedding(torch.tensor([3, 0, 3, 6]), x)", "7, 4"),
+    # the identity on every real for a threshold of 0: a kernel moving x is the operator
+    "hardshrink_0": ("torch.nn.functional.hardshrink(x, 0.0)", "5, 5"),
+    # the identity on finite inputs: judged where NaN and infinities are among them
+    "nan_to_num": ("torch.nan_to_num(x, nan=1.5, posinf=2.0, neginf=-2.0)", "4, 5"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNTHESIZED))
+def test_the_offline_seed_of_an_operator_that_moves_data_is_correct(judge: Judge, name: str) -> None:
+    from ke_synthesizer.offline import OfflineSynthesizer
+    from kernelevolve.ports.synthesis import ProposalRequest
+
+    expr, shape = SYNTHESIZED[name]
+    spec = SPEC.format(expr=expr, shape=shape)
+    (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=spec, spec_name=name, count=1))
+    assert not seed.fallback_nodes, seed.fallback_nodes
+    v = judge.evaluate(spec, seed.source, candidate_id=name)
+    assert v.status == "correct", v.reason

@@ -301,6 +301,10 @@ class ArithmeticAudit:
             small = t.numel() * t.element_size() < HOST_SPILL_BYTES
             copied = _COPY_OF.search(why) if not computes else None
             own = self._is_own_data(tensors[int(copied.group(1))]) if copied else None
+            if not computes and copied is None and _GATHERED in why:
+                # a gather: its values come from the launch's arguments of its dtype
+                own = all(self._is_own_data(u) for j, u in enumerate(tensors)
+                          if j not in changed and u.dtype == t.dtype and u.numel())
             audit.writes.append(Write(i, mask, computes, why, random_fill(t) if computes and small else None,
                                       moves_own_data=own))
         for i in changed:
@@ -321,6 +325,7 @@ class ArithmeticAudit:
 
 # How ``_classify`` names a copy's source (``Write.moves_own_data`` reads it back).
 _COPY_OF = re.compile(r"values are those of argument #(\d+)")
+_GATHERED = "every value it writes is one of its inputs' values"
 
 
 def _truth_values(s: torch.Tensor) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # ATen overload packets that move, view, select, fill or reorder values without computing
@@ -27,7 +28,7 @@ MOVES = frozenset({
     "_reshape_alias", "_to_copy", "_unsafe_index", "_unsafe_view", "_upsample_nearest_exact1d",
     "_upsample_nearest_exact2d", "_upsample_nearest_exact3d", "alias", "alias_copy", "as_strided",
     "as_strided_copy", "cat", "channel_shuffle", "chunk", "clone", "col2im_unused", "constant_pad_nd", "contiguous",
-    "copy", "copy_", "detach", "diag", "diag_embed", "diagonal", "diagonal_copy", "empty", "empty_like",
+    "copy", "copy_", "detach", "diag", "diag_embed", "diagonal", "diagonal_copy", "embedding", "empty", "empty_like",
     "empty_strided", "expand", "expand_copy", "fill", "fill_", "flip", "full", "full_like", "gather", "im2col",
     "index", "index_copy", "index_fill", "index_select", "lift_fresh", "lift_fresh_copy", "masked_fill",
     "masked_scatter", "masked_select", "max_unpool2d", "max_unpool3d", "movedim", "narrow", "narrow_copy",
@@ -49,6 +50,14 @@ class _OpNames(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        if all(isinstance(o, torch.Tensor) and not o.is_floating_point() and not o.is_complex() for o in outs) \
+                and func.overloadpacket.__name__ not in MOVES:
+            # arithmetic on indices (take_along_dim wraps negative ones with a remainder), not
+            # on the values moved; a copy of a library result still fails the audit's own-data
+            # rule, so an integer operator's arithmetic cannot hide here
+            return out
         self.names.add(func.overloadpacket.__name__)
         if func.overloadpacket.__name__ in ("scatter", "index_put", "index_put_"):
             # scatter with reduce=, index_put with accumulate=True add values up
@@ -58,7 +67,7 @@ class _OpNames(TorchDispatchMode):
             else:
                 self.names.discard(func.overloadpacket.__name__)
                 self.names.add("take")  # a plain scatter / index_put moves values
-        return func(*args, **(kwargs or {}))
+        return out
 
 
 def reference_ops(run: Callable[[], Any]) -> set[str]:

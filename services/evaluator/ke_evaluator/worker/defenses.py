@@ -220,7 +220,7 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
         if off is not None and off.passed:
             summary["off_identity"] = off.evidence()
             return
-        moved = _data_movement(reference, analysed, inputs0, device)
+        moved = _data_movement(reference, analysed, inputs0, device, off)
         if moved is not None:
             summary["data_movement"] = moved
             return
@@ -245,7 +245,11 @@ def kernel_arithmetic(call: Callable[[torch.nn.Module, list[Any]], Any], poison:
 # order: +-2 takes uniform [0, 1) past ReLU's, leaky ReLU's, ELU's and hardtanh's kinks
 # (hardtanh clips at 1); +-64 past wider clamps. The first on which the reference is no
 # copy of an input, and finite, is used.
-OFF_IDENTITY_SPREADS = (2.0, 64.0)
+# Where an operator that is the identity on the given inputs may not be: spread wide (ReLU,
+# hardtanh on uniform [0, 1)), narrow (a threshold's dead zone: hardshrink and softshrink
+# were the identity over +-2 and +-64 alike), and with NaN and infinities among the values
+# (nan_to_num); (half-width, non-finite values mixed in).
+OFF_IDENTITY_SPREADS: tuple[tuple[float, bool], ...] = ((2.0, False), (64.0, False), (1.0 / 64, False), (2.0, True))
 
 
 @dataclass
@@ -255,22 +259,40 @@ class OffIdentity:
     passed: bool = False
     note: str = ""  # why not, for the rejection's reason
     spread: float = 0.0
+    nonfinite: bool = False
+    # the reference copied an input on every spread tried: the identity wherever we looked
+    always_identity: bool = False
     computing: int = 0
     reach: bool | str = False
 
     def evidence(self) -> dict[str, Any]:
         return {"why": "on the given inputs every kernel's writes equal an input's values (the operator is the "
                        "identity there)",
-                "inputs": f"each floating input moved linearly onto [-{self.spread:g}, {self.spread:g}]",
+                "inputs": _spread_words(self.spread, self.nonfinite),
                 "computing": self.computing, "computed_values_reach_output": self.reach}
 
 
-def _spread(inputs: list[Any], half: float) -> list[Any] | None:
+def _spread_words(half: float, nonfinite: bool) -> str:
+    return (f"each floating input moved linearly onto [-{half:g}, {half:g}]"
+            + (", every 7th value NaN, every 11th +inf, every 13th -inf" if nonfinite else ""))
+
+
+def _spread(inputs: list[Any], half: float, nonfinite: bool = False) -> list[Any] | None:
     """Copies of ``inputs`` (on the host) with each floating tensor mapped linearly onto
     ``[-half, half]``, its smallest value to ``-half``; one without two distinct values (a
     single element, a constant) to ``-(|x| + half)``, the other side of every kink the
-    spread passes. None when no input can move (no floating tensor)."""
+    spread passes; ``nonfinite``: NaN and infinities mixed in. None when no input can move
+    (no floating tensor)."""
     moved = [False]
+
+    def spread(t: torch.Tensor) -> torch.Tensor:
+        x = one(t)
+        if nonfinite and x.is_floating_point() and x.numel():
+            flat = x.view(-1)
+            flat[::7] = math.nan
+            flat[5::11] = math.inf
+            flat[3::13] = -math.inf
+        return x
 
     def one(t: torch.Tensor) -> torch.Tensor:
         # in the tensor's own dtype, one copy: a float64 temporary of a real-size input set
@@ -286,7 +308,7 @@ def _spread(inputs: list[Any], half: float) -> list[Any] | None:
             return x.abs_().add_(half).neg_()
         return x.sub_((lo + hi) / 2).mul_(2 * half / (hi - lo))
 
-    out = output_checks.map_tree(inputs, one)
+    out = output_checks.map_tree(inputs, spread)
     return out if moved[0] else None
 
 
@@ -321,21 +343,23 @@ def _off_identity(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Cal
     fallback gets on inputs that never make the operator the identity (README "Library
     calls")."""
     why = OffIdentity(note="no floating input to move to where the operator is not the identity")
-    for half in OFF_IDENTITY_SPREADS:
-        moved = _spread(inputs0, half)
+    for half, nonfinite in OFF_IDENTITY_SPREADS:
+        moved = _spread(inputs0, half, nonfinite)
         if moved is None:
             return why
         ref = reference(_copy(moved, device))
         if _copies_an_input(ref, moved):
-            why.note = f"the operator is still the identity, or undefined, on inputs spread over +-{half:g}"
+            why.note = ("the operator is still the identity, or undefined, on inputs spread over +-2, +-64 and "
+                        "+-1/64 and with NaN and infinities")
             continue
-        found = OffIdentity(spread=half)
+        found = OffIdentity(spread=half, nonfinite=nonfinite)
         module = model()
         probe_in = _copy(moved, device)
         audit = arithmetic_audit.ArithmeticAudit(protected=_spans(module, probe_in))
         probe = launch_counter.LaunchRecorder(module_name=recorder.module_name, audit=audit)
         poison(probe_in)
-        where = f"on inputs spread over +-{half:g}, where the operator is not the identity"
+        where = (f"on inputs spread over +-{half:g}{' with NaN and infinities' if nonfinite else ''}, where the "
+                 "operator is not the identity")
         try:
             with launch_counter.recording(probe):
                 out = call(module, probe_in)
@@ -360,6 +384,7 @@ def _off_identity(call: Callable[[torch.nn.Module, list[Any]], Any], poison: Cal
             return found
         found.passed, found.reach = True, reach
         return found
+    why.always_identity = True
     return why
 
 
@@ -422,17 +447,23 @@ def _summary(audit: arithmetic_audit.ArithmeticAudit) -> dict[str, Any]:
 
 
 def _data_movement(reference: Callable[[list[Any]], Any] | None, analysed: list[arithmetic_audit.LaunchAudit],
-                   inputs0: list[Any], device: torch.device | None) -> str | None:
+                   inputs0: list[Any], device: torch.device | None, off: OffIdentity | None = None) -> str | None:
     """Why kernels that only move data are the operator (``data_movement``), or None: the
-    reference itself only moves data, and every value the kernels copy comes from the
-    forward's own inputs, parameters or buffers or from their own earlier writes, never
-    from a tensor a library call produced (a library result copied through a kernel)."""
+    reference itself only moves data (its ATen ops, or its output copied an input on every
+    spread ``_off_identity`` tried: hardshrink with a threshold of 0), and every value the
+    kernels copy comes from the forward's own inputs, parameters or buffers or from their
+    own earlier writes, never from a tensor a library call produced (a library result
+    copied through a kernel)."""
     writes = [w for la in analysed for w in la.writes]
     if reference is None or not writes or not all(w.moves_own_data for w in writes):
         return None
     probe_in = _copy(inputs0, device)
     ops = data_movement.reference_ops(lambda: reference(probe_in))
     if not data_movement.only_moves(ops):
+        if off is not None and off.always_identity:
+            return ("the reference's output copied an input on every input tried (the given ones, spread over "
+                    "+-2, +-64 and +-1/64, with NaN and infinities); the candidate's kernels move the forward's "
+                    "own inputs")
         return None
     return (f"the reference only moves data ({', '.join(sorted(ops))}); the candidate's kernels move the "
             "forward's own inputs, parameters or buffers")
