@@ -150,3 +150,27 @@ def test_the_cache_counts_its_device_bytes_apart() -> None:
     cache = _cache_with({rc.SCREEN_SET: entry})
     assert cache.device_bytes() == 0  # all on the host here
     assert rc.on_host([entry.ref]) and not rc.on_host([1, "x"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_screens_read_the_eager_output_kept_on_the_device(tmp_path) -> None:  # noqa: ANN001
+    from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
+
+    from .sources import candidate, example
+
+    # 131072 x 257 float32: 134 MB, above memory.HOST_SPILL_BYTES, so its eager output
+    # would wait on the host without the placement.
+    spec = example("relu_scale_add").replace("BATCH, FEATURES = 64, 257", "BATCH, FEATURES = 131072, 257")
+    assert "131072" in spec
+    with Judge(EvalOptions(device="cuda", correctness_trials=3, scratch_dir=str(tmp_path),
+                           timing=TimingOptions(max_trials=10))) as judge:
+        full = judge.evaluate(spec, candidate("ok_relu_scale_add"), "full")
+        assert full.status == "correct", full.reason
+        assert full.evidence["reference_cache"].get("screen_reference") == "moved to the device", \
+            full.evidence["reference_cache"]
+        screens = [judge.evaluate(spec, candidate("ok_relu_scale_add"), f"s{i}", tier="screen") for i in range(2)]
+    for s in screens:
+        assert s.status == "correct" and s.tier == "screen", s.reason
+        cache = s.evidence["reference_cache"]
+        assert cache["reference_outputs"] == "cached" and "screen_reference" not in cache, cache

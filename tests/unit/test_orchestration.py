@@ -88,6 +88,8 @@ async def test_greedy_session_spends_exact_budget_and_climbs(budget: int, inflig
     prefix = final.artifact_prefix
     lineage = json.loads(await store.get(f"{prefix}lineage.json"))
     assert len(lineage["nodes"]) == budget
+    summary = json.loads(await store.get(f"{prefix}summary.json"))
+    assert summary["best_tier"] == "full" and summary["best_retimed"]  # screened first, reported on its full verdict
     assert (await store.get(f"{prefix}best_kernel.py")).startswith(b"# KernelEvolve best candidate")
     assert len(await store.list(f"{prefix}reports/")) == budget
 

@@ -24,7 +24,7 @@ from ke_search.report import common_failure
 from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
-from ke_search.tiers import contenders, provisional, tier_of
+from ke_search.tiers import contenders, provisional, tier_label, tier_of
 from kernelevolve.artifacts import Artifacts, lineage_document
 from kernelevolve.baseline_best import baseline_best
 from kernelevolve.bus.envelope import envelope, now_ts
@@ -595,6 +595,8 @@ class SearchService:
             "best_speedup_source": ("fresh-worker re-time" if best and best.retimed
                                     else "first evaluation" if best else ""),
             "best_first_speedup": (best.first_fitness if best.retimed else best.fitness) if best else 0.0,
+            # The tier whose verdict the best's speedup is (``_best``: never a screen).
+            "best_tier": tier_label(best) if best else "",
             "precision": session.precision or "default",
             # the baseline nothing beat, said plainly (kernelevolve.baseline_best)
             "verdict": baseline_best(best.fitness if best else None, session.baseline or "eager"),
