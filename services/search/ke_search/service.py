@@ -496,14 +496,17 @@ class SearchService:
             # a shorter time limit used to end such a session with no kernel at all.
             return
         spent = len(set(st.retime_requested) - set(st.elite_retimes) - set(st.promotions))
-        if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
+        # A screen alone is never a result: with no finalists asked for (and no promotion
+        # room left), the fittest node is still judged fully when it was only screened.
+        finalists = max(self._finalists, 1 if correct and provisional(correct[0]) else 0)
+        if (stopping or finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or spent >= self._max_retimes):
             st.done = True
             effects.finish = True
             if not st.end_reason:
                 st.end_reason = termination.FAILED if st.failure else termination.CANCELLED if st.cancelled else ""
             return
-        room = min(self._finalists, self._max_retimes - spent)
+        room = min(finalists, self._max_retimes - spent)
         chosen = [n.node_id for n in correct if n.node_id not in st.retime_requested][:room]
         st.retime_requested.extend(chosen)
         effects.retimes.extend(chosen)
