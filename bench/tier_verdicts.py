@@ -41,7 +41,9 @@ def _verdict(judge: Any, prep: dict[str, Any], tier: str, label: str) -> dict[st
             "seconds": round(wall, 3), "stage_s": ev.get("stage_s") or {}, "speedup": round(v.speedup, 4),
             "trials": v.candidate_timing.trials if v.candidate_timing else 0,
             "baseline": (ev.get("timing") or {}).get("baseline", ""),
-            "reference_outputs": cache.get("reference_outputs", "")}
+            "reference_outputs": cache.get("reference_outputs", ""),
+            # where the screen set's eager output went after this job (device or host, and why)
+            "screen_reference": cache.get("screen_reference", "")}
 
 
 def _medians(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -52,17 +52,23 @@ class Progress:
             self.interpreted = self.interpreted or r.interpreted
             status = status_name(r.status)
             self.first[r.candidate_id] = r.speedup
-            if r.status == pb.EVALUATION_STATUS_CORRECT and r.speedup > self.best:
+            # A screened verdict is provisional: never the best until its full re-check.
+            screened = r.tier == "screen"
+            if r.status == pb.EVALUATION_STATUS_CORRECT and r.speedup > self.best and not screened:
                 self.best, self.best_id = r.speedup, r.candidate_id
-            detail = f"{r.speedup:.2f}x" if r.status == pb.EVALUATION_STATUS_CORRECT else r.reason[:80]
+            detail = (f"{r.speedup:.2f}x" + (" (screened)" if screened else "")
+                      if r.status == pb.EVALUATION_STATUS_CORRECT else r.reason[:80])
             best = f"best {self.best:.2f}x ({self.best_id})" if self.best_id else "no correct candidate yet"
             self.line(f"  evaluated  {r.candidate_id:<10} {status:<13} {detail:<40} "
                       f"[{self.evaluated}/{self.budget}; {best}]")
         elif kind == "retime_requested":
-            self.line(f"  re-timing  {env.retime_requested.candidate.candidate_id:<10} finalist, in a fresh worker")
+            cid = env.retime_requested.candidate.candidate_id
+            self.line(f"  re-timing  {cid:<10} full protocol, in a fresh worker")
         elif kind == "candidate_retimed":
             r = env.candidate_retimed.result
             was = self.first.get(r.candidate_id, 0.0)
+            if r.status == pb.EVALUATION_STATUS_CORRECT and r.speedup > self.best:
+                self.best, self.best_id = r.speedup, r.candidate_id
             now = f"{r.speedup:.2f}x" if r.status == pb.EVALUATION_STATUS_CORRECT else status_name(r.status)
             self.line(f"  re-timed   {r.candidate_id:<10} {now} (first {was:.2f}x)")
         elif kind == "skill_distilled":

@@ -45,8 +45,8 @@ class LiveProgress(Progress):
             if r.candidate_id == self.best_id or self._now[r.candidate_id] > self.best:
                 cid = max(self._now, key=lambda c: self._now[c])
                 self.best, self.best_id = (self._now[cid], cid) if self._now[cid] > 0 else (0.0, "")
-        elif env.WhichOneof("payload") == "evaluation_completed":
-            r = env.evaluation_completed.result
+        elif env.WhichOneof("payload") == "evaluation_completed" and env.evaluation_completed.result.tier != "screen":
+            r = env.evaluation_completed.result  # a screened speedup waits for its full re-check
             self._now[r.candidate_id] = r.speedup if r.status == pb.EVALUATION_STATUS_CORRECT else 0.0
         best = f"best {self.best:.3g}x ({self.best_id})" if self.best_id else "no correct candidate yet"
         self._bar.update(self._task, completed=min(self.evaluated, self.budget), best=best)

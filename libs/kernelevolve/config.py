@@ -210,7 +210,7 @@ class EvaluatorSettings:
     # a short timing: ke_evaluator/worker/stages) and the full protocol judges the ones the
     # search promotes (its contenders and finalists, through a re-check in a fresh worker).
     # A screened verdict is provisional: never called best, distilled or reported alone.
-    screen: bool = False
+    screen: bool = True
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ class CountingJudge:
         return getattr(self._judge, name)
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, tier: str | None = None) -> Verdict:
         self.evaluated.append(candidate_id)
         return self._judge.evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
 

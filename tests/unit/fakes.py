@@ -78,7 +78,9 @@ class FakeJudge:
         return [self.evaluate(*job) for job in jobs]
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
+        # A screening evaluator (the default, ``evaluator.screen``) names the tier; the
+        # verdict says it, as the real judge's does (its numbers are the same here).
         self.evaluated.append(candidate_id)
         if "BAD" in candidate_source:
             return Verdict(status="incorrect", reason="max abs error 1.0 > atol", candidate_id=candidate_id)
@@ -94,6 +96,7 @@ class FakeJudge:
             v.compile_baseline_timing = Timing(median_ms=0.5)
             v.speedup_vs_compile = speed / 2
             v.evidence["compile_baseline"] = "torch.compile (double)"
+        v.tier = tier or "full"  # type: ignore[assignment]
         return v
 
 
@@ -109,14 +112,15 @@ class CountsInFlight:
         self.lock = threading.Lock()
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, **kwargs: Any) -> Verdict:
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
         time.sleep(self.hold_s)
         with self.lock:
             self.now -= 1
-        return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)  # type: ignore[misc]
+        return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker,  # type: ignore[misc]
+                                **kwargs)
 
 
 class JudgeValidator:

@@ -109,7 +109,7 @@ class GridJudge:
         return [self.evaluate(*job) for job in jobs]
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                 fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
         (self.retimed if fresh_worker else self.evaluated).append(candidate_id)
         speed = self.speed(candidate_source, fresh_worker)
         cand_ms, base_ms = 1.0 / speed, 1.0

@@ -74,3 +74,17 @@ def test_bad_nested_config_fails_loudly(tmp_path: Path, yaml_text: str, env: dic
     cfg.write_text(yaml_text)
     with pytest.raises(ConfigError, match=message):
         load_settings(cfg, env=env)
+
+
+@pytest.mark.parametrize(("env", "yaml", "screen"), [
+    ({}, "", True),                                   # the default: every candidate screened first
+    ({"KE_EVALUATOR_SCREEN": "false"}, "", False),    # the full protocol for every candidate
+    ({"KE_EVALUATOR_SCREEN": "0"}, "", False),
+    ({}, "evaluator:\n  screen: false\n", False),
+    ({"KE_EVALUATOR_SCREEN": "true"}, "evaluator:\n  screen: false\n", True),  # the environment wins
+])
+def test_screening_is_on_by_default_and_can_be_turned_off(tmp_path: Path, env: dict[str, str], yaml: str,
+                                                          screen: bool) -> None:
+    cfg = tmp_path / "ke.yaml"
+    cfg.write_text(yaml)
+    assert load_settings(cfg, env=env).evaluator.screen is screen

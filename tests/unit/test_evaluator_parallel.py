@@ -31,7 +31,7 @@ class CountingJudge(FakeJudge):
         self.most = 0
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, tier: str | None = None) -> Verdict:
         with self._guard:
             self.running += 1
             self.most = max(self.most, self.running)

@@ -37,6 +37,23 @@ def test_live_bar_tracks_best_so_far() -> None:
     assert "r1-2" in text and "incorrect" in text and "best 2.25x (r2-1)" in text
 
 
+def test_a_screened_speedup_is_never_shown_as_best_until_its_full_recheck() -> None:
+    for p in (LiveProgress(budget=2, out=io.StringIO()), Progress(budget=2, out=io.StringIO())):
+        p.on_event(_evaluated("r1-1", 1.5))
+        lucky = _evaluated("r1-2", 9.0)
+        lucky.evaluation_completed.result.tier = "screen"
+        p.on_event(lucky)
+        assert (p.best, p.best_id) == (1.5, "r1-1")
+        rechecked = ev.Envelope()
+        rechecked.candidate_retimed.result.candidate_id = "r1-2"
+        rechecked.candidate_retimed.result.status = pb.EVALUATION_STATUS_CORRECT
+        rechecked.candidate_retimed.result.speedup = 2.0
+        p.on_event(rechecked)
+        assert (p.best, p.best_id) == (2.0, "r1-2")
+        p.close()
+        assert "9.00x (screened)" in p.out.getvalue()  # type: ignore[attr-defined]
+
+
 def test_quiet_and_piped_output_use_plain_lines() -> None:
     quiet = make_progress(3, quiet=True)
     assert type(quiet) is Progress and quiet.quiet

@@ -37,8 +37,9 @@ class ContractJudge(FakeJudge):
         self.contracts: list[tuple[str, bool]] = []
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False, precision: str | None = None) -> Verdict:
-        v = super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker, compile_baseline)
+                 fresh_worker: bool = False, compile_baseline: bool = False, precision: str | None = None,
+                 tier: str | None = None) -> Verdict:
+        v = super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker, compile_baseline, tier=tier)
         name = precision or "default"
         self.contracts.append((name, fresh_worker))
         v.precision = Precision(name, {"cudnn.allow_tf32": str(name != "strict")})

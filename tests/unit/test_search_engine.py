@@ -112,7 +112,7 @@ async def test_target_roofline_ends_the_session() -> None:
 async def test_time_limit_ends_the_session_with_a_retimed_best() -> None:
     class Slow(GridJudge):
         def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False) -> Verdict:
+                     fresh_worker: bool = False, tier: str | None = None) -> Verdict:
             time.sleep(0.1)
             return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
 
@@ -129,7 +129,7 @@ async def test_a_time_limit_before_any_verdict_waits_for_the_candidates_in_fligh
     # session still ends with a verified, re-timed kernel, and asks for nothing after it.
     class Slow(GridJudge):
         def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                     fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
             if not fresh_worker:
                 time.sleep(1.0)
             return super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker)
@@ -167,7 +167,7 @@ async def test_max_inflight_keeps_n_evaluations_busy() -> None:
             self.round_full = threading.Condition()
 
         def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                     fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
+                     fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
             if fresh_worker:
                 # A re-timing in a fresh worker (a finalist, possibly mid-search) is no search
                 # evaluation: counted, it took a round's place and waited for starts that the

@@ -10,7 +10,7 @@ import pytest
 
 from ke_cli.inprocess import run_session
 from ke_search.service import _best
-from ke_search.tiers import contenders, provisional, tier_of
+from ke_search.tiers import contenders, provisional, tier_label, tier_of
 from kernelevolve.config import Settings
 from kernelevolve.ports.verdict import Verdict
 from kernelevolve.report.html import tier_of as report_tier
@@ -106,8 +106,24 @@ async def test_a_screening_session_reports_only_full_verdicts(budget: int) -> No
     assert later and set(later) == {"full"}  # every re-check is the full protocol
     best = result.best
     assert best is not None and best.node.retimed and best.node.tier == "full"  # screened, then re-checked
+    assert tier_label(best.node) == "full" and all(tier_label(c.node) == "screen" for c in result.candidates
+                                                   if provisional(c.node))
     assert result.session.best_speedup == pytest.approx(f(point_of(best.proposal.source)))
     # contenders were promoted during the search, beyond the one finalist
     assert len(result.retimes) >= 2
     provisional_left = [c.node for c in result.candidates if provisional(c.node)]
     assert all(n.node_id != best.node.node_id for n in provisional_left)
+
+
+@pytest.mark.parametrize("budget", [1, 5])
+async def test_a_screening_session_without_finalists_or_promotions_still_ends_on_a_full_verdict(budget: int) -> None:
+    f = smooth(10)
+    judge = TieredGridJudge(f, noise=0.02)
+    base = Settings()
+    settings = replace(base, evaluator=replace(base.evaluator, screen=True),
+                       search=replace(base.search, finalists=0, max_promotions=0))
+    result = await run_session(SPEC, "toy", synthesizer=GridSynthesizer(seed=3), judge=judge, budget=budget,
+                               settings=settings)
+    best = result.best
+    assert best is not None and best.node.retimed and tier_label(best.node) == "full"
+    assert [t for _, t in judge.tiers].count("full") == 1  # only the fittest screened node

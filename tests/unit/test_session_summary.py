@@ -50,7 +50,7 @@ def test_no_common_failure_when_candidates_differ_or_ran(nodes: list[pb.Node]) -
 
 class ImportFailingJudge(FakeJudge):
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False) -> Verdict:
+                 fresh_worker: bool = False, tier: str | None = None) -> Verdict:
         self.evaluated.append(candidate_id)
         return Verdict(status="compile_error", candidate_id=candidate_id,
                        reason=NAME_ERROR.format(line=len(self.evaluated)))
@@ -83,8 +83,8 @@ class SlowJudge(FakeJudge):
     """Every candidate correct and at most 0.75x the baseline."""
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
-                 fresh_worker: bool = False, compile_baseline: bool = False) -> Verdict:
-        v = super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker, compile_baseline)
+                 fresh_worker: bool = False, compile_baseline: bool = False, tier: str | None = None) -> Verdict:
+        v = super().evaluate(spec_source, candidate_source, candidate_id, fresh_worker, compile_baseline, tier=tier)
         if v.status == "correct":
             v.speedup = min(v.speedup, 0.75) * 0.5
         return v

@@ -24,7 +24,7 @@ from ke_search.report import common_failure
 from ke_search.resume import resume_session
 from ke_search.state import RequestRecord, SearchState, request_of
 from ke_search.strategy import ROOT, Strategy, is_correct, make_strategy, rank
-from ke_search.tiers import contenders, provisional, tier_of
+from ke_search.tiers import contenders, provisional, tier_label, tier_of
 from kernelevolve.artifacts import Artifacts, lineage_document
 from kernelevolve.baseline_best import baseline_best
 from kernelevolve.bus.envelope import envelope, now_ts
@@ -496,14 +496,17 @@ class SearchService:
             # a shorter time limit used to end such a session with no kernel at all.
             return
         spent = len(set(st.retime_requested) - set(st.elite_retimes) - set(st.promotions))
-        if (stopping or self._finalists == 0 or not correct or correct[0].node_id in st.retimed
+        # A screen alone is never a result: with no finalists asked for (and no promotion
+        # room left), the fittest node is still judged fully when it was only screened.
+        finalists = max(self._finalists, 1 if correct and provisional(correct[0]) else 0)
+        if (stopping or finalists == 0 or not correct or correct[0].node_id in st.retimed
                 or spent >= self._max_retimes):
             st.done = True
             effects.finish = True
             if not st.end_reason:
                 st.end_reason = termination.FAILED if st.failure else termination.CANCELLED if st.cancelled else ""
             return
-        room = min(self._finalists, self._max_retimes - spent)
+        room = min(finalists, self._max_retimes - spent)
         chosen = [n.node_id for n in correct if n.node_id not in st.retime_requested][:room]
         st.retime_requested.extend(chosen)
         effects.retimes.extend(chosen)
@@ -595,6 +598,8 @@ class SearchService:
             "best_speedup_source": ("fresh-worker re-time" if best and best.retimed
                                     else "first evaluation" if best else ""),
             "best_first_speedup": (best.first_fitness if best.retimed else best.fitness) if best else 0.0,
+            # The tier whose verdict the best's speedup is (``_best``: never a screen).
+            "best_tier": tier_label(best) if best else "",
             "precision": session.precision or "default",
             # the baseline nothing beat, said plainly (kernelevolve.baseline_best)
             "verdict": baseline_best(best.fitness if best else None, session.baseline or "eager"),

@@ -26,6 +26,11 @@ def provisional(n: pb.Node) -> bool:
     return n.tier == SCREEN and not n.retimed
 
 
+def tier_label(n: pb.Node) -> str:
+    """The tier a node's fitness rests on: "full", or "screen" while it is provisional."""
+    return SCREEN if provisional(n) else "full"
+
+
 def _correct(n: pb.Node) -> bool:
     return n.evaluated and n.status == pb.EVALUATION_STATUS_CORRECT and not n.duplicate_of
 

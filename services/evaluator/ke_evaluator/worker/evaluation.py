@@ -173,7 +173,38 @@ class Evaluator:
         # On a device, a large input set is not kept between jobs (made again from its seed):
         # the cache holds references on the host, never a second set on the device.
         regenerate = memory.HOST_SPILL_BYTES if self.backend.accelerated else None
-        return reference_cache.JobReferences(cache, key, shared=opts.seed_shared, regenerate_bytes=regenerate)
+        # A screen reads one set: it verifies only that (reference_cache.JobReferences).
+        reads = (reference_cache.SCREEN_SET,) if opts.tier == "screen" else None
+        return reference_cache.JobReferences(cache, key, shared=opts.seed_shared, regenerate_bytes=regenerate,
+                                             reads=reads)
+
+    def _keep_screen_reference(self, refs: reference_cache.JobReferences, job_memory: dict[str, Any]) -> str:
+        """The screen set's eager output stays on the device between jobs while it fits
+        (``reference_cache.keep_on_device``): screens then compare and checksum it there.
+        Runs after the job, its tensors gone, under the shared device lock (a copy of up to
+        gigabytes should not overlap another worker's timing phase)."""
+        if not self.backend.accelerated or self.ref_cache is None:
+            return ""
+        cache = self.ref_cache
+
+        def fits(nbytes: int, resident: int) -> bool:
+            free, _total = memory.device_info(self.device, self.backend)
+            try:
+                slack = self.backend.memory_reserved(self.device) - self.backend.memory_allocated(self.device)
+            except RuntimeError:
+                slack = 0
+            peak = int(job_memory.get("job_peak_bytes", 0) or 0)
+            return reference_cache.keep_on_device(
+                nbytes, resident_bytes=resident, budget_bytes=cache.limit_bytes, available_bytes=free + max(0, slack),
+                reserve_bytes=int(peak * reference_cache.DEVICE_RESERVE_FACTOR))
+
+        self._hold("shared")
+        try:
+            return refs.keep_on(reference_cache.SCREEN_SET, fits, lambda t: memory.copy_to(t, self.device))
+        except (RuntimeError, MemoryError):  # no room after all: it waits on the host, as before
+            return "on the host (the copy to the device failed)"
+        finally:
+            self._hold(None)
 
     # -- the job ---------------------------------------------------------------------------
     def evaluate(self, job: dict[str, Any], phase: PhaseFn) -> dict[str, Any]:
@@ -201,8 +232,9 @@ class Evaluator:
             v.status, v.reason = "runtime_error", f"evaluation failed: {exc_summary(exc)}"
         finally:
             self._hold(None)
-            if self._refs is not None:
-                v.evidence["reference_cache"] = self._refs.finish()
+            refs = self._refs
+            if refs is not None:
+                v.evidence["reference_cache"] = refs.finish()
                 self._refs = None
         if self.lock is not None:
             v.evidence["device_lock"] = self.lock.evidence()
@@ -214,6 +246,10 @@ class Evaluator:
         v.evidence["memory"] = self._mem.report()
         if v.status == "runtime_error" and memory.out_of_memory(v.reason):
             v.evidence["out_of_memory"] = True
+        # After the job's memory report: the copy is the cache's, not the job's footprint.
+        placed = self._keep_screen_reference(refs, v.evidence["memory"]) if refs is not None else ""
+        if placed:
+            v.evidence["reference_cache"]["screen_reference"] = placed
         return v.to_dict()
 
     def _evaluate(self, job: dict[str, Any], opts: JobOptions, v: Verdict, phase: PhaseFn) -> None:
