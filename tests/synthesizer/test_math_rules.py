@@ -115,3 +115,16 @@ def test_bessel_and_gaussian_tails_over_their_range(body: str, n: int) -> None:
     assert not seed.fallback_nodes, seed.fallback_nodes
     got, want = candidate_and_reference(src, seed.source)
     torch.testing.assert_close(got, want, rtol=2e-5, atol=1e-6, equal_nan=True, msg=body)
+
+
+@pytest.mark.parametrize("n", [1, 7, 200])
+def test_trigamma_matches_torch_off_its_poles(n: int) -> None:
+    """polygamma(1, x) (a library call before): the recurrence, the asymptotic series and the
+    reflection below 1/2, on the special values and across both signs. The negative integers
+    are left out: there torch returns round-off of its pole (polygamma(1, -1.0) is 1.29e15 in
+    fp32), the kernel inf; 0 and -0 (inf in both) stay in."""
+    xs = [v for v in SPECIAL if not (-INF < v < 0 and v == int(v))] + torch.linspace(-9.7, 30.0, n).tolist()
+    src = SPEC.format(body="torch.polygamma(1, x)", x=xs, y=[1.0] * len(xs))
+    (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="trigamma", count=1))
+    assert not seed.fallback_nodes, seed.fallback_nodes
+    _agree(*candidate_and_reference(src, seed.source), "torch.polygamma(1, x)")

@@ -290,6 +290,29 @@ def _ndtri(p):
     # Modified Bessel functions of the first kind: Abramowitz and Stegun 9.8.1-9.8.4
     # (absolute error < 1.6e-7 on I0, < 8e-9 on I1 / x below 3.75; < 2.2e-7 on
     # sqrt(x) e^-x I(x) beyond), written scaled (i0e, i1e) so that no e^x overflows there
+    "_trigamma": '''@triton.jit
+def _trigamma(x):
+    # reflection below 1/2: psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x), with pi x reduced by
+    # the nearest integer first (exact in fp32), so sin keeps its digits near the poles
+    neg = x < 0.5
+    z = tl.where(neg, 1.0 - x, x)
+    # recurrence psi1(z) = 1 / z^2 + psi1(z + 1) up to z >= 8, then the asymptotic series
+    # 1/z + 1/(2z^2) + 1/(6z^3) - 1/(30z^5) + 1/(42z^7) - 1/(30z^9) (next term < 1e-10 there)
+    acc = tl.zeros_like(z)
+    for _ in tl.static_range(8):
+        step = z < 8.0
+        acc += tl.where(step, 1.0 / (z * z), 0.0)
+        z = tl.where(step, z + 1.0, z)
+    w = 1.0 / (z * z)
+    r = acc + 1.0 / z + 0.5 * w + w / z * (1.0 / 6.0 - w * (1.0 / 30.0 - w * (1.0 / 42.0 - w / 30.0)))
+    f = x - tl.floor(x + 0.5)
+    sn = tl.sin(3.141592653589793 * f)
+    r = tl.where(neg, 9.869604401089358 / (sn * sn) - r, r)
+    # poles at 0, -1, -2, ...; psi1(+inf) = 0, NaN at -inf
+    r = tl.where(neg & (f == 0.0), float("inf"), r)
+    r = tl.where(x == float("inf"), 0.0, r)
+    return tl.where(x == float("-inf"), float("nan"), r)
+''',
     "_i0e": '''@triton.jit
 def _i0e(x):
     a = tl.abs(x)
@@ -505,8 +528,10 @@ def _mvlgamma(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | None:
 
 
 def _polygamma(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | None:
-    # order 0 is digamma; higher orders stay library calls
-    return em.needs(f"_digamma({x})", "_digamma", "_signbit") if a["n"] == 0 else None
+    # order 0 is digamma, order 1 trigamma; higher orders stay library calls
+    if a["n"] == 0:
+        return em.needs(f"_digamma({x})", "_digamma", "_signbit")
+    return em.needs(f"_trigamma({x})", "_trigamma") if a["n"] == 1 else None
 
 
 RAD = repr(math.pi / 180.0)
