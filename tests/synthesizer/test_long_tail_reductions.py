@@ -97,3 +97,32 @@ def test_count_nonzero_past_fp32_exact_counts_stays_with_the_library() -> None:
     assert lower_reduction.row_info(node, op, lambda p: ()) is None
     x.meta["tensor_meta"] = x.meta["tensor_meta"]._replace(shape=torch.Size((2, 1 << 24)))
     assert lower_reduction.row_info(node, op, lambda p: ()) is not None
+
+
+MASKED = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, m):
+        return {body}
+
+
+def get_inputs():
+    return [torch.randn({shape}), torch.rand({shape}) > 0.4]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("shape", ["7, 33", "3, 1000", "1, 5"])
+@pytest.mark.parametrize("body", ["torch.masked.sum(x, 1, mask=m)", "torch.masked.sum(x, mask=None)",
+                                  "torch.masked.cumsum(x, 1, mask=m)", "torch.masked.cumprod(x, 0, mask=m)"])
+def test_masked_reductions_and_scans_lower_to_triton(body: str, shape: str) -> None:
+    """torch.masked's sum and scans pass dtype= the input's own and make scalar constants in
+    forward: the dispatcher-level capture refused both (the whole forward was a library call)."""
+    src = MASKED.format(body=body, shape=shape)
+    _check(src, triton_seed(src, "masked").source)
