@@ -120,9 +120,13 @@ def get_init_inputs():
 
 @pytest.mark.parametrize("shape", ["7, 33", "3, 1000", "1, 5"])
 @pytest.mark.parametrize("body", ["torch.masked.sum(x, 1, mask=m)", "torch.masked.sum(x, mask=None)",
-                                  "torch.masked.cumsum(x, 1, mask=m)", "torch.masked.cumprod(x, 0, mask=m)"])
+                                  "torch.masked.cumsum(x, 1, mask=m)", "torch.masked.cumprod(x, 0, mask=m)",
+                                  "torch.masked.logsumexp(x, 1, mask=m)", "torch.masked.argmax(x, 1, mask=m)",
+                                  "torch.masked.argmin(x, 0, mask=m)", "torch.argmax(x, 1).float() * 0.5"])
 def test_masked_reductions_and_scans_lower_to_triton(body: str, shape: str) -> None:
     """torch.masked's sum and scans pass dtype= the input's own and make scalar constants in
-    forward: the dispatcher-level capture refused both (the whole forward was a library call)."""
+    forward: the dispatcher-level capture refused both (the whole forward was a library call);
+    its logsumexp / argmax reached the dispatcher as ops it did not map, and argmax's index
+    converted to fp32 (its input's dtype) was a library cast."""
     src = MASKED.format(body=body, shape=shape)
     _check(src, triton_seed(src, "masked").source)

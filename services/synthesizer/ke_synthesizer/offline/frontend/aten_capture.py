@@ -46,7 +46,9 @@ _SAME_ARGS: dict[Any, Callable[..., Any]] = {
         "rsqrt", "neg", "abs", "reciprocal", "sin", "cos", "erf", "sign", "log1p", "expm1", "exp2", "log2",
         "floor", "ceil", "square", "mm", "bmm", "addmm", "t", "permute", "transpose", "unsqueeze", "squeeze",
         "unbind", "cat", "stack", "amax", "amin", "masked_fill", "cumsum", "cumprod", "gather", "flip",
-        "zeros_like", "ones_like", "full_like", "embedding", "matmul", "baddbmm", "tril", "triu")},
+        "zeros_like", "ones_like", "full_like", "embedding", "matmul", "baddbmm", "tril", "triu",
+        # torch.masked's reductions reach the dispatcher as these
+        "logsumexp", "argmax", "argmin", "logaddexp")},
     aten.gelu: F.gelu, aten.silu: F.silu, aten.elu: F.elu, aten.leaky_relu: F.leaky_relu,
     aten.hardtanh: F.hardtanh, aten.softplus: F.softplus, aten.hardsigmoid: F.hardsigmoid,
     aten.hardswish: F.hardswish, aten.mish: F.mish, aten.relu6: F.relu6,

@@ -394,6 +394,12 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
                 hasattr(out_meta, "dtype") and src_meta.dtype == out_meta.dtype and \
                 tuple(src_meta.shape) == tuple(out_meta.shape):
             return NormOp("identity", {"input": src})
+        if src_meta is not None and out_meta is not None and getattr(out_meta, "dtype", None) == torch.float32 \
+                and getattr(src_meta, "dtype", None) in (torch.int64, torch.int32) and \
+                tuple(src_meta.shape) == tuple(out_meta.shape):
+            # an index converted to fp32 (torch.masked.argmax returns its input's dtype): the
+            # kernel's store converts it
+            return NormOp("identity", {"input": src})
         return None
     if name is None:
         return None
