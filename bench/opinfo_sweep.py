@@ -19,11 +19,22 @@ Triton-only candidate whose values match but whose verdict is not ``correct`` po
 the evaluator (its audit of bool or index outputs, view-only specs) or at its policy,
 and is listed as ``suspect_evaluator`` in the summary.
 
+``--judge`` also validates every counted spec: one whose reference only views its inputs
+(reshape, permute, split, ``.T``) ends there with the evaluator's ``NothingToComputeError``
+("nothing to compute: the reference only reshapes its inputs"). Its verdict is
+``nothing_to_compute``, its own class: neither a failure nor a Triton kernel (a kernel for
+it could only copy).
+
 The headline is over the *counted* entries (``opinfo_specs``: deterministic, a float32
 sample, tensor outputs, outside ``linalg.*`` / ``fft.*``): the share lowered to Triton
-only and, when judged, judged correct.
+only and, when judged, judged correct. ``fraction`` divides by every counted entry;
+``fraction_with_compute`` by the counted entries with something to compute (all but the
+``nothing_to_compute`` ones).
 
-    python bench/opinfo_sweep.py [--judge] [--only REGEX] [--device cpu|cuda] [--out FILE]
+    python bench/opinfo_sweep.py [--judge] [--only REGEX] [--device cpu|cuda] [--out FILE] [--merge]
+
+``--merge`` re-runs only the ``--only`` entries and writes their rows into the existing
+result file, the summary recomputed over all its rows.
 
 Writes bench/results/opinfo_sweep_<device>[_judged].json by default.
 """
@@ -60,6 +71,9 @@ TRITON, PARTLY, LIBRARY, ERROR, NO_SPEC = "triton", "partly", "library", "error"
 # verdicts the evaluator reaches about a candidate; anything else about a spec that runs
 # (a refused spec, a crash) is the evaluator's own failure
 CANDIDATE_VERDICTS = frozenset({"correct", "incorrect", "rejected", "compile_error", "runtime_error", "timeout"})
+# the evaluator's verdict about a spec whose reference only views its inputs (validation
+# ends with NothingToComputeError): not a candidate's failure, not a kernel either
+NOTHING_TO_COMPUTE = "nothing_to_compute"
 
 
 @dataclass
@@ -83,6 +97,11 @@ class Row:
     def passes(self) -> bool:
         """Lowered to Triton only and, when judged, correct."""
         return self.lowering == TRITON and self.verdict in ("", "correct")
+
+    @property
+    def nothing_to_compute(self) -> bool:
+        """The evaluator found the reference only views its inputs: there is no kernel to write."""
+        return self.verdict == NOTHING_TO_COMPUTE
 
 
 class _Timeout(Exception):
@@ -129,13 +148,21 @@ def _module_name(entry: str) -> str:
     return "opinfo_" + re.sub(r"\W", "_", entry)
 
 
-def judge_row(judge: Any, row: Row, spec_source: str, candidate: str) -> None:
+def judge_row(judge: Any, row: Row, spec_source: str, candidate: str | None) -> None:
+    """The evaluator's verdict on the entry: its spec validated, then (when there is a
+    candidate) the candidate judged. A spec that only views its inputs ends at validation
+    as ``nothing_to_compute``."""
     from kernelevolve.errors import KernelEvolveError
 
     try:
         check = judge.validate_spec(spec_source, _module_name(row.entry))
         if not check.ok:
+            if check.nothing_to_compute:
+                row.verdict, row.verdict_reason = NOTHING_TO_COMPUTE, str(check.reason)[:400]
+                return
             row.verdict, row.verdict_reason, row.evaluator_failure = "spec_refused", str(check.reason)[:400], True
+            return
+        if candidate is None:
             return
         v = judge.evaluate(spec_source, candidate, candidate_id=_module_name(row.entry))
     except KernelEvolveError as exc:
@@ -163,6 +190,8 @@ def own_check(items: list[tuple[Row, str, str]]) -> None:
 def summarize(rows: list[Row], judged: bool) -> dict[str, Any]:
     counted = [r for r in rows if r.group == opinfo_specs.COUNTED]
     passes = sum(r.passes for r in counted)
+    views = sorted(r.entry for r in counted if r.nothing_to_compute)
+    with_compute = len(counted) - len(views)
     out: dict[str, Any] = {
         "entries": len(rows),
         "groups": dict(Counter(r.group for r in rows)),
@@ -178,9 +207,15 @@ def summarize(rows: list[Row], judged: bool) -> dict[str, Any]:
         out["counted_verdicts"] = dict(Counter(r.verdict for r in counted if r.verdict))
         out["evaluator_failures"] = sorted(r.entry for r in counted if r.evaluator_failure)
         out["counted_triton_correct"] = passes
+        out["counted_nothing_to_compute"] = len(views)
+        out["nothing_to_compute"] = views
         out["suspect_evaluator"] = sorted(r.entry for r in counted if r.lowering == TRITON and
-                                          r.verdict not in ("", "correct") and r.own_check == "ok")
+                                          r.verdict not in ("", "correct", NOTHING_TO_COMPUTE)
+                                          and r.own_check == "ok")
+    # over every counted entry, and over those with something to compute
     out["fraction"] = passes / len(counted) if counted else 0.0
+    out["counted_with_compute"] = with_compute
+    out["fraction_with_compute"] = passes / with_compute if with_compute else 0.0
     return out
 
 
@@ -196,8 +231,10 @@ def sweep(where: str | None = None, judge: bool = False, device: str = "cpu", lo
         rows.append(row)
         if progress:
             progress(f"{row.entry:<48} {row.group:<10} {row.lowering:<8} {row.lower_s:6.1f}s {row.error[:80]}")
-        if judge and candidate is not None and row.lowering in (TRITON, PARTLY):
-            judged.append((row, spec.source or "", candidate))
+        if judge and spec.source is not None and row.group == opinfo_specs.COUNTED:
+            # every counted spec is validated (a view-only one ends there, whatever its
+            # lowering); the Triton and partly-Triton candidates are judged too
+            judged.append((row, spec.source, candidate if row.lowering in (TRITON, PARTLY) else None))
     if judged:
         from ke_evaluator.judge import EvalOptions, Judge, TimingOptions
 
@@ -212,8 +249,17 @@ def sweep(where: str | None = None, judge: bool = False, device: str = "cpu", lo
                 if progress:
                     progress(f"{row.entry:<48} judged {row.verdict}: {row.verdict_reason[:100]}")
         if device == "cpu":
-            own_check([(r, s, c) for r, s, c in judged if r.verdict != "correct"])
+            own_check([(r, s, c) for r, s, c in judged
+                       if c is not None and r.verdict not in ("correct", NOTHING_TO_COMPUTE)])
     return {"summary": summarize(rows, bool(judge)), "rows": [asdict(r) for r in rows]}
+
+
+def merge(old: dict[str, Any], new: dict[str, Any], judged: bool) -> dict[str, Any]:
+    """``old`` with ``new``'s rows in place of its rows of the same entries, the summary
+    recomputed over all rows (the host is the newer run's, the entries' order the old one's)."""
+    fresh = {r["entry"]: r for r in new["rows"]}
+    rows = [fresh.pop(r["entry"], r) for r in old["rows"]] + list(fresh.values())
+    return {"host": new["host"], "summary": summarize([Row(**r) for r in rows], judged), "rows": rows}
 
 
 def host() -> dict[str, Any]:
@@ -229,6 +275,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--lower-timeout", type=int, default=120)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--merge", action="store_true",
+                    help="write the --only entries' rows into the existing result file")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     warnings.filterwarnings("ignore")
@@ -237,6 +285,8 @@ def main(argv: list[str]) -> None:
     result = {"host": host(), **sweep(args.only, args.judge, args.device, args.lower_timeout,
                                       progress=lambda line: print(line, flush=True))}
     out = args.out or RESULTS / f"opinfo_sweep_{args.device}{'_judged' if args.judge else ''}.json"
+    if args.merge and out.exists():
+        result = merge(json.loads(out.read_text()), result, bool(args.judge))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["summary"], indent=1))

@@ -46,7 +46,9 @@ UNARY = ["torch.atan(x)", "torch.asin(x)", "torch.acos(x)", "torch.sinh(x)", "to
          "torch.isinf(x)", "torch.isfinite(x)", "torch.isposinf(x)", "torch.logical_not(x)", "torch.nan_to_num(x)",
          "torch.sinc(x)", "torch.erfc(x)", "torch.special.entr(x)", "torch.special.ndtr(x)", "torch.logit(x, 1e-6)",
          "torch.lgamma(x)", "torch.digamma(x)", "torch.erfinv(x)", "torch.special.ndtri(x)", "torch.polygamma(0, x)",
-         "torch.mvlgamma(x.abs() + 2.0, 3)"]
+         "torch.mvlgamma(x.abs() + 2.0, 3)", "torch.i0(x)", "torch.special.i0e(x)", "torch.special.i1(x)",
+         "torch.special.i1e(x)", "torch.special.modified_bessel_i0(x)", "torch.special.erfcx(x)",
+         "torch.special.log_ndtr(x)"]
 BINARY = ["torch.atan2(x, y)", "torch.copysign(x, y)", "torch.fmod(x, y)", "torch.remainder(x, y)",
           "torch.floor_divide(x, y)", "torch.div(x, y, rounding_mode='trunc')", "torch.fmax(x, y)",
           "torch.fmin(x, y)", "torch.logaddexp(x, y)", "torch.logaddexp2(x, y)", "torch.hypot(x, y)",
@@ -95,3 +97,34 @@ def test_integer_division_signs_follow_torch() -> None:
         src = SPEC.format(body=body, x=xs, y=ys)
         (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="divmod", count=1))
         _agree(*candidate_and_reference(src, seed.source), body)
+
+
+BESSEL_AND_TAILS = ["torch.i0(x)", "torch.special.i0e(x)", "torch.special.i1(x)", "torch.special.i1e(x)",
+                    "torch.special.erfcx(x)", "torch.special.log_ndtr(x)"]
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000])
+@pytest.mark.parametrize("body", BESSEL_AND_TAILS)
+def test_bessel_and_gaussian_tails_over_their_range(body: str, n: int) -> None:
+    """i0 / i1 (and their scaled forms) on both sides of 3.75, where the approximation
+    changes, past e^x's fp32 overflow at 88.7 (inf there, as torch's); erfcx and log_ndtr deep into both tails,
+    where e^(x^2) and erfc under- or overflow on their own."""
+    xs = torch.linspace(-95.0, 95.0, n).tolist() if n > 1 else [3.75]
+    src = SPEC.format(body=body, x=xs, y=[1.0] * n)
+    (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="tails", count=1))
+    assert not seed.fallback_nodes, seed.fallback_nodes
+    got, want = candidate_and_reference(src, seed.source)
+    torch.testing.assert_close(got, want, rtol=2e-5, atol=1e-6, equal_nan=True, msg=body)
+
+
+@pytest.mark.parametrize("n", [1, 7, 200])
+def test_trigamma_matches_torch_off_its_poles(n: int) -> None:
+    """polygamma(1, x) (a library call before): the recurrence, the asymptotic series and the
+    reflection below 1/2, on the special values and across both signs. The negative integers
+    are left out: there torch returns round-off of its pole (polygamma(1, -1.0) is 1.29e15 in
+    fp32), the kernel inf; 0 and -0 (inf in both) stay in."""
+    xs = [v for v in SPECIAL if not (-INF < v < 0 and v == int(v))] + torch.linspace(-9.7, 30.0, n).tolist()
+    src = SPEC.format(body="torch.polygamma(1, x)", x=xs, y=[1.0] * len(xs))
+    (seed,) = OfflineSynthesizer().propose(ProposalRequest(spec_source=src, spec_name="trigamma", count=1))
+    assert not seed.fallback_nodes, seed.fallback_nodes
+    _agree(*candidate_and_reference(src, seed.source), "torch.polygamma(1, x)")

@@ -42,6 +42,16 @@ _BINARY_SYMBOLS = {
 }
 
 
+
+def _value_literal(v: Any) -> str:
+    """A constant's (nested) values as source: repr writes inf / nan, names the candidate's
+    module does not have (torch.masked's fill of -inf failed with NameError)."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_value_literal(x) for x in v) + "]"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f'float("{v}")'
+    return repr(v)
+
 def var(node: torch.fx.Node) -> str:
     """Forward-local variable of a node; placeholders keep their parameter names."""
     if node.op == "placeholder":
@@ -159,7 +169,7 @@ def render_node(node: torch.fx.Node, plan: Plan, names: Names | None = None) -> 
             # rebuilt on the inputs' device
             first = next((n for n in plan.nodes if n.op == "placeholder"), None)
             device = f", device={var(first)}.device" if first is not None else ""
-            return f"{lhs} = torch.tensor({obj.tolist()!r}, dtype={obj.dtype}{device})"
+            return f"{lhs} = torch.tensor({_value_literal(obj.tolist())}, dtype={obj.dtype}{device})"
         return f"{lhs} = {names.attr(path) if names else attr_path(path)}"
     if node.op == "call_module":
         path = str(node.target)

@@ -94,7 +94,8 @@ def _pointwise_ok(node: torch.fx.Node, op: NormOp, emitter: PointwiseEmitter) ->
             if tensor_meta(v) is None and not isinstance(v.meta.get("val", 0), (int, float)):
                 pass  # symbolic scalars are passed as runtime arguments
             d = dtype_of(v)
-            if d is not None and d not in FLOAT_DTYPES + (torch.bool,) and op.op not in COMPARISONS:
+            if d is not None and d not in FLOAT_DTYPES + (torch.bool,) and op.op not in COMPARISONS \
+                    and op.op != "identity":  # an identity of an integer: a conversion to fp32 (ops.py)
                 return False  # integer arithmetic keeps torch's integer semantics: library
         elif isinstance(v, str) and not v.startswith("@"):
             return False

@@ -39,6 +39,10 @@ from .space import Knob, apply_edge, complete_genome, knobs, skill_weighted
 from .tune import describe, launch_knobs, sweep, taken, transformation
 
 log = logging.getLogger(__name__)
+# integer-valued results a row kernel stores itself (its fp32 accumulator converted on the
+# store into the int64 output): indices, and count_nonzero's count (exact in fp32 up to 2^24
+# elements a row)
+INDEX_VALUED = frozenset({"argmax", "argmin", "count_nonzero"})
 
 class OfflineSynthesizer:
     """Lowers a spec's captured graph to Triton; see README.md in this package."""
@@ -97,7 +101,7 @@ class OfflineSynthesizer:
                 continue
             bad = {m.name for g in plan.groups if not self._by_kind[g.kind].tuple_outputs
                    and not self._by_kind[g.kind].any_dtype_outputs for m in group_outputs(plan, g)
-                   if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in ("argmax", "argmin")}
+                   if dtype_of(m) not in FLOAT_DTYPES + (torch.bool,) and g.ops[m].op not in INDEX_VALUED}
             bad |= plan.replan
             if not bad:
                 return plan

@@ -287,6 +287,97 @@ def _ndtri(p):
     r = tl.where(p == 0, float("-inf"), tl.where(p == 1.0, float("inf"), r))
     return tl.where((p < 0) | (p > 1.0), float("nan"), r)
 ''',
+    # Modified Bessel functions of the first kind: Abramowitz and Stegun 9.8.1-9.8.4
+    # (absolute error < 1.6e-7 on I0, < 8e-9 on I1 / x below 3.75; < 2.2e-7 on
+    # sqrt(x) e^-x I(x) beyond), written scaled (i0e, i1e) so that no e^x overflows there
+    "_trigamma": '''@triton.jit
+def _trigamma(x):
+    # reflection below 1/2: psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x), with pi x reduced by
+    # the nearest integer first (exact in fp32), so sin keeps its digits near the poles
+    neg = x < 0.5
+    z = tl.where(neg, 1.0 - x, x)
+    # recurrence psi1(z) = 1 / z^2 + psi1(z + 1) up to z >= 8, then the asymptotic series
+    # 1/z + 1/(2z^2) + 1/(6z^3) - 1/(30z^5) + 1/(42z^7) - 1/(30z^9) (next term < 1e-10 there)
+    acc = tl.zeros_like(z)
+    for _ in tl.static_range(8):
+        step = z < 8.0
+        acc += tl.where(step, 1.0 / (z * z), 0.0)
+        z = tl.where(step, z + 1.0, z)
+    w = 1.0 / (z * z)
+    r = acc + 1.0 / z + 0.5 * w + w / z * (1.0 / 6.0 - w * (1.0 / 30.0 - w * (1.0 / 42.0 - w / 30.0)))
+    f = x - tl.floor(x + 0.5)
+    sn = tl.sin(3.141592653589793 * f)
+    r = tl.where(neg, 9.869604401089358 / (sn * sn) - r, r)
+    # poles at 0, -1, -2, ...; psi1(+inf) = 0, NaN at -inf
+    r = tl.where(neg & (f == 0.0), float("inf"), r)
+    r = tl.where(x == float("inf"), 0.0, r)
+    return tl.where(x == float("-inf"), float("nan"), r)
+''',
+    "_i0e": '''@triton.jit
+def _i0e(x):
+    a = tl.abs(x)
+    t = (a / 3.75) * (a / 3.75)
+    small = 1.0 + t * (3.5156229 + t * (3.0899424 + t * (1.2067492 + t * (0.2659732 + t * (0.0360768
+                                                                                           + t * 0.0045813)))))
+    u = 3.75 / tl.maximum(a, 3.75)
+    big = 0.39894228 + u * (0.01328592 + u * (0.00225319 + u * (-0.00157565 + u * (0.00916281 + u * (
+        -0.02057706 + u * (0.02635537 + u * (-0.01647633 + u * 0.00392377)))))))
+    return tl.where(a < 3.75, small * tl.exp(-a), big / tl.sqrt(tl.maximum(a, 3.75)))
+''',
+    "_i0": '''@triton.jit
+def _i0(x):
+    # e^|x| i0e(x): inf once e^|x| overflows (past 88.7), as torch's fp32 i0 is, though
+    # I0 itself stays finite up to ~91.9
+    return _i0e(x) * tl.exp(tl.abs(x))
+''',
+    "_i1e": '''@triton.jit
+def _i1e(x):
+    a = tl.abs(x)
+    t = (a / 3.75) * (a / 3.75)
+    small = a * (0.5 + t * (0.87890594 + t * (0.51498869 + t * (0.15084934 + t * (0.02658733 + t * (
+        0.00301532 + t * 0.00032411))))))
+    u = 3.75 / tl.maximum(a, 3.75)
+    big = 0.39894228 + u * (-0.03988024 + u * (-0.00362018 + u * (0.00163801 + u * (-0.01031555 + u * (
+        0.02282967 + u * (-0.02895312 + u * (0.01787654 + u * -0.00420059)))))))
+    r = tl.where(a < 3.75, small * tl.exp(-a), big / tl.sqrt(tl.maximum(a, 3.75)))
+    # odd: the sign of x (NaN stays NaN through a; i1e(-inf) is -0, and -r would be 0 - r)
+    return tl.where(x < 0, r * -1.0, r)
+''',
+    "_i1": '''@triton.jit
+def _i1(x):
+    return _i1e(x) * tl.exp(tl.abs(x))
+''',
+    # erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), z >= 0 (Numerical Recipes' erfcc,
+    # relative error < 1.2e-7): its factor exp(-z^2) cancels in erfcx and log_ndtr, so the
+    # tails neither underflow nor lose digits
+    "_erfcx_pos": '''@triton.jit
+def _erfcx_pos(z):
+    t = 1.0 / (1.0 + 0.5 * z)
+    p = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
+        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
+    return t, p
+''',
+    "_erfcx": '''@triton.jit
+def _erfcx(x):
+    t, p = _erfcx_pos(tl.abs(x))
+    r = t * tl.exp(p)
+    # erfcx(-z) = 2 e^(z^2) - erfcx(z): overflows to inf below -9.4, as torch's does
+    return tl.where(x < 0, 2.0 * tl.exp(x * x) - r, r)
+''',
+    "_log_ndtr": '''@triton.jit
+def _log_ndtr(x):
+    # ndtr(x) = erfc(-x / sqrt(2)) / 2
+    z = tl.abs(x) * 0.7071067811865476
+    t, p = _erfcx_pos(z)
+    # x < 0: log(erfc(z) / 2) = log(t / 2) - z^2 + P(t), no underflow however far the tail
+    left = tl.log(0.5 * t) - z * z + p
+    # x >= 0: log(1 - y) with y = erfc(z) / 2 small; its series where 1 - y rounds
+    y = 0.5 * t * tl.exp(p - z * z)
+    # (written y * -1.0: torch's log_ndtr is -0 where y is 0, and -y would be 0 - y = +0)
+    right = tl.where(y < 1e-4, y * -1.0 - 0.5 * y * y, tl.log(1.0 - y))
+    r = tl.where(x < 0, left, right)
+    return tl.where(x == float("-inf"), float("-inf"), r)
+''',
 }
 
 # the helpers each helper calls (codegen emits every helper a rule names, no more)
@@ -298,6 +389,8 @@ _CALLS: dict[str, tuple[str, ...]] = {
     "_digamma": ("_signbit",),
     "_erfinv": ("_erfinv_core",),
     "_ndtri": ("_erfinv_core",),
+    "_i0": ("_i0e",), "_i1": ("_i1e",),
+    "_erfcx": ("_erfcx_pos",), "_log_ndtr": ("_erfcx_pos",),
 }
 
 
@@ -435,8 +528,10 @@ def _mvlgamma(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | None:
 
 
 def _polygamma(em: Emitter, a: dict[str, Any], x: str, val: Val) -> str | None:
-    # order 0 is digamma; higher orders stay library calls
-    return em.needs(f"_digamma({x})", "_digamma", "_signbit") if a["n"] == 0 else None
+    # order 0 is digamma, order 1 trigamma; higher orders stay library calls
+    if a["n"] == 0:
+        return em.needs(f"_digamma({x})", "_digamma", "_signbit")
+    return em.needs(f"_trigamma({x})", "_trigamma") if a["n"] == 1 else None
 
 
 RAD = repr(math.pi / 180.0)
@@ -477,6 +572,8 @@ MATH_RULES: dict[str, Rule] = {
     "lgamma": _call("_lgamma"),
     "erfinv": _call("_erfinv"),
     "ndtri": _call("_ndtri"),
+    "i0": _call("_i0"), "i0e": _call("_i0e"), "i1": _call("_i1"), "i1e": _call("_i1e"),
+    "erfcx": _call("_erfcx"), "log_ndtr": _call("_log_ndtr"),
     "digamma": _call("_digamma"),
     "mvlgamma": _mvlgamma,
     "polygamma": _polygamma,

@@ -21,6 +21,7 @@ without a mapping stays a call of its public ``torch.ops.aten`` spelling: a libr
 
 from __future__ import annotations
 
+import copy
 import operator
 import warnings
 from collections.abc import Callable
@@ -45,7 +46,9 @@ _SAME_ARGS: dict[Any, Callable[..., Any]] = {
         "rsqrt", "neg", "abs", "reciprocal", "sin", "cos", "erf", "sign", "log1p", "expm1", "exp2", "log2",
         "floor", "ceil", "square", "mm", "bmm", "addmm", "t", "permute", "transpose", "unsqueeze", "squeeze",
         "unbind", "cat", "stack", "amax", "amin", "masked_fill", "cumsum", "cumprod", "gather", "flip",
-        "zeros_like", "ones_like", "full_like", "embedding", "matmul", "baddbmm", "tril", "triu")},
+        "zeros_like", "ones_like", "full_like", "embedding", "matmul", "baddbmm", "tril", "triu",
+        # torch.masked's reductions reach the dispatcher as these
+        "logsumexp", "argmax", "argmin", "logaddexp")},
     aten.gelu: F.gelu, aten.silu: F.silu, aten.elu: F.elu, aten.leaky_relu: F.leaky_relu,
     aten.hardtanh: F.hardtanh, aten.softplus: F.softplus, aten.hardsigmoid: F.hardsigmoid,
     aten.hardswish: F.hardswish, aten.mish: F.mish, aten.relu6: F.relu6,
@@ -137,9 +140,13 @@ def _to_torch_graph(model: torch.nn.Module, traced: torch.fx.GraphModule, state_
                 env[mutated] = env[node]
             continue
         env[node] = _emit(graph, node, arg, device)
-    gm = torch.fx.GraphModule(model, graph, model.__class__.__name__)
+    # the module's tensors and the ones forward made (torch.masked's scalar constants): the
+    # GraphModule copies every get_attr target from its root when it is built, so a constant
+    # set on it afterwards was looked for on the model first and the capture failed
+    root = copy.copy(model)  # shallow: the model itself gets no attributes
     for name, value in constants.items():
-        setattr(gm, name, value)
+        object.__setattr__(root, name, value)
+    gm = torch.fx.GraphModule(root, graph, model.__class__.__name__)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
@@ -182,7 +189,8 @@ def _emit(graph: torch.fx.Graph, node: torch.fx.Node, arg: Callable[[Any], Any],
     if packet in (aten._softmax, aten._log_softmax):
         soft: Any = torch.softmax if packet is aten._softmax else torch.log_softmax
         return graph.call_function(soft, (args[0], args[1]))
-    if packet in _REDUCTIONS and not kwargs.get("dtype"):
+    if packet in _REDUCTIONS and kwargs.get("dtype") in (None, _dtype(node.args[0])):
+        # dtype= the input's own (torch.masked.sum passes it) changes nothing
         kw = {"keepdim": args[2]} if len(args) > 2 else {k: v for k, v in kwargs.items() if k == "keepdim"}
         return graph.call_function(_REDUCTIONS[packet], tuple(args[:2]), kw)
     if packet in (aten.var, aten.std) and len(args) <= 2:
@@ -202,6 +210,8 @@ def _emit(graph: torch.fx.Graph, node: torch.fx.Node, arg: Callable[[Any], Any],
         return graph.call_function(factory, args, kw)
     if packet in _SAME_ARGS:
         kw = {k: v for k, v in _portable(kwargs, device).items() if k != "memory_format"}
+        if packet in (aten.cumsum, aten.cumprod) and kw.get("dtype") == _dtype(node.args[0]):
+            del kw["dtype"]  # the input's own dtype (torch.masked.cumsum passes it): no cast
         return graph.call_function(_SAME_ARGS[packet], args, kw)
     # no mapping: a library call of the op itself, on the inputs' device
     op: Any = target
@@ -225,6 +235,11 @@ def _dim(node: torch.fx.Node, dim: int) -> int:
 def _only_first_output_read(node: torch.fx.Node) -> bool:
     """Every read of a multi-output op is of its output 0 (unread getitems do not count)."""
     return all(u.target is operator.getitem and (u.args[1] == 0 or not u.users) for u in node.users)
+
+
+def _dtype(v: Any) -> torch.dtype | None:
+    val = v.meta.get("val") if isinstance(v, torch.fx.Node) else None
+    return val.dtype if isinstance(val, torch.Tensor) else None
 
 
 def _rank(v: Any) -> int:

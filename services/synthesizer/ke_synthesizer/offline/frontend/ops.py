@@ -161,6 +161,7 @@ _MATH_UNARY = (
     "atan", "asin", "acos", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "log10", "trunc", "frac",
     "deg2rad", "rad2deg", "signbit", "isnan", "isinf", "isposinf", "isneginf", "isfinite", "isreal",
     "logical_not", "sinc", "erfc", "entr", "ndtr", "lgamma", "digamma", "erfinv", "ndtri",
+    "i0", "i0e", "i1", "i1e", "erfcx", "log_ndtr",
 )
 _MATH_BINARY = (
     "atan2", "copysign", "fmod", "remainder", "floor_divide", "fmax", "fmin", "logaddexp", "logaddexp2",
@@ -195,6 +196,9 @@ _MATH_FUNCTIONS: dict[str, tuple[Callable[..., Any], ...]] = {
     "logit": (torch.logit, torch.special.logit), "lgamma": (torch.lgamma, torch.special.gammaln),
     "digamma": (torch.digamma, torch.special.digamma, torch.special.psi),
     "erfinv": (torch.erfinv, torch.special.erfinv), "ndtri": (torch.special.ndtri,),
+    "i0": (torch.i0, torch.special.i0, torch.special.modified_bessel_i0), "i0e": (torch.special.i0e,),
+    "i1": (torch.special.i1, torch.special.modified_bessel_i1), "i1e": (torch.special.i1e,),
+    "erfcx": (torch.special.erfcx,), "log_ndtr": (torch.special.log_ndtr,),
     "mvlgamma": (torch.mvlgamma, torch.special.multigammaln), "polygamma": (torch.polygamma, torch.special.polygamma),
     "atan2": (torch.atan2, torch.arctan2),
     "copysign": (torch.copysign,), "fmod": (torch.fmod,), "remainder": (torch.remainder, operator.mod),
@@ -389,6 +393,12 @@ def normalize(node: torch.fx.Node, gm: torch.fx.GraphModule) -> NormOp | None:
         if src_meta is not None and out_meta is not None and hasattr(src_meta, "dtype") and \
                 hasattr(out_meta, "dtype") and src_meta.dtype == out_meta.dtype and \
                 tuple(src_meta.shape) == tuple(out_meta.shape):
+            return NormOp("identity", {"input": src})
+        if src_meta is not None and out_meta is not None and getattr(out_meta, "dtype", None) == torch.float32 \
+                and getattr(src_meta, "dtype", None) in (torch.int64, torch.int32) and \
+                tuple(src_meta.shape) == tuple(out_meta.shape):
+            # an index converted to fp32 (torch.masked.argmax returns its input's dtype): the
+            # kernel's store converts it
             return NormOp("identity", {"input": src})
         return None
     if name is None:

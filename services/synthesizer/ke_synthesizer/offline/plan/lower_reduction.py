@@ -91,6 +91,11 @@ def _shape_length(ns: Any) -> int | None:
     return None
 
 
+# count_nonzero counts in the fp32 accumulator: exact up to 2^24 elements a row, past that
+# a count of ones rounds
+COUNT_EXACT = 1 << 24
+
+
 def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple[int, ...]]) -> RowInfo | None:
     """The [M, N] view of a reduction/composite node, or None when it cannot be lowered."""
     if op.op not in ROW_OPS:
@@ -140,6 +145,8 @@ def row_info(node: torch.fx.Node, op: NormOp, param_shape: Callable[[str], tuple
     if op.op in ("var", "std") and op.args.get("correction") is not None:
         if not isinstance(op.args["correction"], (int, float)):
             return None
+    if op.op == "count_nonzero" and math.prod(full[d] for d in dims) > COUNT_EXACT:
+        return None
     info = RowInfo(tuple(full), dims, "full")
     if op.op in FULL_OUTPUT:
         return info
