@@ -495,7 +495,8 @@ def _print_summary(progress: Progress, s: dict[str, Any]) -> None:
         first = f"; first evaluation {best['first_speedup']:.3f}x" if retimed else ""
         progress.line(f"Best: {best['candidate_id']} ({best['transformation']}) verdict {best['status']}, "
                       f"speedup {best['speedup']:.3f}x vs {over} on {best['device'] or s['hardware']} "
-                      f"({best.get('speedup_source', 'first evaluation')}{first}; precision {s.get('precision', 'default')}).")
+                      f"({best.get('speedup_source', 'first evaluation')}{first}; "
+                      f"precision {s.get('precision', 'default')}).")
         if best.get("precision"):
             progress.line(f"Precision: {best['precision']}")
         progress.line(f"Kernel: {best['path']}  (drop-in ModelNew)")
