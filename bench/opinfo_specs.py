@@ -60,8 +60,16 @@ def entry_name(op: Any) -> str:
 
 
 def op_db() -> list[Any]:
+    import torch.backends
+
+    allowed = torch.backends.flags_frozen()
     from torch.testing._internal.common_methods_invocations import op_db as db
 
+    # importing torch's test suite freezes the global backend flags for the whole process
+    # (torch.backends.disable_global_flags): a later caller setting cudnn.allow_tf32, as the
+    # precision contract does, would raise "not allowed to set torch.backends.cudnn flags"
+    if not allowed and torch.backends.flags_frozen():
+        torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
     return list(db)
 
 

@@ -1,6 +1,8 @@
-"""Functional batch norm in training mode with the running statistics and the affine
-parameters passed in (as a functional model or a hand-rolled training step holds them):
-F.batch_norm(x, running_mean, running_var, weight, bias, training=True) on [N, C, L]."""
+"""Functional batch norm in training mode with the running statistics and the affine parameters passed in (as a functional model or a hand-rolled training step holds them)."""
+
+# Functional batch norm in training mode with the running statistics and the affine
+# parameters passed in (as a functional model or a hand-rolled training step holds them):
+# F.batch_norm(x, running_mean, running_var, weight, bias, training=True) on [N, C, L].
 
 import torch
 import torch.nn as nn

@@ -1,14 +1,16 @@
-"""Dense features as categorical ones: each float feature is bucketized by fixed
-boundaries, the bucket index is shifted into that feature's block of an embedding table,
-and the looked-up rows are summed over the features of a sample."""
+"""Dense features as categorical ones."""
+
+# Dense features as categorical ones: each float feature is bucketized by fixed
+# boundaries, the bucket index is shifted into that feature's block of an embedding table,
+# and the looked-up rows are summed over the features of a sample.
 
 import torch
 import torch.nn as nn
 
-batch = 64
-num_features = 8
-num_buckets = 20
-dim = 16
+BATCH = 64
+NUM_FEATURES = 8
+NUM_BUCKETS = 20
+DIM = 16
 
 
 class Model(nn.Module):
@@ -24,12 +26,12 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(batch, num_features)]
+    return [torch.randn(BATCH, NUM_FEATURES)]
 
 
 def get_init_inputs():
-    return [num_features, num_buckets, dim]
+    return [NUM_FEATURES, NUM_BUCKETS, DIM]
 
 
 def get_extra_inputs():
-    return [[torch.randn(3, num_features)]]
+    return [[torch.randn(3, NUM_FEATURES)]]

@@ -1,5 +1,7 @@
-"""Conv2d, then an elementwise minimum with a constant made in the forward, a
-per-channel bias and a scale (the constant is a 0-d tensor, read as a literal)."""
+"""Conv2d, then an elementwise minimum with a constant made in the forward, a per-channel bias and a scale (the constant is a 0-d tensor, read as a literal)."""
+
+# Conv2d, then an elementwise minimum with a constant made in the forward, a
+# per-channel bias and a scale (the constant is a 0-d tensor, read as a literal).
 
 import torch
 import torch.nn as nn

@@ -1,17 +1,19 @@
-"""The pairwise dot-product interaction of a DLRM-style model: a bottom MLP embeds the
-dense features, one embedding bag per sparse feature pools its ids, every pair of the
-resulting vectors is multiplied (a batched Gram matrix), the strictly lower triangle of
-each sample's Gram matrix is gathered with index buffers, concatenated with the dense
-embedding and scored by a top layer."""
+"""The pairwise dot-product interaction of a DLRM-style model."""
+
+# The pairwise dot-product interaction of a DLRM-style model: a bottom MLP embeds the
+# dense features, one embedding bag per sparse feature pools its ids, every pair of the
+# resulting vectors is multiplied (a batched Gram matrix), the strictly lower triangle of
+# each sample's Gram matrix is gathered with index buffers, concatenated with the dense
+# embedding and scored by a top layer.
 
 import torch
 import torch.nn as nn
 
-batch = 32
-num_dense = 13
-dim = 16
-table_sizes = (100, 50, 70)
-ids_per_table = 96
+BATCH = 32
+NUM_DENSE = 13
+DIM = 16
+TABLE_SIZES = (100, 50, 70)
+IDS_PER_TABLE = 96
 
 
 class Model(nn.Module):
@@ -33,21 +35,21 @@ class Model(nn.Module):
         pairs = z[:, self.li, self.lj]
         return torch.sigmoid(self.top(torch.cat([x, pairs], dim=1)))
 
-
-def _inputs(n, nnz):
-    ids = torch.stack([torch.randint(0, size, (nnz,)) for size in table_sizes])
-    starts = torch.sort(torch.randint(0, nnz + 1, (len(table_sizes), n - 1)), dim=1).values
-    offsets = torch.cat([torch.zeros(len(table_sizes), 1, dtype=torch.int64), starts], dim=1)
-    return [torch.randn(n, num_dense), ids, offsets]
+    @staticmethod
+    def _inputs(n, nnz):
+        ids = torch.stack([torch.randint(0, size, (nnz,)) for size in TABLE_SIZES])
+        starts = torch.sort(torch.randint(0, nnz + 1, (len(TABLE_SIZES), n - 1)), dim=1).values
+        offsets = torch.cat([torch.zeros(len(TABLE_SIZES), 1, dtype=torch.int64), starts], dim=1)
+        return [torch.randn(n, NUM_DENSE), ids, offsets]
 
 
 def get_inputs():
-    return _inputs(batch, ids_per_table)
+    return Model._inputs(BATCH, IDS_PER_TABLE)
 
 
 def get_init_inputs():
-    return [num_dense, dim, table_sizes]
+    return [NUM_DENSE, DIM, TABLE_SIZES]
 
 
 def get_extra_inputs():
-    return [_inputs(5, 11)]
+    return [Model._inputs(5, 11)]

@@ -1,15 +1,17 @@
-"""Feature hashing into an embedding bag, the sparse lookup of a recommendation model:
-raw 64-bit ids are hashed (multiplicative hash, xor-shift) into a fixed number of buckets,
-and each sample's bag of hashed ids is pooled as a weighted sum of table rows (offsets
-mark where each sample's ids start; some samples have no ids)."""
+"""Feature hashing into an embedding bag, the sparse lookup of a recommendation model."""
+
+# Feature hashing into an embedding bag, the sparse lookup of a recommendation model:
+# raw 64-bit ids are hashed (multiplicative hash, xor-shift) into a fixed number of buckets,
+# and each sample's bag of hashed ids is pooled as a weighted sum of table rows (offsets
+# mark where each sample's ids start; some samples have no ids).
 
 import torch
 import torch.nn as nn
 
-num_buckets = 1000
-dim = 16
-batch = 64
-ids_per_batch = 500
+NUM_BUCKETS = 1000
+DIM = 16
+BATCH = 64
+IDS_PER_BATCH = 500
 
 
 class Model(nn.Module):
@@ -23,21 +25,21 @@ class Model(nn.Module):
         buckets = torch.remainder(hashed, self.num_buckets)
         return self.bag(buckets, offsets, per_sample_weights=weights)
 
-
-def _bags(n_bags, n_ids):
-    raw_ids = torch.randint(0, 2**40, (n_ids,))
-    starts = torch.sort(torch.randint(0, n_ids + 1, (n_bags - 1,))).values
-    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), starts])
-    return [raw_ids, offsets, torch.rand(n_ids)]
+    @staticmethod
+    def _bags(n_bags, n_ids):
+        raw_ids = torch.randint(0, 2**40, (n_ids,))
+        starts = torch.sort(torch.randint(0, n_ids + 1, (n_bags - 1,))).values
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), starts])
+        return [raw_ids, offsets, torch.rand(n_ids)]
 
 
 def get_inputs():
-    return _bags(batch, ids_per_batch)
+    return Model._bags(BATCH, IDS_PER_BATCH)
 
 
 def get_init_inputs():
-    return [num_buckets, dim]
+    return [NUM_BUCKETS, DIM]
 
 
 def get_extra_inputs():
-    return [_bags(7, 33)]
+    return [Model._bags(7, 33)]

@@ -1,5 +1,7 @@
-"""Inverse trigonometric and hyperbolic functions blended by lerp, the result taking the
-input's sign: asin, acos, atanh, sinh, cosh, lerp and copysign in one pointwise chain."""
+"""Inverse trigonometric and hyperbolic functions blended by lerp, the result taking the input's sign."""
+
+# Inverse trigonometric and hyperbolic functions blended by lerp, the result taking the
+# input's sign: asin, acos, atanh, sinh, cosh, lerp and copysign in one pointwise chain.
 
 import torch
 import torch.nn as nn

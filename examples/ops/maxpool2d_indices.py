@@ -1,6 +1,8 @@
-"""Pooling with indices: MaxPool2d(3, stride 2, padding 1, ceil_mode, return_indices) on
-[N, C, H, W] (the encoder half of a max-unpooling segmentation net), values scaled per
-channel, and the int64 argmax positions within each input plane."""
+"""Pooling with indices."""
+
+# Pooling with indices: MaxPool2d(3, stride 2, padding 1, ceil_mode, return_indices) on
+# [N, C, H, W] (the encoder half of a max-unpooling segmentation net), values scaled per
+# channel, and the int64 argmax positions within each input plane.
 
 import torch
 import torch.nn as nn

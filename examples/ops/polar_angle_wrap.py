@@ -1,7 +1,9 @@
-"""Polar angle and radius of 2-D points plus a sawtooth and a staircase of the raw
-coordinates: atan2, hypot, log10, remainder (the divisor's sign) and floor_divide in one
-pointwise chain. The discontinuous ops see the inputs themselves (exact in fp32), so a
-rounding difference upstream cannot move a value across a step."""
+"""Polar angle and radius of 2-D points plus a sawtooth and a staircase of the raw coordinates."""
+
+# Polar angle and radius of 2-D points plus a sawtooth and a staircase of the raw
+# coordinates: atan2, hypot, log10, remainder (the divisor's sign) and floor_divide in one
+# pointwise chain. The discontinuous ops see the inputs themselves (exact in fp32), so a
+# rounding difference upstream cannot move a value across a step.
 
 import torch
 import torch.nn as nn

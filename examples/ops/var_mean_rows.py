@@ -1,5 +1,7 @@
-"""Per-row variance and mean in one call, and the row's extremes: torch.var_mean and
-torch.aminmax each return two tensors, the forward returns all four."""
+"""Per-row variance and mean in one call, and the row's extremes."""
+
+# Per-row variance and mean in one call, and the row's extremes: torch.var_mean and
+# torch.aminmax each return two tensors, the forward returns all four.
 
 import torch
 import torch.nn as nn

@@ -227,7 +227,7 @@ def _shrink_inputs(source: str, start: Measure, budget: ShrinkBudget) -> tuple[s
             return variant(plan), changed, current
         step = None
         for size in sorted((s for s in sizes if s not in frozen and plan.get(s, s) >= 2),
-                           key=lambda s: -plan.get(s, s)):
+                           key=lambda s: -(plan.get(s) or s)):
             trial = {**plan, size: plan.get(size, size) // 2}
             try:
                 m = measure(variant(trial), trace=True)

@@ -213,10 +213,23 @@ def test_kernels_and_source_do_not_depend_on_the_sequence_length(name: str) -> N
         nodes.append(len(synth.captured(src, name).gm.graph.nodes))
         (prop,) = synth.propose(ProposalRequest(spec_source=src, spec_name=name, count=1))
         sources.append(prop.source)
+    if name == "hand_written":
+        # its torch.stack of the T step outputs is an index-family kernel while the stack's
+        # inputs fit one launch (T = 5) and a library call past that (T = 64): the cells'
+        # kernels must not depend on T, the stack may
+        sources = [_without_index_kernels(s) for s in sources]
     assert count_kernels(sources[0]) == count_kernels(sources[1])
     assert _shape_free(sources[0]) == _shape_free(sources[1])
     if name != "hand_written":  # the cells' graph too: one loop node whatever T
         assert nodes[0] == nodes[1], nodes
+
+
+def _without_index_kernels(source: str) -> str:
+    """The kinds of ``@triton.jit`` kernels of ``source`` other than the index family's
+    (data movement), their node numbers dropped: the cells' kernels."""
+    names = re.findall(r"@triton\.jit\ndef (\w+)\(", source)
+    kinds = sorted(re.sub(r"_\d+$", "", n) for n in names if not n.startswith("index_"))
+    return "\n".join(f"@triton.jit\ndef {k}(" for k in kinds)
 
 
 _NOT_A_LOOP = """

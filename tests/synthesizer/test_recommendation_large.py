@@ -15,10 +15,10 @@ from kernelevolve.ports.synthesis import ProposalRequest
 from kernelevolve.spec_shrink import fit_for_interpreter
 
 LARGE = Path(__file__).resolve().parents[2] / "examples" / "large"
-NAMES = ["embedding_bag_hashed", "dlrm_interaction", "jagged_segment_sum", "bucketized_features"]
+NAMES = ["embedding_bag_hashed", "dlrm_interaction_large", "jagged_segment_sum_large", "bucketized_features_large"]
 # the kernel each must launch (the family that carries it)
-KERNELS = {"embedding_bag_hashed": "index_embedding_bag", "dlrm_interaction": "index_index_select",
-           "jagged_segment_sum": "index_segment_reduce", "bucketized_features": "index_embedding_bag"}
+KERNELS = {"embedding_bag_hashed": "index_embedding_bag", "dlrm_interaction_large": "index_index_select",
+           "jagged_segment_sum_large": "index_segment_reduce", "bucketized_features_large": "index_embedding_bag"}
 
 
 @pytest.mark.parametrize("name", NAMES)

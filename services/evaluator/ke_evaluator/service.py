@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import time
+from typing import Any
 
 from ke_evaluator.convert import verdict_to_pb
 from kernelevolve import metrics
@@ -79,7 +80,7 @@ class EvaluatorService:
         # Only a session that asked for the compile baseline passes it on (see JudgePort);
         # its precision contract, whenever the judge would otherwise judge under another;
         # a tier only when one is asked for.
-        extra: dict[str, object] = {"compile_baseline": True} if compile_baseline else {}
+        extra: dict[str, Any] = {"compile_baseline": True} if compile_baseline else {}
         judge_default = getattr(getattr(self._judge, "opts", None), "precision", "default")
         if precision and precision != judge_default:
             extra["precision"] = precision

@@ -355,7 +355,7 @@ class Judge:
 
     def evaluate(self, spec_source: str, candidate_source: str, candidate_id: str = "",
                  fresh_worker: bool = False, compile_baseline: bool = False,
-                 precision: str | None = None, tier: str | None = None) -> Verdict:
+                 tier: str | None = None, precision: str | None = None) -> Verdict:
         """Judge one candidate. ``fresh_worker=True`` runs it in a newly started worker (use it
         to re-time finalists: a lucky timing in a warm worker should not make an elite).
         ``compile_baseline=True`` also times torch.compile of the reference in the same worker

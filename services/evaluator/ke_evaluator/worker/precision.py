@@ -18,6 +18,7 @@ Worker side: torch only.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -73,7 +74,7 @@ def read_flags() -> dict[str, str]:
     if _slots_api():
         for backend, op in _SLOTS:
             flags[f"fp32_precision.{backend}.{op}"] = _read(
-                lambda b=backend, o=op: torch._C._get_fp32_precision_getter(b, o))
+                functools.partial(torch._C._get_fp32_precision_getter, backend, op))
     return flags
 
 

@@ -34,7 +34,7 @@ def run(ctx: JobContext) -> Evidence:
         raise Outcome("rejected", "ModelNew inherits from the reference Model")
     ctx.cls = cls
     try:
-        ctx.cand_model = loading.build_model(cls, ctx.init, opts.seed, dev)
+        ctx.cand_model = loading.build_model(cls, ctx.init, ctx.seed, dev)
     except Exception as exc:  # noqa: BLE001
         raise Outcome("compile_error", f"ModelNew(*get_init_inputs()) raised: {exc_summary(exc)}") from None
     v.evidence["parameters"] = loading.copy_parameters(ctx.ref_model, ctx.cand_model)

@@ -64,7 +64,7 @@ def _affine(g: torch.fx.Graph, y: torch.fx.Node, w: Any, b: Any, view: list[int]
     return y
 
 
-def _grouped(g: torch.fx.Graph, x: Any, groups: int, w: Any, b: Any, eps: Any) -> tuple[torch.fx.Node, ...] | None:
+def _grouped(g: torch.fx.Graph, x: Any, groups: Any, w: Any, b: Any, eps: Any) -> tuple[torch.fx.Node, ...] | None:
     shape = shape_of(x)
     if not _float(x) or shape is None or len(shape) < 2 or not isinstance(groups, int) or groups < 1 \
             or shape[1] % groups or not isinstance(eps, (int, float)):

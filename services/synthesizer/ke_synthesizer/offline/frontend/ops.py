@@ -226,9 +226,10 @@ SIGNATURES["count_nonzero"] = [("input", _REQ), ("dim", None)]
 SIGNATURES["softmin"] = [("input", _REQ), ("dim", None)]
 SIGNATURES["logcumsumexp"] = [("input", _REQ), ("dim", _REQ)]
 REDUCTIONS |= {"all", "any", "nansum", "nanmean", "count_nonzero"}
-for _name, _fns in {"all": (torch.all,), "any": (torch.any,), "nansum": (torch.nansum,),
-                    "nanmean": (torch.nanmean,), "count_nonzero": (torch.count_nonzero,),
-                    "softmin": (F.softmin,), "logcumsumexp": (torch.logcumsumexp,)}.items():
+_LONG_TAIL_FNS: dict[str, tuple[Callable[..., Any], ...]] = {
+    "all": (torch.all,), "any": (torch.any,), "nansum": (torch.nansum,), "nanmean": (torch.nanmean,),
+    "count_nonzero": (torch.count_nonzero,), "softmin": (F.softmin,), "logcumsumexp": (torch.logcumsumexp,)}
+for _name, _fns in _LONG_TAIL_FNS.items():
     _FUNCTION_ALIASES.update({fn: _name for fn in _fns})
     _METHOD_ALIASES.update({fn.__name__: _name for fn in _fns if hasattr(torch.Tensor, fn.__name__)})
 # softmax / log_softmax / softmin with dtype=torch.float32 on fp32 input change nothing; with

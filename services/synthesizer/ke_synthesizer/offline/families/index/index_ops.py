@@ -634,5 +634,5 @@ def _scatter(node: torch.fx.Node) -> NormOp | None:
     elif not (_tensor(src) or isinstance(src, (int, float))) or len(shape_of(idx) or ()) != rank:
         return None
     sources = [x, idx] + ([src] if _tensor(src) else [])
-    scalar = None if _tensor(src) else float(src)
+    scalar = None if _tensor(src) else float(src)  # type: ignore[arg-type]  # an int or float: checked above
     return _op("scatter", name, sources, dim=dim % rank, alpha=alpha, scalar=scalar)
